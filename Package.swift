@@ -1,0 +1,29 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "JobKit",
+    platforms: [
+        .macOS(.v13),
+        .iOS(.v16),
+        .tvOS(.v16),
+        .watchOS(.v9),
+    ],
+    products: [
+        .library(name: "JobKit", targets: ["JobKit"]),
+        .library(name: "JobKitTesting", targets: ["JobKitTesting"]),
+    ],
+    targets: [
+        .target(name: "JobKit"),
+        .target(name: "JobKitTesting", dependencies: ["JobKit"]),
+        .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"]),
+        .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting"]),
+    ]
+)
+
+// Swift 6 language mode, with complete concurrency checking, for every target.
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    settings.append(.swiftLanguageMode(.v6))
+    target.swiftSettings = settings
+}

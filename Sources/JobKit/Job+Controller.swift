@@ -1,0 +1,96 @@
+extension Job {
+    /// The handle a job's closure reports through.
+    ///
+    /// A controller reports the job's outcome once: the first of
+    /// ``finish(with:)``, ``fail(with:)`` or ``complete(with:)`` (or a
+    /// cancellation of the job) wins, and every later call returns `false`
+    /// and does nothing. It may be called from any thread.
+    ///
+    /// Copies of a controller all refer to the same performance. When the
+    /// last copy is released before the job completed, the job fails with
+    /// ``JobError/abandoned``.
+    public struct Controller: Sendable {
+        let token: ControllerToken<Success>
+
+        var state: JobState<Success> { token.state }
+
+        /// The queue the job is performed on. Run children and follow-up
+        /// work here, so that a test's injected queue drives them too.
+        public var queue: any JobQueue { token.state.queue }
+
+        /// Whether the job has been cancelled. A long-running closure can
+        /// check it between steps and stop early.
+        public var isCancelled: Bool { token.state.isCancelled }
+
+        /// Whether the job has completed, by any means: finished, failed,
+        /// cancelled or timed out.
+        public var isCompleted: Bool { token.state.isCompleted }
+
+        /// Finishes the job with `value`.
+        /// - Returns: `true` if this was the job's outcome, `false` if the
+        ///   job had already completed.
+        @discardableResult
+        public func finish(with value: Success) -> Bool {
+            token.state.complete(with: .success(value))
+        }
+
+        /// Fails the job with `error`.
+        /// - Returns: `true` if this was the job's outcome, `false` if the
+        ///   job had already completed.
+        @discardableResult
+        public func fail(with error: any Error) -> Bool {
+            token.state.complete(with: .failure(error))
+        }
+
+        /// Completes the job with `outcome`, a value or an error.
+        ///
+        /// Handy for forwarding a `Result` from a completion handler:
+        /// `api.load { result in controller.complete(with: result) }`.
+        /// - Returns: `true` if this was the job's outcome, `false` if the
+        ///   job had already completed.
+        @discardableResult
+        public func complete(with outcome: Outcome) -> Bool {
+            token.state.complete(with: outcome)
+        }
+
+        /// Registers cleanup to run if the job is cancelled: cancel a
+        /// network request, close a file.
+        ///
+        /// `handler` runs once, on the thread that cancels the job. If the
+        /// job is already cancelled it runs at once; if the job completed
+        /// in another way it never runs, and it is released when the job
+        /// completes. Don't capture the controller itself strongly in it:
+        /// that keeps the job from being reported as abandoned.
+        public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+            token.state.addCancelHandler(handler)
+        }
+
+        /// Performs `child` on this job's queue as a child of this job.
+        ///
+        /// The child is cancelled when this job is cancelled. `handler` is
+        /// called once with the child's outcome, on this job's queue.
+        /// Reporting this job's own outcome stays up to the caller.
+        ///
+        /// - Parameters:
+        ///   - child: The job to run.
+        ///   - handler: Called with the child's outcome.
+        /// - Returns: A handle that cancels the child alone.
+        @discardableResult
+        public func perform<Child>(
+            _ child: Job<Child>,
+            then handler: @escaping @Sendable (Job<Child>.Outcome) -> Void
+        ) -> JobHandle {
+            JobHandle(token.state.performChild(child, hopsToQueue: true, then: handler))
+        }
+    }
+}
+
+extension Job.Controller where Success == Void {
+    /// Finishes a job that produces no value.
+    /// - Returns: `true` if this was the job's outcome, `false` if the job
+    ///   had already completed.
+    @discardableResult
+    public func finish() -> Bool {
+        finish(with: ())
+    }
+}

@@ -1,0 +1,91 @@
+/// What a group does when one of its children fails.
+public enum FailurePolicy: Sendable, Equatable {
+    /// The first failure completes the group at once with that error and
+    /// cancels the children still running; children not started yet never
+    /// start.
+    case failFast
+    /// Every child runs to completion; then the group fails with the first
+    /// error, in order of completion, if any child failed.
+    case waitForAll
+}
+
+// MARK: - group
+
+extension Job where Success == Void {
+    /// A job that performs `jobs` together and finishes when all of them
+    /// finished.
+    ///
+    /// The children run on the group's queue, all at once or, with
+    /// `maxConcurrent`, at most that many at any moment, started in input
+    /// order. Cancelling the group cancels every running child. An empty
+    /// group finishes at once.
+    ///
+    /// ```swift
+    /// let media = post.photos.map { Job.uploading($0, using: uploader) }
+    /// Job.group(media, maxConcurrent: 4).perform { outcome in ... }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - jobs: The children.
+    ///   - maxConcurrent: The most children running at any moment; at least
+    ///     1 (a smaller value fails the group with
+    ///     ``JobError/invalidArgument(_:)``). Unbounded by default.
+    ///   - failurePolicy: ``FailurePolicy/failFast`` (the default) or
+    ///     ``FailurePolicy/waitForAll``.
+    /// - Returns: A job that finishes when every child finished.
+    /// - Complexity: O(1) work per child and one lock round trip per start
+    ///   and per completion, without recursion, even when children
+    ///   complete synchronously.
+    public static func group(
+        _ jobs: [Job<Void>],
+        maxConcurrent: Int = .max,
+        failurePolicy: FailurePolicy = .failFast
+    ) -> Job<Void> {
+        Job<Void> { controller in
+            GroupRun(
+                jobs: jobs,
+                maxConcurrent: maxConcurrent,
+                failurePolicy: failurePolicy,
+                collectsValues: false,
+                queue: controller.queue,
+                report: { outcome in controller.complete(with: outcome.map { _ in () }) }
+            ).start(registerCancel: controller.onCancel)
+        }
+    }
+}
+
+// MARK: - collect
+
+extension Job {
+    /// A job that performs `jobs` together and finishes with their values,
+    /// in input order, whatever the order they completed in.
+    ///
+    /// It behaves as ``group(_:maxConcurrent:failurePolicy:)``, and keeps
+    /// each child's value:
+    ///
+    /// ```swift
+    /// let sizes: Job<[Int]> = Job.collect(files.map(measure))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - jobs: The children.
+    ///   - maxConcurrent: The most children running at any moment; at least 1.
+    ///   - failurePolicy: What a child's failure does to the others.
+    /// - Returns: A job whose value holds each child's value, in input order.
+    public static func collect<Element>(
+        _ jobs: [Job<Element>],
+        maxConcurrent: Int = .max,
+        failurePolicy: FailurePolicy = .failFast
+    ) -> Job<[Element]> where Success == [Element] {
+        Job<[Element]> { controller in
+            GroupRun(
+                jobs: jobs,
+                maxConcurrent: maxConcurrent,
+                failurePolicy: failurePolicy,
+                collectsValues: true,
+                queue: controller.queue,
+                report: { outcome in controller.complete(with: outcome) }
+            ).start(registerCancel: controller.onCancel)
+        }
+    }
+}

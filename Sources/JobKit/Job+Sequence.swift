@@ -1,0 +1,25 @@
+extension Job where Success == Void {
+    /// A job that performs `jobs` one after another and stops at the first
+    /// failure.
+    ///
+    /// Each child starts only after the previous one finished, on the
+    /// sequence's queue. The first failure fails the sequence with that
+    /// error, and the children after it never start. Cancelling the
+    /// sequence cancels the running child. An empty sequence finishes at
+    /// once. Performing the sequence again runs every step again, from the
+    /// first.
+    ///
+    /// ```swift
+    /// Job.sequence([.group(media), .uploading(post, using: uploader)])
+    /// ```
+    ///
+    /// - Parameter jobs: The steps, in order.
+    /// - Returns: A job that finishes when the last step finished.
+    /// - Complexity: O(1) work per step, and a flat stack however long the
+    ///   sequence, even when steps complete synchronously.
+    public static func sequence(_ jobs: [Job<Void>]) -> Job<Void> {
+        Job<Void> { controller in
+            SequenceRun(jobs: jobs, controller: controller).start()
+        }
+    }
+}

@@ -1,0 +1,126 @@
+// MARK: - timeout
+
+extension Job {
+    /// A job that fails with ``JobError/timedOut`` and cancels this job
+    /// when it has not completed within `duration`.
+    ///
+    /// The time is measured on the job's queue with
+    /// ``JobQueue/enqueue(after:_:)``, so on a `TestQueue` it passes only
+    /// when the test advances it:
+    ///
+    /// ```swift
+    /// Job<Data>.never.timeout(after: .seconds(30)).perform(on: queue) { ... }
+    /// try queue.advance(by: .seconds(30))   // the handler gets .timedOut
+    /// ```
+    ///
+    /// - Parameter duration: How long this job may take.
+    public func timeout(after duration: Duration) -> Job<Success> {
+        Job { controller in
+            let child = controller.state.performChild(self) { controller.complete(with: $0) }
+            controller.queue.enqueue(after: duration) {
+                if controller.fail(with: JobError.timedOut) {
+                    child.cancel()
+                }
+            }
+        }
+    }
+}
+
+// MARK: - retry
+
+/// How long ``Job/retry(attempts:delay:while:)`` waits before each new
+/// attempt.
+public enum RetryDelay: Sendable, Equatable {
+    /// Retry at once.
+    case none
+    /// Wait the same time before every retry.
+    case fixed(Duration)
+    /// Wait `initial` before the first retry, then `multiplier` times longer
+    /// before each next one, never more than `maximum`.
+    case exponential(initial: Duration, multiplier: Double = 2, maximum: Duration)
+
+    /// The delay before retry number `retry` (1 for the first retry).
+    public func delay(beforeRetry retry: Int) -> Duration {
+        switch self {
+        case .none:
+            return .zero
+        case .fixed(let duration):
+            return duration
+        case .exponential(let initial, let multiplier, let maximum):
+            var delay = initial
+            for _ in 1..<max(retry, 1) {
+                delay = delay * multiplier
+                if delay >= maximum { return maximum }
+            }
+            return min(delay, maximum)
+        }
+    }
+}
+
+extension Job {
+    /// A job that performs this job and, while it fails, performs it again,
+    /// up to `attempts` performances in all.
+    ///
+    /// Each attempt is a fresh performance of this job (a retried sequence
+    /// starts again from its first step). The returned job finishes with
+    /// the first success, or fails with the last attempt's error. Waits
+    /// between attempts run on the job's queue, so a `TestQueue` drives
+    /// them in virtual time. Cancelling the returned job cancels the
+    /// running attempt and any pending retry. Cancellation of an attempt
+    /// itself (`CancellationError`) is not retried.
+    ///
+    /// ```swift
+    /// upload.retry(attempts: 3, delay: .exponential(initial: .seconds(1), maximum: .seconds(8)))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - attempts: The most performances, first one included; at least 1
+    ///     (a smaller value fails with ``JobError/invalidArgument(_:)``).
+    ///   - delay: The wait before each retry. No wait by default.
+    ///   - shouldRetry: Decides, from an attempt's error, whether to try
+    ///     again. Retries every error but cancellation by default.
+    public func retry(
+        attempts: Int,
+        delay: RetryDelay = .none,
+        while shouldRetry: @escaping @Sendable (any Error) -> Bool = { !($0 is CancellationError) }
+    ) -> Job<Success> {
+        Job { controller in
+            guard attempts >= 1 else {
+                controller.fail(with: JobError.invalidArgument("attempts must be at least 1, got \(attempts)"))
+                return
+            }
+            RetryRun(job: self, attempts: attempts, delay: delay, shouldRetry: shouldRetry, controller: controller)
+                .attempt(1)
+        }
+    }
+}
+
+/// One performance of a retried job.
+private struct RetryRun<Success: Sendable>: Sendable {
+    let job: Job<Success>
+    let attempts: Int
+    let delay: RetryDelay
+    let shouldRetry: @Sendable (any Error) -> Bool
+    let controller: Job<Success>.Controller
+
+    func attempt(_ number: Int) {
+        guard !controller.isCompleted else { return }
+        controller.state.performChild(job) { outcome in
+            switch outcome {
+            case .success:
+                controller.complete(with: outcome)
+            case .failure(let error):
+                guard number < attempts, shouldRetry(error) else {
+                    controller.complete(with: outcome)
+                    return
+                }
+                let wait = delay.delay(beforeRetry: number)
+                if wait <= .zero {
+                    controller.queue.enqueue { attempt(number + 1) }
+                } else {
+                    controller.queue.enqueue(after: wait) { attempt(number + 1) }
+                }
+            }
+        }
+    }
+}

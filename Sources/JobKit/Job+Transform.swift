@@ -1,0 +1,113 @@
+// MARK: - then and map
+
+extension Job {
+    /// A job that performs this job, then the job `next` builds from its
+    /// value, and finishes with that second job's outcome.
+    ///
+    /// If this job fails, `next` is not called and the returned job fails
+    /// with the same error. Both jobs run on the returned job's queue, and
+    /// cancelling it cancels whichever is running.
+    ///
+    /// ```swift
+    /// let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
+    /// ```
+    public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
+        Job<Next> { controller in
+            controller.state.performChild(self) { outcome in
+                switch outcome {
+                case .success(let value):
+                    controller.state.performChild(next(value)) { controller.complete(with: $0) }
+                case .failure(let error):
+                    controller.fail(with: error)
+                }
+            }
+        }
+    }
+
+    /// A job that performs this job and finishes with `transform` applied
+    /// to its value.
+    ///
+    /// If this job fails, `transform` is not called. If `transform` throws,
+    /// the returned job fails with the error it threw.
+    public func map<NewSuccess>(
+        _ transform: @escaping @Sendable (Success) throws -> NewSuccess
+    ) -> Job<NewSuccess> {
+        Job<NewSuccess> { controller in
+            controller.state.performChild(self) { outcome in
+                controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
+            }
+        }
+    }
+
+    /// A job that performs this job and drops its value.
+    ///
+    /// Handy for putting jobs with values into a ``group(_:maxConcurrent:failurePolicy:)``
+    /// or a ``sequence(_:)``.
+    public func discardingValue() -> Job<Void> {
+        map { _ in () }
+    }
+}
+
+// MARK: - Errors
+
+extension Job {
+    /// A job that performs this job and, if it fails, finishes with the
+    /// value `handler` returns for the error instead.
+    ///
+    /// If `handler` throws, the returned job fails with the error it threw,
+    /// so it can recover from some errors and pass the others on:
+    ///
+    /// ```swift
+    /// cachedAvatar.recover { error in
+    ///     guard error is NotFound else { throw error }
+    ///     return .placeholder
+    /// }
+    /// ```
+    ///
+    /// Cancelling the returned job is not a failure of this job: it
+    /// completes with `CancellationError` and `handler` is not called.
+    public func recover(
+        _ handler: @escaping @Sendable (any Error) throws -> Success
+    ) -> Job<Success> {
+        Job { controller in
+            controller.state.performChild(self) { outcome in
+                switch outcome {
+                case .success:
+                    controller.complete(with: outcome)
+                case .failure(let error):
+                    controller.complete(with: Result { try handler(error) })
+                }
+            }
+        }
+    }
+
+    /// A job that performs this job and, if it fails, performs the job
+    /// `handler` builds from the error and finishes with its outcome.
+    public func recover(
+        with handler: @escaping @Sendable (any Error) -> Job<Success>
+    ) -> Job<Success> {
+        Job { controller in
+            controller.state.performChild(self) { outcome in
+                switch outcome {
+                case .success:
+                    controller.complete(with: outcome)
+                case .failure(let error):
+                    controller.state.performChild(handler(error)) { controller.complete(with: $0) }
+                }
+            }
+        }
+    }
+
+    /// A job that performs this job and, if it fails, fails with the error
+    /// `transform` makes of its error: to wrap low-level errors into a
+    /// domain error, say.
+    public func mapError(
+        _ transform: @escaping @Sendable (any Error) -> any Error
+    ) -> Job<Success> {
+        Job { controller in
+            controller.state.performChild(self) { outcome in
+                controller.complete(with: outcome.mapError(transform))
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+/// The errors JobKit itself reports.
+///
+/// Cancellation is not among them: a cancelled job fails with Swift's own
+/// `CancellationError`, so it reads the same as a cancelled Swift task.
+///
+/// ```swift
+/// job.perform(on: queue) { outcome in
+///     if case .failure(JobError.timedOut) = outcome { showRetryButton() }
+/// }
+/// ```
+public enum JobError: Error, Equatable, Sendable {
+    /// The job's body released every copy of its controller without
+    /// reporting an outcome: it forgot to call `finish`, `fail` or
+    /// `complete`. Reported instead of waiting forever.
+    case abandoned
+
+    /// The job did not complete within the time given to
+    /// ``Job/timeout(after:)``; it was cancelled.
+    case timedOut
+
+    /// A combinator was given an argument it cannot work with, such as a
+    /// `maxConcurrent` or a number of attempts below 1. The string says
+    /// which argument and why.
+    case invalidArgument(String)
+}
+
+extension JobError: CustomStringConvertible {
+    /// A one-line, human-readable account of the error.
+    public var description: String {
+        switch self {
+        case .abandoned:
+            "the job released its controller without reporting an outcome"
+        case .timedOut:
+            "the job timed out"
+        case .invalidArgument(let reason):
+            "invalid argument: \(reason)"
+        }
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import JobKit
+
+/// A queue that runs work at once, on the calling thread: the *immediate*
+/// double of a `DispatchQueue`.
+///
+/// With it, a job tree completes before `perform` returns, so a test can
+/// assert right after performing:
+///
+/// ```swift
+/// var outcome: Job<Int>.Outcome?
+/// job.perform(on: ImmediateQueue()) { outcome = $0 }
+/// #expect(try outcome?.get() == 42)
+/// ```
+///
+/// Delayed work runs at once too: time collapses to now. Use ``TestQueue``
+/// to control time instead.
+///
+/// Work enqueued while the queue is already running work on the same
+/// thread is queued, in order, and run right after the current work
+/// returns; the outermost call returns only when all of it has run. So a
+/// chain of a million steps that complete synchronously runs in a loop,
+/// with a flat stack, instead of a million nested calls.
+public struct ImmediateQueue: JobQueue {
+    /// Creates an immediate queue. All immediate queues share, per thread,
+    /// the list of work waiting behind the work that is running.
+    public init() {}
+
+    /// Runs `work` now, or right after the work running on this thread.
+    public func enqueue(_ work: @escaping @Sendable () -> Void) {
+        Trampoline.run(work)
+    }
+
+    /// Runs `work` now, ignoring `delay`, or right after the work running
+    /// on this thread.
+    public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+        Trampoline.run(work)
+    }
+}
+
+/// The per-thread list of work waiting behind the work that runs now.
+private enum Trampoline {
+    /// Work waiting on one thread. Only that thread touches it.
+    final class Pending {
+        private var items: [@Sendable () -> Void] = []
+        private var head = 0
+
+        func append(_ work: @escaping @Sendable () -> Void) {
+            items.append(work)
+        }
+
+        func popFirst() -> (@Sendable () -> Void)? {
+            guard head < items.count else {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+                return nil
+            }
+            let work = items[head]
+            head += 1
+            if head >= 4096 && head * 2 >= items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+            return work
+        }
+    }
+
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key, nil)
+        precondition(status == 0, "ImmediateQueue: pthread_key_create failed with \(status)")
+        return key
+    }()
+
+    static func run(_ work: @escaping @Sendable () -> Void) {
+        if let raw = pthread_getspecific(key) {
+            Unmanaged<Pending>.fromOpaque(raw).takeUnretainedValue().append(work)
+            return
+        }
+        let pending = Pending()
+        pthread_setspecific(key, Unmanaged.passUnretained(pending).toOpaque())
+        defer { pthread_setspecific(key, nil) }
+        work()
+        while let next = pending.popFirst() {
+            next()
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import JobKit
+
+/// A queue that runs nothing until the test says so, with a virtual clock:
+/// the *test* double of a `DispatchQueue`.
+///
+/// Work waits until ``run()`` (everything due now) or ``advance(by:)``
+/// (move the clock and run what falls due), so a test can stop between two
+/// steps of a job and assert the state in between. Delays pass in virtual
+/// time: a 30-second timeout takes microseconds.
+///
+/// ```swift
+/// let queue = TestQueue()
+/// var outcome: Job<Data>.Outcome?
+/// download.timeout(after: .seconds(30)).perform(on: queue) { outcome = $0 }
+/// try queue.run()
+/// #expect(outcome == nil)              // started, not finished
+/// try queue.advance(by: .seconds(30))
+/// // outcome is .failure(JobError.timedOut)
+/// ```
+///
+/// Work runs in order of due time, and in enqueue order among work due at
+/// the same time. ``now`` is set to each item's due time before it runs.
+/// Work enqueued while running is picked up by the same call if it falls
+/// due. A runaway loop (work that keeps enqueueing more work forever) is
+/// stopped after ``maxSteps`` items with ``RunawayError`` instead of
+/// hanging the test.
+///
+/// Thread-safe: work can be enqueued from any thread. Work runs on the
+/// thread that calls ``run()`` or ``advance(by:)``, outside the queue's lock.
+public final class TestQueue: JobQueue, Sendable {
+    /// Thrown when one call to ``run()`` or ``advance(by:)`` ran more than
+    /// ``TestQueue/maxSteps`` items: some work re-enqueues itself forever.
+    public struct RunawayError: Error, CustomStringConvertible, Sendable {
+        /// The number of items run before the call gave up.
+        public let steps: Int
+        /// The virtual time when it gave up.
+        public let now: Duration
+        /// The number of items still waiting.
+        public let pendingCount: Int
+
+        /// What happened, in one line.
+        public var description: String {
+            "TestQueue ran \(steps) items in one call without becoming idle (now \(now), "
+                + "\(pendingCount) pending): some work keeps enqueueing work forever"
+        }
+    }
+
+    private struct State: Sendable {
+        var now: Duration = .zero
+        var nextSequence: UInt64 = 0
+        var items = ItemHeap()
+    }
+
+    private let lock = Lock(State())
+
+    /// The most items one call to ``run()`` or ``advance(by:)`` runs before
+    /// it throws ``RunawayError``.
+    public let maxSteps: Int
+
+    /// Creates a test queue whose clock starts at zero.
+    /// - Parameter maxSteps: The most items one call runs before it decides
+    ///   the work is a runaway loop. A million by default.
+    public init(maxSteps: Int = 1_000_000) {
+        self.maxSteps = maxSteps
+    }
+
+    /// The virtual time: how far the clock has been advanced since the
+    /// queue was created.
+    public var now: Duration {
+        lock.withLock { $0.now }
+    }
+
+    /// The number of items waiting, due or not.
+    public var pendingCount: Int {
+        lock.withLock { $0.items.count }
+    }
+
+    /// Whether no work is waiting.
+    public var isIdle: Bool {
+        pendingCount == 0
+    }
+
+    /// Queues `work` to run at the current virtual time.
+    public func enqueue(_ work: @escaping @Sendable () -> Void) {
+        enqueue(after: .zero, work)
+    }
+
+    /// Queues `work` to run once the clock reaches now + `delay`.
+    public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+        lock.withLock { state in
+            let item = Item(due: state.now + max(delay, .zero), sequence: state.nextSequence, work: work)
+            state.nextSequence += 1
+            state.items.insert(item)
+        }
+    }
+
+    /// Runs every item that is due now, in order, including items enqueued
+    /// meanwhile that are due now, until none is due. The clock does not
+    /// move.
+    /// - Throws: ``RunawayError`` after ``maxSteps`` items.
+    public func run() throws(RunawayError) {
+        try runItems(until: nil)
+    }
+
+    /// Moves the clock forward by `duration`, running each item that falls
+    /// due on the way, in order of due time, with ``now`` set to its due
+    /// time; then sets ``now`` to the target.
+    /// - Throws: ``RunawayError`` after ``maxSteps`` items.
+    public func advance(by duration: Duration) throws(RunawayError) {
+        let target = lock.withLock { $0.now + max(duration, .zero) }
+        try runItems(until: target)
+    }
+
+    /// Runs the single next item that is due now, if any.
+    /// - Returns: Whether an item ran.
+    @discardableResult
+    public func runNext() -> Bool {
+        guard let item = lock.withLock({ $0.items.popFirst(dueBy: $0.now) }) else { return false }
+        item.work()
+        return true
+    }
+
+    private func runItems(until target: Duration?) throws(RunawayError) {
+        var steps = 0
+        while true {
+            let item = lock.withLock { state -> Item? in
+                let limit = target ?? state.now
+                guard let item = state.items.popFirst(dueBy: limit) else {
+                    if let target { state.now = max(state.now, target) }
+                    return nil
+                }
+                state.now = max(state.now, item.due)
+                return item
+            }
+            guard let item else { return }
+            if steps == maxSteps {
+                // Put it back: a runaway leaves its work pending.
+                lock.withLock { $0.items.insert(item) }
+                let (now, count) = lock.withLock { ($0.now, $0.items.count) }
+                throw RunawayError(steps: steps, now: now, pendingCount: count)
+            }
+            steps += 1
+            item.work()
+        }
+    }
+}
+
+// MARK: - Items
+
+private struct Item: Sendable {
+    let due: Duration
+    let sequence: UInt64
+    let work: @Sendable () -> Void
+
+    func precedes(_ other: Item) -> Bool {
+        (due, sequence) < (other.due, other.sequence)
+    }
+}
+
+/// A binary min-heap of items by (due time, sequence).
+private struct ItemHeap: Sendable {
+    private var storage: [Item] = []
+
+    var count: Int { storage.count }
+
+    mutating func insert(_ item: Item) {
+        storage.append(item)
+        var child = storage.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard storage[child].precedes(storage[parent]) else { break }
+            storage.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes and returns the first item if it is due by `time`.
+    mutating func popFirst(dueBy time: Duration) -> Item? {
+        guard let first = storage.first, first.due <= time else { return nil }
+        let last = storage.removeLast()
+        guard !storage.isEmpty else { return first }
+        storage[0] = last
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < storage.count && storage[left].precedes(storage[smallest]) { smallest = left }
+            if right < storage.count && storage[right].precedes(storage[smallest]) { smallest = right }
+            if smallest == parent { break }
+            storage.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return first
+    }
+}
