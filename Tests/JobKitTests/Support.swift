@@ -1,0 +1,93 @@
+import Dispatch
+import JobKit
+import JobKitTesting
+
+struct TestError: Error, Equatable {
+    var id = 0
+}
+
+/// Performs `job` on an `ImmediateQueue` and returns its outcome, which is
+/// known when `perform` returns.
+func outcome<T>(of job: Job<T>) -> Job<T>.Outcome? {
+    let box = LockIsolated<Job<T>.Outcome?>(nil)
+    job.perform(on: ImmediateQueue()) { box.setValue($0) }
+    return box.value
+}
+
+/// Records the outcomes a handler receives, in order.
+final class Recorder<T: Sendable>: Sendable {
+    private let box = LockIsolated<[Job<T>.Outcome]>([])
+
+    var outcomes: [Job<T>.Outcome] { box.value }
+    var count: Int { outcomes.count }
+    var last: Job<T>.Outcome? { outcomes.last }
+
+    var handler: @Sendable (Job<T>.Outcome) -> Void {
+        { outcome in self.box.withValue { $0.append(outcome) } }
+    }
+}
+
+/// A job that counts its starts and keeps its controllers, so a test can
+/// complete each performance when it wants.
+final class ManualJob<T: Sendable>: Sendable {
+    private let controllers = LockIsolated<[Job<T>.Controller]>([])
+    private let cancels = LockIsolated(0)
+
+    var job: Job<T> {
+        Job { controller in
+            controller.onCancel { self.cancels.withValue { $0 += 1 } }
+            self.controllers.withValue { $0.append(controller) }
+        }
+    }
+
+    var startCount: Int { controllers.value.count }
+    var cancelCount: Int { cancels.value }
+    var controller: Job<T>.Controller? { controllers.value.last }
+
+    @discardableResult
+    func finish(with value: T) -> Bool {
+        controllers.value.last?.finish(with: value) ?? false
+    }
+
+    @discardableResult
+    func fail(with error: any Error) -> Bool {
+        controllers.value.last?.fail(with: error) ?? false
+    }
+
+    /// Drops the controllers it kept (the job is then abandoned unless it
+    /// completed).
+    func release() {
+        controllers.setValue([])
+    }
+}
+
+extension ManualJob where T == Void {
+    @discardableResult
+    func finish() -> Bool { finish(with: ()) }
+}
+
+extension Result {
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
+
+/// Whether `error` is a `CancellationError`.
+func isCancellation(_ error: (any Error)?) -> Bool {
+    error is CancellationError
+}
+
+/// The address of a local variable: how deep the stack is right now.
+@inline(never)
+func currentStackAddress() -> UInt {
+    var marker = 0
+    return withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+}
+
+final class Tracked: Sendable {}
