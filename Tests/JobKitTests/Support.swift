@@ -1,4 +1,9 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import JobKit
 import JobKitTesting
 
@@ -91,3 +96,11 @@ func currentStackAddress() -> UInt {
 }
 
 final class Tracked: Sendable {}
+
+/// Whether this test process runs under Thread Sanitizer, which makes
+/// every memory access many times slower: million-job tests use fewer jobs
+/// there (the flat-stack assertion holds for any size).
+let isThreadSanitized: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
+
+/// A million, or a hundred thousand under Thread Sanitizer.
+let aMillion = isThreadSanitized ? 100_000 : 1_000_000

@@ -1,0 +1,229 @@
+import Dispatch
+import JobKit
+import JobKitTesting
+import Testing
+
+@Suite("Group")
+struct GroupTests {
+    @Test func emptyGroupFinishesAtOnce() throws {
+        #expect(outcome(of: Job.group([]))?.isSuccess == true)
+        #expect(try outcome(of: Job<[Int]>.collect([Job<Int>]()))?.get() == [])
+    }
+
+    @Test(arguments: [1, 2, 50])
+    func startsAllChildrenTogetherAndFinishesWhenAllFinished(count: Int) throws {
+        let children = (0..<count).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.group(children.map(\.job)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        #expect(children.allSatisfy { $0.startCount == 1 })
+        for child in children.dropLast() { child.finish() }
+        try queue.run()
+        #expect(recorder.count == 0)
+        children.last?.finish()
+        try queue.run()
+        #expect(recorder.last?.isSuccess == true)
+    }
+
+    @Test func failsFastAndCancelsSiblings() throws {
+        let children = (0..<3).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.group(children.map(\.job)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        children[0].finish()
+        children[1].fail(with: TestError(id: 1))
+        try queue.run()
+        #expect(recorder.last?.failure as? TestError == TestError(id: 1))
+        #expect(children[0].cancelCount == 0)
+        #expect(children[2].cancelCount == 1)
+        #expect(recorder.count == 1)
+    }
+
+    @Test func failFastNeverStartsChildrenNotStartedYet() throws {
+        let children = (0..<4).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.group(children.map(\.job), maxConcurrent: 2).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        children[0].fail(with: TestError(id: 0))
+        try queue.run()
+        #expect(children[1].cancelCount == 1)
+        #expect(children[2].startCount == 0)
+        #expect(children[3].startCount == 0)
+        #expect(recorder.last?.failure as? TestError == TestError(id: 0))
+    }
+
+    @Test func waitForAllFailsWithTheFirstErrorInCompletionOrder() throws {
+        let children = (0..<3).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.group(children.map(\.job), failurePolicy: .waitForAll).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        children[2].fail(with: TestError(id: 2))
+        children[0].fail(with: TestError(id: 0))
+        try queue.run()
+        #expect(recorder.count == 0)
+        #expect(children[1].cancelCount == 0)
+        children[1].finish()
+        try queue.run()
+        #expect(recorder.last?.failure as? TestError == TestError(id: 2))
+    }
+
+    @Test(arguments: [1, 2, 3, 7])
+    func neverRunsMoreThanMaxConcurrent(limit: Int) throws {
+        let running = LockIsolated(0)
+        let peak = LockIsolated(0)
+        let queue = TestQueue()
+        let jobs = (0..<20).map { index in
+            Job<Void> { controller in
+                running.withValue { $0 += 1 }
+                peak.withValue { $0 = max($0, running.value) }
+                controller.queue.enqueue(after: .milliseconds(index % 3 + 1)) {
+                    running.withValue { $0 -= 1 }
+                    controller.finish()
+                }
+            }
+        }
+        let recorder = Recorder<Void>()
+        Job.group(jobs, maxConcurrent: limit).perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(1))
+        #expect(recorder.last?.isSuccess == true)
+        #expect(peak.value == limit)
+    }
+
+    @Test func boundedGroupStartsChildrenInInputOrderAsSlotsFree() throws {
+        let children = (0..<4).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        Job.group(children.map(\.job), maxConcurrent: 2).perform(on: queue) { _ in }
+        try queue.run()
+        #expect(children.map(\.startCount) == [1, 1, 0, 0])
+        children[1].finish()
+        try queue.run()
+        #expect(children.map(\.startCount) == [1, 1, 1, 0])
+    }
+
+    @Test func maxConcurrentHoldsOnRealThreads() throws {
+        for _ in 0..<20 {
+            let running = LockIsolated(0)
+            let peak = LockIsolated(0)
+            let done = DispatchSemaphore(value: 0)
+            let jobs = (0..<200).map { _ in
+                Job<Void> { controller in
+                    let now = running.withValue { value -> Int in
+                        value += 1
+                        return value
+                    }
+                    peak.withValue { $0 = max($0, now) }
+                    DispatchQueue.global().async {
+                        running.withValue { $0 -= 1 }
+                        controller.finish()
+                    }
+                }
+            }
+            let recorder = Recorder<Void>()
+            Job.group(jobs, maxConcurrent: 3).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(recorder.last?.isSuccess == true)
+            #expect(peak.value <= 3)
+        }
+    }
+
+    @Test func invalidMaxConcurrentFailsWithATypedError() throws {
+        let result = outcome(of: Job.group([.succeeded], maxConcurrent: 0))
+        guard case .invalidArgument = result?.failure as? JobError else {
+            Issue.record("expected JobError.invalidArgument, got \(String(describing: result))")
+            return
+        }
+    }
+
+    @Test func cancellingTheGroupCancelsRunningChildrenAndStartsNoMore() throws {
+        let children = (0..<3).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        let handle = Job.group(children.map(\.job), maxConcurrent: 2).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        handle.cancel()
+        try queue.run()
+        #expect(children.map(\.cancelCount) == [1, 1, 0])
+        #expect(children[2].startCount == 0)
+        #expect(isCancellation(recorder.last?.failure))
+    }
+
+    @Test func collectReturnsValuesInInputOrderWhateverTheCompletionOrder() throws {
+        let children = (0..<4).map { _ in ManualJob<Int>() }
+        let queue = TestQueue()
+        let recorder = Recorder<[Int]>()
+        Job.collect(children.map(\.job)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        for index in [2, 0, 3, 1] { children[index].finish(with: index * 10) }
+        try queue.run()
+        #expect(try recorder.last?.get() == [0, 10, 20, 30])
+    }
+
+    @Test func collectWithBoundedConcurrency() throws {
+        let jobs = (0..<100).map { Job.succeeded($0) }
+        #expect(try outcome(of: Job.collect(jobs, maxConcurrent: 3))?.get() == Array(0..<100))
+    }
+
+    @Test func groupsFitInASequenceArrayLiteral() throws {
+        let order = LockIsolated<[String]>([])
+        func step(_ name: String) -> Job<Void> {
+            Job { controller in
+                order.withValue { $0.append(name) }
+                controller.finish()
+            }
+        }
+        let job = Job.sequence([.group([step("a"), step("b")]), step("post")])
+        #expect(outcome(of: job)?.isSuccess == true)
+        #expect(order.value == ["a", "b", "post"])
+    }
+
+    @Test func millionSynchronousChildrenOnAnImmediateQueueFinishWithAFlatStack() throws {
+        let top = currentStackAddress()
+        let deepest = LockIsolated(top)
+        let count = LockIsolated(0)
+        let child = Job<Void> { controller in
+            let address = currentStackAddress()
+            deepest.withValue { $0 = min($0, address) }
+            count.withValue { $0 += 1 }
+            controller.finish()
+        }
+        let children = Array(repeating: child, count: aMillion)
+        #expect(outcome(of: Job.group(children))?.isSuccess == true)
+        #expect(count.value == aMillion)
+        #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func boundedGroupOfSynchronousChildrenDoesNotRecurse() throws {
+        let top = currentStackAddress()
+        let deepest = LockIsolated(top)
+        let child = Job<Void> { controller in
+            let address = currentStackAddress()
+            deepest.withValue { $0 = min($0, address) }
+            controller.finish()
+        }
+        let children = Array(repeating: child, count: 100_000)
+        #expect(outcome(of: Job.group(children, maxConcurrent: 2))?.isSuccess == true)
+        #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {
+        for _ in 0..<50 {
+            let done = DispatchSemaphore(value: 0)
+            let recorder = Recorder<[Int]>()
+            let jobs = (0..<64).map { Job.succeeded($0) }
+            Job.collect(jobs).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(try recorder.last?.get() == Array(0..<64))
+            #expect(recorder.count == 1)
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import JobKit
+import JobKitTesting
+import Testing
+
+@Suite("Sequence")
+struct SequenceTests {
+    @Test func emptySequenceFinishesAtOnce() throws {
+        #expect(outcome(of: Job.sequence([]))?.isSuccess == true)
+    }
+
+    @Test(arguments: [1, 2, 5])
+    func runsStrictlyOneAtATimeInOrder(count: Int) throws {
+        let steps = (0..<count).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.sequence(steps.map(\.job)).perform(on: queue, then: recorder.handler)
+        for index in 0..<count {
+            try queue.run()
+            #expect(steps.map(\.startCount) == (0..<count).map { $0 <= index ? 1 : 0 })
+            #expect(recorder.count == 0)
+            steps[index].finish()
+        }
+        try queue.run()
+        #expect(recorder.last?.isSuccess == true)
+    }
+
+    @Test func stopsAtTheFirstFailureWithoutStartingTheRest() throws {
+        let steps = (0..<3).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.sequence(steps.map(\.job)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        steps[0].finish()
+        try queue.run()
+        steps[1].fail(with: TestError(id: 1))
+        try queue.run()
+        #expect(recorder.last?.failure as? TestError == TestError(id: 1))
+        #expect(steps[2].startCount == 0)
+        #expect(recorder.count == 1)
+    }
+
+    @Test func cancellingCancelsTheRunningStepAndStartsNoMore() throws {
+        let steps = (0..<2).map { _ in ManualJob<Void>() }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        let handle = Job.sequence(steps.map(\.job)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        handle.cancel()
+        #expect(steps[0].cancelCount == 1)
+        steps[0].finish()
+        try queue.run()
+        #expect(steps[1].startCount == 0)
+        #expect(isCancellation(recorder.last?.failure))
+    }
+
+    @Test func performingTwiceRunsEveryStepTwice() throws {
+        let runs = LockIsolated([0, 0, 0])
+        let steps = (0..<3).map { index in
+            Job<Void> { controller in
+                runs.withValue { $0[index] += 1 }
+                controller.finish()
+            }
+        }
+        let sequence = Job.sequence(steps)
+        #expect(outcome(of: sequence)?.isSuccess == true)
+        #expect(outcome(of: sequence)?.isSuccess == true)
+        #expect(runs.value == [2, 2, 2])
+    }
+
+    @Test func aRetriedSequenceStartsFromItsFirstStep() throws {
+        let firstRuns = LockIsolated(0)
+        let secondRuns = LockIsolated(0)
+        let first = Job<Void> { controller in
+            firstRuns.withValue { $0 += 1 }
+            controller.finish()
+        }
+        let second = Job<Void> { controller in
+            let run = secondRuns.withValue { value -> Int in
+                value += 1
+                return value
+            }
+            if run < 3 { controller.fail(with: TestError(id: run)) } else { controller.finish() }
+        }
+        #expect(outcome(of: Job.sequence([first, second]).retry(attempts: 3))?.isSuccess == true)
+        #expect(firstRuns.value == 3)
+        #expect(secondRuns.value == 3)
+    }
+
+    @Test func aMillionSynchronousStepsOnAnImmediateQueueKeepAFlatStack() throws {
+        let top = currentStackAddress()
+        let deepest = LockIsolated(top)
+        let count = LockIsolated(0)
+        let step = Job<Void> { controller in
+            let address = currentStackAddress()
+            deepest.withValue { $0 = min($0, address) }
+            count.withValue { $0 += 1 }
+            controller.finish()
+        }
+        #expect(outcome(of: Job.sequence(Array(repeating: step, count: aMillion)))?.isSuccess == true)
+        #expect(count.value == aMillion)
+        #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func stepsThatCompleteInlineOnAQueueWithoutTrampolineDoNotRecurse() throws {
+        // A queue that runs work inline, at once, with no queue of its own:
+        // the sequence must still loop instead of recursing.
+        struct InlineQueue: JobQueue {
+            func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
+            func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) { work() }
+        }
+        let top = currentStackAddress()
+        let deepest = LockIsolated(top)
+        let step = Job<Void> { controller in
+            let address = currentStackAddress()
+            deepest.withValue { $0 = min($0, address) }
+            controller.finish()
+        }
+        let recorder = Recorder<Void>()
+        Job.sequence(Array(repeating: step, count: 50_000)).perform(on: InlineQueue(), then: recorder.handler)
+        #expect(recorder.last?.isSuccess == true)
+        #expect(top - deepest.value < 64 * 1024)
+    }
+}
