@@ -1,0 +1,72 @@
+import Dispatch
+import JobKit
+import JobKitTesting
+import Testing
+
+@Suite("ImmediateQueue")
+struct ImmediateQueueTests {
+    @Test func runsWorkInlineBeforeEnqueueReturns() {
+        let ran = LockIsolated(false)
+        ImmediateQueue().enqueue { ran.setValue(true) }
+        #expect(ran.value)
+    }
+
+    @Test func delayedWorkRunsAtOnce() {
+        let ran = LockIsolated(false)
+        ImmediateQueue().enqueue(after: .seconds(3600)) { ran.setValue(true) }
+        #expect(ran.value)
+    }
+
+    @Test func workEnqueuedWhileRunningRunsRightAfterInOrder() {
+        let queue = ImmediateQueue()
+        let log = LockIsolated<[String]>([])
+        queue.enqueue {
+            log.withValue { $0.append("outer start") }
+            queue.enqueue { log.withValue { $0.append("first") } }
+            queue.enqueue {
+                log.withValue { $0.append("second") }
+                queue.enqueue { log.withValue { $0.append("third") } }
+            }
+            log.withValue { $0.append("outer end") }
+        }
+        #expect(log.value == ["outer start", "outer end", "first", "second", "third"])
+    }
+
+    @Test func aLongChainOfReenqueuedWorkKeepsAFlatStack() {
+        let queue = ImmediateQueue()
+        let top = currentStackAddress()
+        let deepest = LockIsolated(top)
+        let remaining = LockIsolated(200_000)
+        @Sendable func step() {
+            let address = currentStackAddress()
+            deepest.withValue { $0 = min($0, address) }
+            let goOn = remaining.withValue { value -> Bool in
+                value -= 1
+                return value > 0
+            }
+            if goOn { queue.enqueue(step) }
+        }
+        queue.enqueue(step)
+        #expect(remaining.value == 0)
+        #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func eachThreadDrainsItsOwnWork() {
+        let queue = ImmediateQueue()
+        let counts = LockIsolated([Int](repeating: 0, count: 8))
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            for _ in 0..<1_000 {
+                queue.enqueue {
+                    queue.enqueue { counts.withValue { $0[thread] += 1 } }
+                }
+            }
+        }
+        #expect(counts.value == Array(repeating: 1_000, count: 8))
+    }
+}
+
+@inline(never)
+func currentStackAddress() -> UInt {
+    var marker = 0
+    return withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+}
