@@ -1,3 +1,5 @@
+import JobKit
+
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -5,7 +7,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import JobKit
 
 /// A queue that runs work at once, on the calling thread: the *immediate*
 /// double of a `DispatchQueue`.

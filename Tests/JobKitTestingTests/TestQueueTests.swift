@@ -143,6 +143,9 @@ struct TestQueueTests {
         #expect(log.value == ["one", "two"])
         #expect(outcome.value == nil)
         try queue.advance(by: .seconds(1))
-        if case .success = outcome.value {} else { Issue.record("expected success, got \(String(describing: outcome.value))") }
+        if case .success = outcome.value {
+        } else {
+            Issue.record("expected success, got \(String(describing: outcome.value))")
+        }
     }
 }

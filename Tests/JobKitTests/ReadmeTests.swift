@@ -77,7 +77,7 @@ struct ReadmeTests {
         Job<Int>.never.timeout(after: .seconds(30)).perform(on: queue) { outcome.setValue($0) }
 
         try queue.advance(by: .seconds(29))
-        #expect(outcome.value == nil)                 // not yet
+        #expect(outcome.value == nil)  // not yet
 
         try queue.advance(by: .seconds(1))
         #expect(throws: JobError.timedOut) { try outcome.value?.get() }
@@ -95,7 +95,8 @@ struct ReadmeTests {
         }
         #expect(!blocks.isEmpty)
         for block in blocks where !block.hasPrefix("// Package.swift") && !block.hasPrefix("// not compiled") {
-            #expect(normalizedSource.contains(normalize(block)), "README block not found in ReadmeTests.swift:\n\(block)")
+            #expect(
+                normalizedSource.contains(normalize(block)), "README block not found in ReadmeTests.swift:\n\(block)")
         }
     }
 

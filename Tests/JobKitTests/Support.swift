@@ -1,11 +1,12 @@
 import Dispatch
+import JobKit
+import JobKitTesting
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import JobKit
-import JobKitTesting
 
 struct TestError: Error, Equatable {
     var id = 0

@@ -103,7 +103,8 @@ struct RetryTests {
 
     @Test func exponentialDelayGrowsAndIsCapped() throws {
         let delay = RetryDelay.exponential(initial: .seconds(1), maximum: .seconds(5))
-        #expect((1...5).map(delay.delay(beforeRetry:)) == [.seconds(1), .seconds(2), .seconds(4), .seconds(5), .seconds(5)])
+        #expect(
+            (1...5).map(delay.delay(beforeRetry:)) == [.seconds(1), .seconds(2), .seconds(4), .seconds(5), .seconds(5)])
         #expect(RetryDelay.none.delay(beforeRetry: 3) == .zero)
 
         let flaky = Flaky(failures: 3)
