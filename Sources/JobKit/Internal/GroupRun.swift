@@ -6,6 +6,13 @@
 /// loop starts children; a child that completes while the loop runs only
 /// frees a slot that the loop then fills, so children that complete
 /// synchronously never cause recursion.
+///
+/// The counting is `DispatchGroup`'s (enter per start, leave per
+/// completion, notify at zero), kept in this run's lock rather than in a
+/// `DispatchGroup` object: `DispatchGroup.notify` can only target a
+/// `DispatchQueue`, so with an injected `TestQueue` or `ImmediateQueue` the
+/// group would finish on a real thread, after the test had looked, and the
+/// lock is needed anyway for the failure policy and the collected values.
 final class GroupRun<Element: Sendable>: Sendable {
     private struct Inner: Sendable {
         var nextIndex = 0
