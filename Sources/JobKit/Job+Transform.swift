@@ -69,16 +69,7 @@ extension Job {
     public func recover(
         _ handler: @escaping @Sendable (any Error) throws -> Success
     ) -> Job<Success> {
-        Job { controller in
-            controller.state.performChild(self) { outcome in
-                switch outcome {
-                case .success:
-                    controller.complete(with: outcome)
-                case .failure(let error):
-                    controller.complete(with: Result { try handler(error) })
-                }
-            }
-        }
+        recover { error in Job { $0.complete(with: Result { try handler(error) }) } }
     }
 
     /// A job that performs this job and, if it fails, performs the job
