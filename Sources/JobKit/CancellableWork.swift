@@ -9,7 +9,7 @@ import Foundation
 /// Work that can be cancelled: what a callback API returns alongside its
 /// completion handler, such as a `URLSessionTask` or a `DispatchWorkItem`.
 ///
-/// ``Job/bridgingCancellable(_:)`` keeps the object the API returns and
+/// `Job.bridgingCancellable(_:)` keeps the object the API returns and
 /// calls ``cancel()`` on it when the job is cancelled. To bridge an API
 /// that returns your own type, conform it in one line:
 ///

@@ -108,7 +108,22 @@ extension Job {
     ///
     /// The completion handler may be called from any thread; calls after
     /// the first, or after the job was cancelled, are dropped. To cancel
-    /// the underlying work too, use ``bridgingCancellable(_:)``.
+    /// the underlying work too, use `bridgingCancellable(_:)`.
+    ///
+    /// - Parameter start: Starts the work and hands it the completion
+    ///   handler.
+    /// - Returns: The job.
+    public static func bridging(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Outcome) -> Void) -> Void
+    ) -> Job {
+        Job { controller in
+            start(controller.resultCompletion())
+        }
+    }
+
+    /// A job that calls a completion-handler API taking a `Result` with a
+    /// typed error, such as `Result<Data, NetworkError>`: the same as
+    /// `bridging(_:)` with an untyped `Result`, for any error type.
     ///
     /// - Parameter start: Starts the work and hands it the completion
     ///   handler.
@@ -139,6 +154,20 @@ extension Job {
     /// - Parameter start: Starts the work, hands it the completion handler
     ///   and returns the work's ``CancellableWork`` (a `URLSessionTask`, a
     ///   `DispatchWorkItem`, a `Task`...).
+    /// - Returns: The job.
+    public static func bridgingCancellable(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Outcome) -> Void) -> any CancellableWork
+    ) -> Job {
+        bridging(cancelling: { controller in start(controller.resultCompletion()) })
+    }
+
+    /// A job that calls a completion-handler API taking a `Result` with a
+    /// typed error and returning something cancellable: the same as
+    /// `bridgingCancellable(_:)` with an untyped
+    /// `Result`, for any error type.
+    ///
+    /// - Parameter start: Starts the work, hands it the completion handler
+    ///   and returns the work's ``CancellableWork``.
     /// - Returns: The job.
     public static func bridgingCancellable<Failure: Error>(
         _ start:
@@ -187,7 +216,7 @@ extension Job where Success == Void {
     /// error and returning something cancellable, and cancels that when the
     /// job is cancelled.
     ///
-    /// Cancellation works as in ``Job/bridgingCancellable(_:)``, including
+    /// Cancellation works as in `bridgingCancellable(_:)` with a `Result`, including
     /// a cancel that arrives before `start` returned the work object.
     ///
     /// - Parameter start: Starts the work, hands it the completion handler

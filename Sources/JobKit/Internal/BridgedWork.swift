@@ -1,5 +1,5 @@
 /// The work object a bridged callback API returned, for
-/// ``Job/bridgingCancellable(_:)``.
+/// `Job.bridgingCancellable(_:)`.
 ///
 /// The job can be cancelled before the API returned its work object (while
 /// the API call is still running on another thread); the cancel is then
