@@ -18,11 +18,12 @@ struct RecordingTaskSchedulerTests {
                 .scheduled(),
             ]
         )
-        #expect(scheduler.calls.map(\.description) == [
-            #"schedule(name: "load", priority: TaskPriority.high)"#,
-            #"scheduleDetached(name: "clean", priority: TaskPriority.low)"#,
-            "schedule()",
-        ])
+        #expect(
+            scheduler.calls.map(\.description) == [
+                #"schedule(name: "load", priority: TaskPriority.high)"#,
+                #"scheduleDetached(name: "clean", priority: TaskPriority.low)"#,
+                "schedule()",
+            ])
     }
 
     @Test func startsRealTasksWithThePriorityAskedFor() async throws {
