@@ -39,7 +39,11 @@ public struct TaskSchedulingCall: Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         var arguments: [String] = []
         if let name { arguments.append("name: \"\(name)\"") }
-        if let priority { arguments.append("priority: \(priority)") }
+        if let priority {
+            // "TaskPriority.high" reads ".high"; unnamed raw values stay as they are.
+            let text = String(describing: priority)
+            arguments.append("priority: " + (text.hasPrefix("TaskPriority.") ? text.dropFirst(12) : text[...]))
+        }
         return (isDetached ? "scheduleDetached" : "schedule") + "(" + arguments.joined(separator: ", ") + ")"
     }
 }

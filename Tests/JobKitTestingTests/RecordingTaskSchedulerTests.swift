@@ -20,8 +20,8 @@ struct RecordingTaskSchedulerTests {
         )
         #expect(
             scheduler.calls.map(\.description) == [
-                #"schedule(name: "load", priority: TaskPriority.high)"#,
-                #"scheduleDetached(name: "clean", priority: TaskPriority.low)"#,
+                #"schedule(name: "load", priority: .high)"#,
+                #"scheduleDetached(name: "clean", priority: .low)"#,
                 "schedule()",
             ])
     }
