@@ -13,7 +13,8 @@ private final class CounterViewModel {
     private let scheduler: any TaskScheduling
     private let loadNumber: @Sendable () async throws -> Int
 
-    init(scheduler: any TaskScheduling = DefaultTaskScheduler(), loadNumber: @escaping @Sendable () async throws -> Int) {
+    init(scheduler: any TaskScheduling = DefaultTaskScheduler(), loadNumber: @escaping @Sendable () async throws -> Int)
+    {
         self.scheduler = scheduler
         self.loadNumber = loadNumber
     }
