@@ -3,6 +3,7 @@ import Dispatch
 // MARK: - Awaiting a job
 
 extension Job {
+    #if compiler(>=6.2)
     /// Performs the job on the global concurrent dispatch queue and returns
     /// its value, or throws its error.
     ///
@@ -13,19 +14,31 @@ extension Job {
     /// Cancelling the awaiting task cancels the job (its
     /// ``Controller/onCancel(_:)`` blocks run once) and throws
     /// `CancellationError`. A task that is already cancelled never starts
-    /// the job. Use ``value(on:)`` to choose the queue.
+    /// the job. Use ``value(on:isolation:)`` to choose the queue.
+    ///
+    /// The caller stays on its own actor (`nonisolated(nonsending)`): no
+    /// executor hop on the way in or out.
+    public nonisolated(nonsending) var value: Success {
+        get async throws {
+            try await value(on: DispatchQueue.global())
+        }
+    }
+    #else
+    /// Performs the job on the global concurrent dispatch queue and returns
+    /// its value, or throws its error. See ``value(on:isolation:)``.
     public var value: Success {
         get async throws {
             try await value(on: DispatchQueue.global())
         }
     }
+    #endif
 
     /// Performs the job on `queue` and returns its value, or throws its
     /// error.
     ///
-    /// The job runs on `queue` as with ``perform(on:then:)``; the awaiting
-    /// task resumes on its own executor, without another hop through
-    /// `queue`.
+    /// The job runs on `queue` as with ``perform(on:then:)``. The awaiting
+    /// task stays on the caller's actor and resumes on its own executor,
+    /// without another hop through `queue`.
     ///
     /// Cancellation goes both ways, with no window where it is lost:
     /// - if the awaiting task is cancelled while the job runs, the job is
@@ -34,11 +47,16 @@ extension Job {
     /// - if the awaiting task is already cancelled when it calls this, the
     ///   job never starts and this throws `CancellationError`.
     ///
-    /// - Parameter queue: Where the job and its children run.
+    /// - Parameters:
+    ///   - queue: Where the job and its children run.
+    ///   - isolation: The caller's actor; leave the default.
     /// - Returns: The job's value.
     /// - Throws: The job's error, or `CancellationError`.
-    public func value(on queue: any JobQueue) async throws -> Success {
-        let performance = AwaitedPerformance<Success>()
+    public func value(
+        on queue: any JobQueue,
+        isolation: isolated (any Actor)? = #isolation
+    ) async throws -> Success {
+        let performance = AwaitedPerformance()
         return try await withTaskCancellationHandler {
             // Unchecked: the job's state calls its handler exactly once,
             // and `AwaitedPerformance` either starts the job or cancels it.

@@ -1,5 +1,5 @@
 /// One performance of a job awaited by a Swift task, for
-/// ``Job/value(on:)``.
+/// `Job.value(on:isolation:)`.
 ///
 /// The cancellation handler of the awaiting task and the start of the job
 /// race; this state decides who came first, under the lock:
@@ -7,11 +7,15 @@
 ///   with `CancellationError`;
 /// - started first: a later cancellation cancels the running job (its
 ///   `onCancel` blocks run once, the continuation gets `CancellationError`).
-final class AwaitedPerformance<Success: Sendable>: Sendable {
+///
+/// Not generic (the job's state is held as `any JobCancelling`): `value`
+/// is on the hot path, and every generic type costs a metadata lookup per
+/// call from unspecialized code.
+final class AwaitedPerformance: Sendable {
     private enum Phase: Sendable {
         case idle
         case cancelled
-        case running(JobState<Success>)
+        case running(any JobCancelling)
     }
 
     private let phase = Lock<Phase>(.idle)
@@ -19,7 +23,7 @@ final class AwaitedPerformance<Success: Sendable>: Sendable {
     /// Performs `body` on `queue` and resumes `continuation` once with the
     /// outcome, on the thread that completes the job (no queue hop: the
     /// awaiting task resumes on its own executor anyway).
-    func start(
+    func start<Success>(
         _ body: @escaping @Sendable (Job<Success>.Controller) -> Void,
         on queue: any JobQueue,
         resuming continuation: UnsafeContinuation<Success, any Error>
@@ -41,7 +45,7 @@ final class AwaitedPerformance<Success: Sendable>: Sendable {
 
     /// Cancels the job if it started, or makes sure it never starts.
     func cancel() {
-        let running = phase.withLock { phase -> JobState<Success>? in
+        let running = phase.withLock { phase -> (any JobCancelling)? in
             if case .running(let state) = phase { return state }
             phase = .cancelled
             return nil
