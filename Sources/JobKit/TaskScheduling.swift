@@ -104,12 +104,7 @@ public struct DefaultTaskScheduler: TaskScheduling {
         priority: TaskPriority?,
         operation: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> ScheduledTask<Success> {
-        #if compiler(>=6.2)
-        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            return ScheduledTask(Task(name: name, priority: priority, operation: operation))
-        }
-        #endif
-        return ScheduledTask(Task(priority: priority, operation: operation))
+        start(detached: false, name: name, priority: priority, operation: operation)
     }
 
     /// Starts `operation` with `Task.detached(name:priority:operation:)`.
@@ -119,12 +114,32 @@ public struct DefaultTaskScheduler: TaskScheduling {
         priority: TaskPriority?,
         operation: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> ScheduledTask<Success> {
+        start(detached: true, name: name, priority: priority, operation: operation)
+    }
+
+    /// Starts the task, named where the OS supports task names. Called
+    /// synchronously by the caller's task, so a non-detached task still
+    /// inherits its priority and task-local values.
+    private func start<Success: Sendable>(
+        detached: Bool,
+        name: String?,
+        priority: TaskPriority?,
+        operation: @escaping @Sendable @isolated(any) () async throws -> Success
+    ) -> ScheduledTask<Success> {
         #if compiler(>=6.2)
         if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            return ScheduledTask(Task.detached(name: name, priority: priority, operation: operation))
+            return ScheduledTask(
+                detached
+                    ? Task.detached(name: name, priority: priority, operation: operation)
+                    : Task(name: name, priority: priority, operation: operation)
+            )
         }
         #endif
-        return ScheduledTask(Task.detached(priority: priority, operation: operation))
+        return ScheduledTask(
+            detached
+                ? Task.detached(priority: priority, operation: operation)
+                : Task(priority: priority, operation: operation)
+        )
     }
 }
 
