@@ -19,9 +19,11 @@ import JobKit
 /// each operation to completion before the next one starts. Each runs in a
 /// real task started with `DefaultTaskScheduler` (so names, priorities,
 /// actor isolation and detachment behave as in production), which
-/// ``ScheduledTask/cancel()`` cancels. A handle cancelled before its
+/// `ScheduledTask.cancel()` cancels. A handle cancelled before its
 /// operation ran means the operation never runs; awaiting it throws
-/// `CancellationError`.
+/// `CancellationError`. One difference with production: a non-detached
+/// operation inherits the task-local values of the task that calls
+/// ``runAll()``, not of the code that scheduled it.
 ///
 /// Thread-safe: operations can be scheduled from any thread.
 public final class ManualTaskScheduler: TaskScheduling, Sendable {
