@@ -109,3 +109,110 @@ struct ReadmeTests {
             .joined(separator: "\n")
     }
 }
+
+// MARK: - Async/await and task scheduling sections
+
+/// Stands in for a profile API in the README's async/await example: every
+/// call answers at once, from a background queue.
+final class ProfileAPI: Sendable {
+    struct User: Sendable { let name: String }
+
+    /// Returned by `loadAvatar`, so the job can cancel the download.
+    final class Download: CancellableWork, Sendable {
+        func cancel() {}
+    }
+
+    func loadUser(id: Int, completion: @escaping @Sendable (Result<User, any Error>) -> Void) {
+        DispatchQueue.global().async { completion(.success(User(name: "Ada"))) }
+    }
+
+    func save(name: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        DispatchQueue.global().async { completion(nil) }
+    }
+
+    func loadAvatar(id: Int, completion: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) -> Download {
+        DispatchQueue.global().async { completion(.success([0, 1, 2])) }
+        return Download()
+    }
+}
+
+/// The async/await example prints its result; here `print` records it.
+private let printedAsync = LockIsolated<[String]>([])
+
+private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UInt8]) {
+    func print(_ line: String) { printedAsync.withValue { $0.append(line) } }
+    // BEGIN README: async/await example
+    let api = ProfileAPI()
+
+    // (Result<T, Error>) -> Void, (Error?) -> Void, and APIs that return
+    // something cancellable (a URLSessionTask, a DispatchWorkItem):
+    let user = Job.bridging { completion in api.loadUser(id: 7, completion: completion) }
+    let save = Job.bridging { completion in api.save(name: "Ada", completion: completion) }
+    let avatar = Job.bridgingCancellable { completion in api.loadAvatar(id: 7, completion: completion) }
+
+    let name = try await user.value.name
+    try await save.value
+    let pixels = try await avatar.value(on: DispatchQueue.global(qos: .userInitiated))
+
+    // An async body: runs in a task, cancelled with the job.
+    let greeting = Job { "Hello, \(try await user.value.name)!" }
+    print(try await greeting.timeout(after: .seconds(5)).value)
+    // END README
+    return (name, pixels)
+}
+
+// BEGIN README: testing tasks example
+@MainActor
+final class CounterModel {
+    private(set) var label = ""
+    private let scheduler: any TaskScheduling
+
+    init(scheduler: any TaskScheduling = DefaultTaskScheduler()) {
+        self.scheduler = scheduler
+    }
+
+    func buttonTapped() {
+        scheduler.schedule { @MainActor in self.label = "\(await self.loadNumber())" }
+    }
+
+    private func loadNumber() async -> Int { 42 }
+}
+
+@MainActor
+@Test func buttonShowsTheNumber() async {
+    let scheduler = ManualTaskScheduler()
+    let model = CounterModel(scheduler: scheduler)
+
+    model.buttonTapped()
+    #expect(model.label == "")  // captured, not run yet
+
+    await scheduler.runAll()
+    #expect(model.label == "42")
+}
+
+@Test func savesInABackgroundTask() async throws {
+    let scheduler = RecordingTaskScheduler()
+    let saved = LockIsolated<[String]>([])
+    scheduler.schedule(name: "save", priority: .background) { saved.withValue { $0.append("milk") } }
+
+    try await scheduler.waitForTasks(timeout: .seconds(5))
+    #expect(saved.value == ["milk"])
+    #expect(scheduler.calls == [.scheduled(name: "save", priority: .background)])
+}
+
+@Test func requestThatNeverAnswersFails() async {
+    await #expect(throws: TimeoutError.self) {
+        try await withTimeout(.milliseconds(100)) { try await Job<Int>.never.value }
+    }
+}
+// END README
+
+@Suite("README async/await")
+struct ReadmeAsyncTests {
+    @Test func asyncExampleBridgesAwaitsAndGreets() async throws {
+        let (name, pixels) = try await runAsyncReadmeExample()
+        #expect(name == "Ada")
+        #expect(pixels == [0, 1, 2])
+        #expect(printedAsync.value == ["Hello, Ada!"])
+    }
+}

@@ -1,0 +1,38 @@
+import Dispatch
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#elseif canImport(Foundation)
+import Foundation
+#endif
+
+/// Work that can be cancelled: what a callback API returns alongside its
+/// completion handler, such as a `URLSessionTask` or a `DispatchWorkItem`.
+///
+/// `Job.bridgingCancellable(_:)` keeps the object the API returns and
+/// calls ``cancel()`` on it when the job is cancelled. To bridge an API
+/// that returns your own type, conform it in one line:
+///
+/// ```swift
+/// extension ImageRequest: CancellableWork {}
+/// ```
+///
+/// The protocol does not require `Sendable`, so that thread-safe classes
+/// that are not annotated (`DispatchWorkItem` on Linux) can conform; but
+/// ``cancel()`` is called from whichever thread cancels the job, so it must
+/// be safe to call from any thread, as the cancel methods of URLSession and
+/// Dispatch are. JobKit calls nothing else on the object.
+public protocol CancellableWork {
+    /// Cancels the work. Called at most once by JobKit, from any thread.
+    func cancel()
+}
+
+extension DispatchWorkItem: CancellableWork {}
+
+extension URLSessionTask: CancellableWork {}
+
+extension Task: CancellableWork {}
+
+extension JobHandle: CancellableWork {}
+
+extension ScheduledTask: CancellableWork {}

@@ -1,0 +1,269 @@
+import Dispatch
+
+// MARK: - Awaiting a job
+
+extension Job {
+    #if compiler(>=6.2)
+    /// Performs the job on the global concurrent dispatch queue and returns
+    /// its value, or throws its error.
+    ///
+    /// ```swift
+    /// let data = try await download.value
+    /// ```
+    ///
+    /// Cancelling the awaiting task cancels the job (its
+    /// ``Controller/onCancel(_:)`` blocks run once) and throws
+    /// `CancellationError`. A task that is already cancelled never starts
+    /// the job. Use ``value(on:isolation:)`` to choose the queue.
+    ///
+    /// The caller stays on its own actor (`nonisolated(nonsending)`): no
+    /// executor hop on the way in or out.
+    public nonisolated(nonsending) var value: Success {
+        get async throws {
+            try await value(on: DispatchQueue.global())
+        }
+    }
+    #else
+    /// Performs the job on the global concurrent dispatch queue and returns
+    /// its value, or throws its error. See ``value(on:isolation:)``.
+    public var value: Success {
+        get async throws {
+            try await value(on: DispatchQueue.global())
+        }
+    }
+    #endif
+
+    /// Performs the job on `queue` and returns its value, or throws its
+    /// error.
+    ///
+    /// The job runs on `queue` as with ``perform(on:then:)``. The awaiting
+    /// task stays on the caller's actor and resumes on its own executor,
+    /// without another hop through `queue`.
+    ///
+    /// Cancellation goes both ways, with no window where it is lost:
+    /// - if the awaiting task is cancelled while the job runs, the job is
+    ///   cancelled (its ``Controller/onCancel(_:)`` blocks run once) and
+    ///   this throws `CancellationError`;
+    /// - if the awaiting task is already cancelled when it calls this, the
+    ///   job never starts and this throws `CancellationError`.
+    ///
+    /// - Parameters:
+    ///   - queue: Where the job and its children run.
+    ///   - isolation: The caller's actor; leave the default.
+    /// - Returns: The job's value.
+    /// - Throws: The job's error, or `CancellationError`.
+    public func value(
+        on queue: any JobQueue,
+        isolation: isolated (any Actor)? = #isolation
+    ) async throws -> Success {
+        let performance = AwaitedPerformance()
+        return try await withTaskCancellationHandler {
+            // Unchecked: the job's state calls its handler exactly once,
+            // and `AwaitedPerformance` either starts the job or cancels it.
+            try await withUnsafeThrowingContinuation { continuation in
+                performance.start(body, on: queue, resuming: continuation)
+            }
+        } onCancel: {
+            performance.cancel()
+        }
+    }
+}
+
+// MARK: - Async body
+
+extension Job {
+    /// Creates a job whose body is an `async` closure.
+    ///
+    /// Each performance starts a Swift task through `scheduler` that runs
+    /// `body`; the job finishes with the value `body` returns, or fails with
+    /// the error it throws. Cancelling the job cancels that task (`body`
+    /// sees `Task.isCancelled`; what it reports afterwards is dropped).
+    ///
+    /// ```swift
+    /// let profile = Job { try await api.profile(id: id) }
+    /// ```
+    ///
+    /// In tests, inject a scheduler from `JobKitTesting` to control when the
+    /// task runs (`ManualTaskScheduler`) or to wait for it
+    /// (`RecordingTaskScheduler`).
+    ///
+    /// - Parameters:
+    ///   - scheduler: Starts the task. A ``DefaultTaskScheduler`` by default.
+    ///   - priority: The task's priority, or `nil` to inherit it.
+    ///   - body: The work. It is isolated like any `@Sendable` async
+    ///     closure: write `{ @MainActor in ... }` to run it on the main
+    ///     actor.
+    public init(
+        scheduler: any TaskScheduling = DefaultTaskScheduler(),
+        priority: TaskPriority? = nil,
+        _ body: @escaping @Sendable @isolated(any) () async throws -> Success
+    ) {
+        self.init { controller in
+            let task = scheduler.schedule(name: nil, priority: priority) {
+                do {
+                    controller.finish(with: try await body())
+                } catch {
+                    controller.fail(with: error)
+                }
+            }
+            controller.onCancel { task.cancel() }
+        }
+    }
+}
+
+// MARK: - Callback bridges
+
+extension Job {
+    /// A job that calls a completion-handler API taking a `Result`.
+    ///
+    /// `start` is called each time the job is performed, on the job's
+    /// queue, with the completion handler to pass on; the job completes
+    /// with the first result reported to it:
+    ///
+    /// ```swift
+    /// let profile = Job.bridging { completion in api.loadProfile(id: id, completion: completion) }
+    /// ```
+    ///
+    /// The completion handler may be called from any thread; calls after
+    /// the first, or after the job was cancelled, are dropped. To cancel
+    /// the underlying work too, use `bridgingCancellable(_:)`.
+    ///
+    /// - Parameter start: Starts the work and hands it the completion
+    ///   handler.
+    /// - Returns: The job.
+    public static func bridging(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Outcome) -> Void) -> Void
+    ) -> Job {
+        Job { controller in
+            start(controller.resultCompletion())
+        }
+    }
+
+    /// A job that calls a completion-handler API taking a `Result` with a
+    /// typed error, such as `Result<Data, NetworkError>`: the same as
+    /// `bridging(_:)` with an untyped `Result`, for any error type.
+    ///
+    /// - Parameter start: Starts the work and hands it the completion
+    ///   handler.
+    /// - Returns: The job.
+    public static func bridging<Failure: Error>(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Result<Success, Failure>) -> Void) -> Void
+    ) -> Job {
+        Job { controller in
+            start(controller.resultCompletion())
+        }
+    }
+
+    /// A job that calls a completion-handler API taking a `Result` and
+    /// returning something cancellable, and cancels that when the job is
+    /// cancelled.
+    ///
+    /// ```swift
+    /// let download = Job.bridgingCancellable { completion in
+    ///     downloader.fetch(url, completion: completion)   // returns a DispatchWorkItem
+    /// }
+    /// ```
+    ///
+    /// Cancelling the job calls `cancel()` on the object `start` returned,
+    /// once. If the job is cancelled while `start` is still running (from
+    /// another thread), the object is cancelled as soon as `start` returns
+    /// it. The object is released when the job completes.
+    ///
+    /// - Parameter start: Starts the work, hands it the completion handler
+    ///   and returns the work's ``CancellableWork`` (a `URLSessionTask`, a
+    ///   `DispatchWorkItem`, a `Task`...).
+    /// - Returns: The job.
+    public static func bridgingCancellable(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Outcome) -> Void) -> any CancellableWork
+    ) -> Job {
+        bridging(cancelling: { controller in start(controller.resultCompletion()) })
+    }
+
+    /// A job that calls a completion-handler API taking a `Result` with a
+    /// typed error and returning something cancellable: the same as
+    /// `bridgingCancellable(_:)` with an untyped
+    /// `Result`, for any error type.
+    ///
+    /// - Parameter start: Starts the work, hands it the completion handler
+    ///   and returns the work's ``CancellableWork``.
+    /// - Returns: The job.
+    public static func bridgingCancellable<Failure: Error>(
+        _ start:
+            @escaping @Sendable (_ completion: @escaping @Sendable (Result<Success, Failure>) -> Void) ->
+            any CancellableWork
+    ) -> Job {
+        bridging(cancelling: { controller in start(controller.resultCompletion()) })
+    }
+
+    /// Runs `start` with the controller, keeping the work object it returns
+    /// to cancel it with the job.
+    private static func bridging(
+        cancelling start: @escaping @Sendable (Controller) -> any CancellableWork
+    ) -> Job {
+        Job { controller in
+            let work = BridgedWork()
+            controller.onCancel { work.cancel() }
+            work.didStart(start(controller))
+        }
+    }
+}
+
+extension Job where Success == Void {
+    /// A job that calls a completion-handler API reporting an optional
+    /// error: `nil` finishes the job, an error fails it.
+    ///
+    /// ```swift
+    /// let save = Job.bridging { completion in store.save(record, completion: completion) }
+    /// ```
+    ///
+    /// The completion handler may be called from any thread; calls after
+    /// the first, or after the job was cancelled, are dropped.
+    ///
+    /// - Parameter start: Starts the work and hands it the completion
+    ///   handler.
+    /// - Returns: The job.
+    public static func bridging(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable ((any Error)?) -> Void) -> Void
+    ) -> Job {
+        Job { controller in
+            start(controller.errorCompletion())
+        }
+    }
+
+    /// A job that calls a completion-handler API reporting an optional
+    /// error and returning something cancellable, and cancels that when the
+    /// job is cancelled.
+    ///
+    /// Cancellation works as in `bridgingCancellable(_:)` with a `Result`, including
+    /// a cancel that arrives before `start` returned the work object.
+    ///
+    /// - Parameter start: Starts the work, hands it the completion handler
+    ///   and returns the work's ``CancellableWork``.
+    /// - Returns: The job.
+    public static func bridgingCancellable(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable ((any Error)?) -> Void) -> any CancellableWork
+    ) -> Job {
+        bridging(cancelling: { controller in start(controller.errorCompletion()) })
+    }
+}
+
+extension Job.Controller {
+    /// A completion handler that completes the job with a `Result`.
+    fileprivate func resultCompletion<Failure: Error>() -> @Sendable (Result<Success, Failure>) -> Void {
+        { result in complete(with: result.mapError { $0 as any Error }) }
+    }
+}
+
+extension Job.Controller where Success == Void {
+    /// A completion handler that fails the job with an error, or finishes
+    /// it for `nil`.
+    fileprivate func errorCompletion() -> @Sendable ((any Error)?) -> Void {
+        { error in
+            if let error {
+                fail(with: error)
+            } else {
+                finish()
+            }
+        }
+    }
+}

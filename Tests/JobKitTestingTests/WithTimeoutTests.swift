@@ -1,0 +1,99 @@
+import JobKit
+import JobKitTesting
+import Testing
+
+@Suite("withTimeout")
+struct WithTimeoutTests {
+    @Test func returnsTheValueWhenTheOperationFinishesInTime() async throws {
+        #expect(try await withTimeout(.seconds(60)) { 42 } == 42)
+    }
+
+    @Test func rethrowsTheOperationsErrorAtOnce() async {
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: TestError(id: 1)) {
+            try await withTimeout(.seconds(3600)) { () async throws -> Int in throw TestError(id: 1) }
+        }
+        #expect(clock.now - start < .seconds(60))
+    }
+
+    @Test func throwsTimeoutErrorAndCancelsTheOperation() async {
+        let (cancelled, didCancel) = AsyncStream<Bool>.makeStream()
+        await #expect(throws: TimeoutError(duration: .milliseconds(20))) {
+            try await withTimeout(.milliseconds(20)) {
+                do {
+                    return try await Job<Int>.never.value
+                } catch {
+                    didCancel.yield(error is CancellationError && Task.isCancelled)
+                    throw error
+                }
+            }
+        }
+        #expect(await cancelled.first { _ in true } == true)
+    }
+
+    @Test func doesNotWaitForAnOperationThatIgnoresCancellation() async {
+        let stuck = LockIsolated<CheckedContinuation<Void, Never>?>(nil)
+        let (started, didStart) = AsyncStream<Void>.makeStream()
+        await #expect(throws: TimeoutError.self) {
+            try await withTimeout(.milliseconds(20)) {
+                await withCheckedContinuation { continuation in
+                    stuck.setValue(continuation)
+                    didStart.yield()
+                }
+            }
+        }
+        _ = await started.first { true }
+        stuck.value?.resume()  // let the stuck operation end
+    }
+
+    @Test func cancellingTheCallerCancelsTheOperation() async {
+        let (started, didStart) = AsyncStream<Void>.makeStream()
+        let (cancelled, didCancel) = AsyncStream<Bool>.makeStream()
+        let caller = Task {
+            try await withTimeout(.seconds(3600)) {
+                didStart.yield()
+                do {
+                    return try await Job<Int>.never.value
+                } catch {
+                    didCancel.yield(Task.isCancelled)
+                    throw error
+                }
+            }
+        }
+        _ = await started.first { true }
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(await cancelled.first { _ in true } == true)
+    }
+
+    @Test func alreadyCancelledCallerNeverStartsTheOperation() async {
+        let runs = LockIsolated(0)
+        let caller = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await withTimeout(.seconds(3600)) { runs.withValue { $0 += 1 } }
+        }
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(runs.value == 0)
+    }
+
+    @Test func operationAndTimeoutFinishingTogetherReportOneOutcome() async throws {
+        for index in 0..<1000 {
+            do {
+                let value = try await withTimeout(.zero) {
+                    if index.isMultiple(of: 2) { throw TestError(id: index) }
+                    return index
+                }
+                #expect(value == index)
+            } catch let error as TestError {
+                #expect(error.id == index)
+            } catch {
+                #expect(error as? TimeoutError == TimeoutError(duration: .zero))
+            }
+        }
+    }
+
+    @Test func timeoutErrorSaysHowLongTheOperationHad() {
+        #expect(TimeoutError(duration: .seconds(2)).description == "the operation did not finish within 2.0 seconds")
+    }
+}

@@ -1,0 +1,227 @@
+import Dispatch
+import JobKit
+import JobKitTesting
+import Testing
+
+@Suite("Job.value")
+struct AsyncValueTests {
+    @Test func returnsTheJobsValue() async throws {
+        #expect(try await Job.succeeded(42).value == 42)
+    }
+
+    @Test func throwsTheJobsError() async {
+        await #expect(throws: TestError(id: 7)) {
+            try await Job<Int>.failed(TestError(id: 7)).value
+        }
+    }
+
+    @Test func performsOnTheGivenQueue() async throws {
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "value-on-queue")
+        queue.setSpecific(key: key, value: "the queue")
+        let job = Job<String?> { controller in
+            controller.finish(with: DispatchQueue.getSpecific(key: key))
+        }
+        #expect(try await job.value(on: queue) == "the queue")
+    }
+
+    @Test func awaitsAJobThatCompletesOnAnotherThread() async throws {
+        let job = Job<String> { controller in
+            DispatchQueue.global().async { controller.finish(with: "later") }
+        }
+        #expect(try await job.value == "later")
+    }
+
+    @Test func abandonedJobThrowsAbandoned() async {
+        await #expect(throws: JobError.abandoned) {
+            try await Job<Int> { _ in }.value(on: ImmediateQueue())
+        }
+    }
+
+    @Test func cancellingTheAwaitingTaskCancelsTheJobOnce() async throws {
+        let cancels = LockIsolated(0)
+        let (started, didStart) = AsyncStream<Void>.makeStream()
+        let job = Job<Int> { controller in
+            controller.onCancel { cancels.withValue { $0 += 1 } }
+            controller.onCancel { withExtendedLifetime(controller) {} }  // keeps it running
+            didStart.yield()
+        }
+        let task = Task { try await job.value }
+        _ = await started.first { true }
+        task.cancel()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(cancels.value == 1)
+    }
+
+    @Test func alreadyCancelledTaskNeverStartsTheJobAndThrows() async throws {
+        let queue = TestQueue()
+        let starts = LockIsolated(0)
+        let job = Job<Int> { controller in
+            starts.withValue { $0 += 1 }
+            controller.finish(with: 1)
+        }
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await job.value(on: queue)
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+        try queue.run()
+        #expect(starts.value == 0)
+    }
+
+    @Test func cancellingAfterTheJobFinishedChangesNothing() async throws {
+        let cancels = LockIsolated(0)
+        let job = Job<Int> { controller in
+            controller.onCancel { cancels.withValue { $0 += 1 } }
+            controller.finish(with: 3)
+        }
+        let task = Task { try await job.value(on: ImmediateQueue()) }
+        #expect(try await task.value == 3)
+        task.cancel()
+        #expect(cancels.value == 0)
+    }
+
+    @Test func cancelRacingWithStartIsNeverLostAndRunsOnCancelAtMostOnce() async throws {
+        for _ in 0..<500 {
+            let starts = LockIsolated(0)
+            let cancels = LockIsolated(0)
+            let job = Job<Int> { controller in
+                starts.withValue { $0 += 1 }
+                controller.onCancel { cancels.withValue { $0 += 1 } }
+                controller.onCancel { withExtendedLifetime(controller) {} }  // never finishes
+            }
+            let task = Task { try await job.value }
+            task.cancel()
+            // Never hangs: the job never finishes by itself, so only the
+            // cancel can end the wait.
+            await #expect(throws: CancellationError.self) {
+                try await withTimeout(.seconds(10)) { try await task.value }
+            }
+            #expect(cancels.value <= starts.value)
+            #expect(starts.value <= 1)
+        }
+    }
+
+    @Test func releasesWhatThePerformanceHeldOnceItReturns() async throws {
+        weak var weakCancelObject: Tracked?
+        do {
+            let cancelObject = Tracked()
+            weakCancelObject = cancelObject
+            let job = Job<Int> { controller in
+                controller.onCancel { withExtendedLifetime(cancelObject) {} }
+                controller.finish(with: 1)
+            }
+            #expect(try await job.value(on: ImmediateQueue()) == 1)
+        }
+        // Released with the job's body and with the performance's onCancel
+        // blocks: nothing of the performance outlives it.
+        #expect(weakCancelObject == nil)
+    }
+}
+
+@Suite("Job with an async body")
+struct AsyncBodyTests {
+    @Test func finishesWithTheBodysValue() async throws {
+        let job = Job { try await Job.succeeded(20).value + 1 }
+        #expect(try await job.value == 21)
+    }
+
+    @Test func failsWithTheBodysError() async {
+        let job = Job<Int> { throw TestError(id: 2) }
+        await #expect(throws: TestError(id: 2)) { try await job.value }
+    }
+
+    @Test func runsNothingUntilPerformedAndStartsOneTaskPerPerformance() async throws {
+        let scheduler = ManualTaskScheduler()
+        let runs = LockIsolated(0)
+        let job = Job(scheduler: scheduler) { runs.withValue { $0 += 1 } }
+        #expect(scheduler.pendingCount == 0)
+        job.perform(on: ImmediateQueue()) { _ in }
+        job.perform(on: ImmediateQueue()) { _ in }
+        #expect(scheduler.pendingCount == 2)
+        #expect(runs.value == 0)
+        await scheduler.runAll()
+        #expect(runs.value == 2)
+    }
+
+    @Test func startsItsTaskThroughTheSchedulerWithThePriority() async throws {
+        let scheduler = RecordingTaskScheduler()
+        let job = Job(scheduler: scheduler, priority: .high) { Task.basePriority }
+        #expect(try await job.value == .high)
+        #expect(scheduler.calls == [.scheduled(priority: .high)])
+    }
+
+    @Test func reportsOnTheJobsQueueWhenTheTaskRan() async throws {
+        let scheduler = ManualTaskScheduler()
+        let queue = TestQueue()
+        let recorder = Recorder<String>()
+        Job(scheduler: scheduler) { "done" }.perform(on: queue, then: recorder.handler)
+        try queue.run()
+        await scheduler.runAll()
+        #expect(recorder.count == 0)  // the handler waits on the queue
+        try queue.run()
+        #expect(try recorder.last?.get() == "done")
+    }
+
+    @Test func cancellingTheJobBeforeItsTaskRanMeansTheBodyNeverRuns() async throws {
+        let scheduler = ManualTaskScheduler()
+        let runs = LockIsolated(0)
+        let recorder = Recorder<Void>()
+        let handle = Job(scheduler: scheduler) { runs.withValue { $0 += 1 } }
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+        handle.cancel()
+        await scheduler.runAll()
+        #expect(runs.value == 0)
+        #expect(scheduler.pendingCount == 0)
+        #expect(isCancellation(recorder.last?.failure))
+    }
+
+    @Test func cancellingTheJobCancelsItsRunningTask() async throws {
+        let (started, didStart) = AsyncStream<Void>.makeStream()
+        let (ended, didEnd) = AsyncStream<Bool>.makeStream()
+        let recorder = Recorder<Int>()
+        let job = Job<Int> {
+            didStart.yield()
+            // Job.never ends only by cancellation: of this task.
+            do {
+                _ = try await Job<Int>.never.value
+                didEnd.yield(false)
+            } catch {
+                didEnd.yield(Task.isCancelled && isCancellation(error))
+            }
+            return 1
+        }
+        let handle = job.perform(on: ImmediateQueue(), then: recorder.handler)
+        _ = await started.first { true }
+        handle.cancel()
+        #expect(await ended.first { _ in true } == true)
+        #expect(isCancellation(recorder.last?.failure))
+        #expect(recorder.count == 1)
+    }
+
+    @Test func bodyCanRunOnTheMainActor() async throws {
+        let job = Job { @MainActor in
+            MainActor.assertIsolated()
+            return 8
+        }
+        #expect(try await job.value == 8)
+    }
+
+    /// Both initializers stay usable with a trailing closure: the closure's
+    /// shape picks one.
+    @Test func controllerAndAsyncInitializersBothTypeCheck() async throws {
+        let withController = Job { controller in controller.finish(with: 1) }
+        let withDollarZero = Job<Int> { $0.finish(with: 2) }
+        let voidController = Job<Void> { controller in controller.finish() }
+        let asyncBody = Job { try await Job.succeeded(3).value }
+        let syncBody = Job { 4 }
+        let voidAsync = Job<Void> {}
+        #expect(try await withController.value == 1)
+        #expect(try await withDollarZero.value == 2)
+        try await voidController.value
+        #expect(try await asyncBody.value == 3)
+        #expect(try await syncBody.value == 4)
+        try await voidAsync.value
+    }
+}
