@@ -10,7 +10,8 @@ enum TestQueueCases {
         let jobs = Array(repeating: step, count: million)
         let tenthJobs = Array(jobs.prefix(tenth))
 
-        let stackDepth = try sequenceStackDepth(count: million)
+        // Skipped when profiling one variant (`--only`).
+        let stackDepth = schedule.only == nil ? try sequenceStackDepth(count: million) : 0
 
         // Each variant runs its own fixed size: `n` below only scales the
         // per-item figure.
@@ -42,6 +43,9 @@ enum TestQueueCases {
         ]
         var rows = try measureInterleaved(variants, n: million, schedule: schedule)
         for index in rows.indices { rows[index].ratio = nil }
+        guard rows.count == variants.count else {
+            return CaseReport(title: "5. (profiling: \(rows.count) variant)", unit: "ns/job", rows: rows)
+        }
         let linearity = rows[0].median / rows[1].median
         let itemsPerSecond = 1e9 / rows[3].median
         return CaseReport(

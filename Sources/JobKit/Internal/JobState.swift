@@ -17,6 +17,7 @@ package protocol JobCancelling: AnyObject, Sendable {
 /// depends on `Success` makes that deinit look up type metadata at run
 /// time, which cost more than the rest of a child's bookkeeping together.
 struct JobStatus: Sendable {
+    /// The latch on Apple platforms; elsewhere `JobState.phase` is.
     var isCompleted = false
     var isCancelled = false
     var cancelHandlers: [(key: Int, run: @Sendable () -> Void)] = []
@@ -53,12 +54,19 @@ final class JobState<Success: Sendable>: JobCancelling {
     private let lock = Lock(JobStatus())
 
     #if !canImport(Darwin)
-    /// Mirrors `JobStatus.isCompleted`, stored under `lock` when it becomes
-    /// true, so the hot checks (does queued work still start the body, does
-    /// a released controller abandon the job) need no lock round trip.
-    /// `Atomic` needs iOS 18 / macOS 15 on Apple platforms, above the
-    /// package's floor; there, ``isCompleted`` reads the status under `lock`.
-    private let completedFlag = Atomic<Bool>(false)
+    /// The outcome latch, without a lock: `pending` until the first outcome
+    /// wins it by compare-and-exchange, then `completed` or `cancelled` for
+    /// good. `lock` is then taken only to collect `onCancel` handlers, and
+    /// only when some were registered (`hasCancelHandlers`), so a child that
+    /// registers none completes with one atomic operation. Both atomics are
+    /// sequentially consistent: a registration stores `hasCancelHandlers`
+    /// and then reads `phase`, the winner sets `phase` and then reads
+    /// `hasCancelHandlers`, so at least one of the two sees the other and
+    /// no handler is lost. `Atomic` needs iOS 18 / macOS 15 on Apple
+    /// platforms, above the package's floor; there the latch is
+    /// `JobStatus.isCompleted`, under `lock`.
+    private let phase = Atomic<UInt8>(Phase.pending)
+    private let hasCancelHandlers = Atomic<Bool>(false)
     #endif
 
     // The next three are not behind `lock`, and need not be:
@@ -90,11 +98,17 @@ final class JobState<Success: Sendable>: JobCancelling {
         #if canImport(Darwin)
         lock.withLock { $0.isCompleted }
         #else
-        completedFlag.load(ordering: .acquiring)
+        phase.load(ordering: .acquiring) != Phase.pending
         #endif
     }
 
-    var isCancelled: Bool { lock.withLock { $0.isCancelled } }
+    var isCancelled: Bool {
+        #if canImport(Darwin)
+        lock.withLock { $0.isCancelled }
+        #else
+        phase.load(ordering: .acquiring) == Phase.cancelled
+        #endif
+    }
 
     /// Enqueues the body on the queue. When the work runs it starts the body
     /// with a fresh controller, unless the job has completed (been
@@ -143,17 +157,30 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     private func finish(with outcome: Outcome, cancelling: Bool) -> Bool {
-        let cancelHandlers = lock.withLock { status -> [(key: Int, run: CancelHandler)]? in
+        #if canImport(Darwin)
+        let taken = lock.withLock { status -> [(key: Int, run: CancelHandler)]? in
             guard !status.isCompleted else { return nil }
             status.isCompleted = true
             status.isCancelled = cancelling
-            #if !canImport(Darwin)
-            completedFlag.store(true, ordering: .releasing)
-            #endif
             defer { status.cancelHandlers = [] }
             return status.cancelHandlers
         }
-        guard let cancelHandlers else { return false }
+        guard let cancelHandlers = taken else { return false }
+        #else
+        let won = phase.compareExchange(
+            expected: Phase.pending,
+            desired: cancelling ? Phase.cancelled : Phase.completed,
+            ordering: .sequentiallyConsistent
+        ).exchanged
+        guard won else { return false }
+        var cancelHandlers: [(key: Int, run: CancelHandler)] = []
+        if hasCancelHandlers.load(ordering: .sequentiallyConsistent) {
+            cancelHandlers = lock.withLock { status in
+                defer { status.cancelHandlers = [] }
+                return status.cancelHandlers
+            }
+        }
+        #endif
         // This thread's outcome won: it alone touches the handlers now.
         if cancelling {
             for entry in cancelHandlers { entry.run() }
@@ -180,7 +207,13 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     private func addCancelHandler(key: Int?, _ handler: @escaping CancelHandler) {
         let decision = lock.withLock { status -> CancelHandlerDecision in
+            #if canImport(Darwin)
             if status.isCompleted { return status.isCancelled ? .runNow : .drop }
+            #else
+            hasCancelHandlers.store(true, ordering: .sequentiallyConsistent)
+            let phase = phase.load(ordering: .sequentiallyConsistent)
+            if phase != Phase.pending { return phase == Phase.cancelled ? .runNow : .drop }
+            #endif
             let key = key ?? status.nextKey
             if key == status.nextKey { status.nextKey += 1 }
             status.cancelHandlers.append((key, handler))
@@ -235,6 +268,13 @@ final class JobState<Success: Sendable>: JobCancelling {
 }
 
 private enum CancelHandlerDecision: Sendable { case kept, runNow, drop }
+
+/// The values of `JobState`'s lock-free latch.
+private enum Phase {
+    static let pending: UInt8 = 0
+    static let completed: UInt8 = 1
+    static let cancelled: UInt8 = 2
+}
 
 /// Keeps a job's state alive for as long as its body holds a controller.
 /// When the last copy of the controller goes away and the job has not
