@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import JobKit
+import JobKitTesting
 
 /// Cases 1 to 4: JobKit against hand-written GCD (and the usual
 /// alternatives) on the global concurrent queue, in ns per job.
@@ -153,6 +154,24 @@ enum TimingCases {
                         group.leave()
                     }
                 }
+                group.wait()
+            },
+            Variant(name: "4 chains, each completion `async`s the next job (hand-written)") { n in
+                let group = DispatchGroup()
+                let nextIndex = LockIsolated(0)
+                @Sendable func startNext() {
+                    let index = nextIndex.withValue { next in
+                        defer { next += 1 }
+                        return next
+                    }
+                    guard index < n else { return }
+                    group.enter()
+                    queue.async {
+                        startNext()
+                        group.leave()
+                    }
+                }
+                for _ in 0..<4 { startNext() }
                 group.wait()
             },
         ]

@@ -15,7 +15,9 @@
 /// A single "launcher" loop enqueues tickets. A completion that frees room
 /// in a bounded group while the loop runs only counts one more ticket for
 /// the loop to enqueue, so children that complete synchronously, even on a
-/// queue that runs work inline, never cause recursion.
+/// queue that runs work inline, never cause recursion. On an
+/// ``AsynchronousJobQueue`` that cannot happen, and a completion enqueues
+/// its ticket itself.
 ///
 /// The counting is `DispatchGroup`'s (enter per ticket, leave per
 /// completion, notify at zero), kept in this run's lock rather than in a
@@ -48,6 +50,7 @@ final class GroupRun<Element: Sendable>: Sendable {
     private enum Completion: Sendable {
         case none
         case launch
+        case enqueueTicket
         case finish(Result<[Element], any Error>, cancelling: [JobState<Element>])
     }
 
@@ -56,6 +59,9 @@ final class GroupRun<Element: Sendable>: Sendable {
     private let failurePolicy: FailurePolicy
     private let collectsValues: Bool
     private let queue: any JobQueue
+    /// Whether `queue` may run work inline, so tickets must be enqueued by
+    /// a launcher loop to keep the stack flat.
+    private let needsLoop: Bool
     private let report: @Sendable (Result<[Element], any Error>) -> Void
     private let lock: Lock<Inner>
 
@@ -72,6 +78,7 @@ final class GroupRun<Element: Sendable>: Sendable {
         self.failurePolicy = failurePolicy
         self.collectsValues = collectsValues
         self.queue = queue
+        self.needsLoop = !(queue is any AsynchronousJobQueue)
         self.report = report
         self.lock = Lock(Inner(values: collectsValues ? Array(repeating: nil, count: jobs.count) : []))
     }
@@ -91,10 +98,19 @@ final class GroupRun<Element: Sendable>: Sendable {
             guard !inner.isFinished else { return 0 }
             inner.ticketCount = min(maxConcurrent, jobs.count)
             inner.activeCount = inner.ticketCount
-            inner.isLaunching = true
+            inner.isLaunching = needsLoop
             return inner.ticketCount
         }
-        launch(tickets)
+        if needsLoop {
+            launch(tickets)
+        } else {
+            for _ in 0..<tickets { enqueueTicket() }
+        }
+    }
+
+    private func enqueueTicket() {
+        // Captures the run alone: no allocation for the closure.
+        queue.enqueue { [self] in startNext() }
     }
 
     /// Enqueues `count` tickets, then those counted meanwhile, until none is
@@ -103,10 +119,7 @@ final class GroupRun<Element: Sendable>: Sendable {
     private func launch(_ count: Int) {
         var count = count
         while true {
-            for _ in 0..<count {
-                // Captures the run alone: no allocation for the closure.
-                queue.enqueue { [self] in startNext() }
-            }
+            for _ in 0..<count { enqueueTicket() }
             count = lock.withLock { inner in
                 defer { inner.pendingTickets = 0 }
                 if inner.pendingTickets == 0 { inner.isLaunching = false }
@@ -162,6 +175,7 @@ final class GroupRun<Element: Sendable>: Sendable {
             if inner.ticketCount < jobs.count && inner.activeCount < maxConcurrent {
                 inner.ticketCount += 1
                 inner.activeCount += 1
+                if !needsLoop { return .enqueueTicket }
                 if inner.isLaunching {
                     inner.pendingTickets += 1
                     return .none
@@ -176,6 +190,8 @@ final class GroupRun<Element: Sendable>: Sendable {
             break
         case .launch:
             launch(1)
+        case .enqueueTicket:
+            enqueueTicket()
         case .finish(let result, let cancelling):
             for child in cancelling { child.cancel() }
             report(result)

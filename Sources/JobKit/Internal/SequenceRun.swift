@@ -4,7 +4,9 @@
 /// still starting it (synchronously, on a queue that runs work inline) only
 /// marks that the loop should go on, so the stack stays flat however long
 /// the sequence, whatever the queue. Deciding to go on and preparing the
-/// next step share one lock round trip.
+/// next step share one lock round trip. On an ``AsynchronousJobQueue`` no
+/// step can complete inside the loop, so there is no loop: a completion
+/// prepares the next step and enqueues it, like a hand-written chain.
 final class SequenceRun: Sendable {
     private struct Inner: Sendable {
         var nextIndex = 0
@@ -25,12 +27,16 @@ final class SequenceRun: Sendable {
     private let jobs: [Job<Void>]
     private let controller: Job<Void>.Controller
     private let queue: any JobQueue
+    /// Whether `queue` may run work inline, so steps must be started by a
+    /// loop to keep the stack flat.
+    private let needsLoop: Bool
     private let lock = Lock(Inner())
 
     init(jobs: [Job<Void>], controller: Job<Void>.Controller) {
         self.jobs = jobs
         self.controller = controller
         self.queue = controller.queue
+        self.needsLoop = !(queue is any AsynchronousJobQueue)
     }
 
     func start() {
@@ -45,6 +51,10 @@ final class SequenceRun: Sendable {
     /// Starts the next step, or, when a loop is already starting steps on
     /// this run, tells it to go on.
     private func advance() {
+        guard needsLoop else {
+            perform(lock.withLock { nextStep(&$0) })
+            return
+        }
         var step = lock.withLock { inner -> Step in
             if inner.isLooping {
                 inner.shouldContinue = true
@@ -53,16 +63,8 @@ final class SequenceRun: Sendable {
             inner.isLooping = true
             return nextStep(&inner)
         }
-        while true {
-            switch step {
-            case .stop:
-                return
-            case .finish:
-                controller.finish()
-                return
-            case .start(let job, let child):
-                child.start(job.body)
-            }
+        while case .start = step {
+            perform(step)
             step = lock.withLock { inner -> Step in
                 guard inner.shouldContinue else {
                     inner.isLooping = false
@@ -71,6 +73,18 @@ final class SequenceRun: Sendable {
                 inner.shouldContinue = false
                 return nextStep(&inner)
             }
+        }
+        perform(step)
+    }
+
+    private func perform(_ step: Step) {
+        switch step {
+        case .stop:
+            break
+        case .finish:
+            controller.finish()
+        case .start(let job, let child):
+            child.start(job.body)
         }
     }
 
