@@ -216,29 +216,35 @@ enum MemoryCase {
     }
 
     /// The resident set now and at its peak, in KiB.
+    ///
+    /// On Linux from VmRSS and VmHWM in /proc/self/status, read line by line
+    /// (procfs files report a size of zero, so whole-file readers see them
+    /// empty). `getrusage` is no substitute there: its `ru_maxrss` survives
+    /// `execve`, so a child spawned by a large parent would report the
+    /// parent's peak.
     static func residentKiB() -> (current: Int, peak: Int) {
         #if os(Linux)
-        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) {
-            var current = 0
-            var peak = 0
-            for line in status.split(separator: "\n") {
-                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        var current = 0
+        var peak = 0
+        if let file = fopen("/proc/self/status", "r") {
+            defer { fclose(file) }
+            var line: UnsafeMutablePointer<CChar>?
+            var capacity = 0
+            defer { free(line) }
+            while getline(&line, &capacity, file) > 0, let line {
+                let fields = String(cString: line).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
                 guard fields.count >= 2, let value = Int(fields[1]) else { continue }
                 if fields[0] == "VmRSS:" { current = value }
                 if fields[0] == "VmHWM:" { peak = value }
             }
-            if peak > 0 { return (current, peak) }
         }
-        #endif
+        return (current, peak)
+        #else
         var usage = rusage()
-        #if canImport(Darwin)
         getrusage(RUSAGE_SELF, &usage)
         let peak = Int(usage.ru_maxrss) / 1024  // bytes on Apple platforms
-        #else
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        let peak = Int(usage.ru_maxrss)  // KiB elsewhere
-        #endif
         return (peak, peak)
+        #endif
     }
 }
 
