@@ -13,7 +13,7 @@ enum BenchmarkSuite {
         var n = 100_000
         /// Jobs in cases 5 and 6.
         var million = 1_000_000
-        var schedule = Schedule(warmups: 2, rounds: 7)
+        var schedule = Schedule(warmups: 2, rounds: 9)
         /// Rounds of child processes in case 6.
         var memoryRounds = 3
         var cases = Case.allCases
@@ -28,7 +28,7 @@ enum BenchmarkSuite {
         init(
             n: Int = 100_000,
             million: Int = 1_000_000,
-            schedule: Schedule = Schedule(warmups: 2, rounds: 7),
+            schedule: Schedule = Schedule(warmups: 2, rounds: 9),
             memoryRounds: Int = 3
         ) {
             self.n = n
@@ -95,7 +95,7 @@ enum BenchmarkSuite {
           --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
           --n N              jobs per batch in cases 1-4 (default 100000)
           --million M        jobs in cases 5 and 6 (default 1000000)
-          --rounds R         measured rounds, each running every variant once (default 7)
+          --rounds R         measured rounds, each running every variant once (default 9)
           --warmups W        unmeasured batches per variant first (default 2)
           --memory-rounds R  child processes per variant in case 6 (default 3)
           --case NAME,...    only these cases: \(Options.caseNames)
