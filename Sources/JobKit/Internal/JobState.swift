@@ -72,7 +72,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     // The next three are not behind `lock`, and need not be:
     // - `handler` and `indexedHandler` are set in `init`, before the state
     //   is shared, and afterwards touched only by the one thread whose
-    //   outcome won, which `finish(with:cancelling:)` decides under `lock`.
+    //   outcome won the latch in `finish(with:cancelling:)`.
     // - `pendingBody` is set by `start(_:)` before it enqueues the work that
     //   takes it, and that work runs once; nothing else touches it.
     private nonisolated(unsafe) var handler: Handler?
