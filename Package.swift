@@ -12,12 +12,15 @@ let package = Package(
     products: [
         .library(name: "JobKit", targets: ["JobKit"]),
         .library(name: "JobKitTesting", targets: ["JobKitTesting"]),
+        .executable(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
     targets: [
         .target(name: "JobKit"),
         .target(name: "JobKitTesting", dependencies: ["JobKit"]),
         .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"]),
         .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting"]),
+        .executableTarget(name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting"]),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
     ]
 )
 

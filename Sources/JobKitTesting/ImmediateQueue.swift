@@ -49,14 +49,21 @@ public struct ImmediateQueue: JobQueue {
 private enum Trampoline {
     /// Work waiting on one thread. Only that thread touches it.
     final class Pending {
-        private var items: [@Sendable () -> Void] = []
+        /// Wrapped in a struct so the closures are stored as they come:
+        /// an array of bare closures re-abstracts (allocates a thunk for)
+        /// each one on the way in and again on the way out.
+        struct Work {
+            let run: @Sendable () -> Void
+        }
+
+        private var items: [Work] = []
         private var head = 0
 
         func append(_ work: @escaping @Sendable () -> Void) {
-            items.append(work)
+            items.append(Work(run: work))
         }
 
-        func popFirst() -> (@Sendable () -> Void)? {
+        func popFirst() -> Work? {
             guard head < items.count else {
                 items.removeAll(keepingCapacity: true)
                 head = 0
@@ -89,7 +96,7 @@ private enum Trampoline {
         defer { pthread_setspecific(key, nil) }
         work()
         while let next = pending.popFirst() {
-            next()
+            next.run()
         }
     }
 }

@@ -212,6 +212,26 @@ struct GroupTests {
         #expect(top - deepest.value < 64 * 1024)
     }
 
+    @Test func boundedGroupOnAQueueWithoutTrampolineDoesNotRecurse() throws {
+        // A queue that runs work inline, at once, with no queue of its own:
+        // a completion that frees room must not start the next child inside
+        // itself.
+        let top = currentStackAddress()
+        let deepest = LockIsolated(top)
+        let count = LockIsolated(0)
+        let recorder = Recorder<Void>()
+        let child = Job<Void> { controller in
+            deepest.withValue { $0 = min($0, currentStackAddress()) }
+            count.withValue { $0 += 1 }
+            controller.finish()
+        }
+        Job.group(Array(repeating: child, count: 50_000), maxConcurrent: 3)
+            .perform(on: InlineQueue(), then: recorder.handler)
+        #expect(recorder.last?.isSuccess == true)
+        #expect(count.value == 50_000)
+        #expect(top - deepest.value < 64 * 1024)
+    }
+
     @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {
         for _ in 0..<50 {
             let done = DispatchSemaphore(value: 0)

@@ -104,10 +104,6 @@ struct SequenceTests {
     @Test func stepsThatCompleteInlineOnAQueueWithoutTrampolineDoNotRecurse() throws {
         // A queue that runs work inline, at once, with no queue of its own:
         // the sequence must still loop instead of recursing.
-        struct InlineQueue: JobQueue {
-            func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
-            func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) { work() }
-        }
         let top = currentStackAddress()
         let deepest = LockIsolated(top)
         let step = Job<Void> { controller in

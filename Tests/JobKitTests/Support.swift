@@ -98,6 +98,14 @@ func currentStackAddress() -> UInt {
 
 final class Tracked: Sendable {}
 
+/// A queue that runs work inline, at once, with no queue of its own (it
+/// breaks `JobQueue`'s advice on purpose): combinators must still loop
+/// instead of recursing on it.
+struct InlineQueue: JobQueue {
+    func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) { work() }
+}
+
 /// Whether this test process runs under Thread Sanitizer, which makes
 /// every memory access many times slower: million-job tests use fewer jobs
 /// there (the flat-stack assertion holds for any size).

@@ -1,3 +1,7 @@
+#if !canImport(Darwin)
+import Synchronization
+#endif
+
 /// What a handle or a parent needs of a job, whatever its value type.
 package protocol JobCancelling: AnyObject, Sendable {
     /// Completes the job with `CancellationError` unless it already completed.
@@ -6,49 +10,123 @@ package protocol JobCancelling: AnyObject, Sendable {
     var isCompleted: Bool { get }
 }
 
+/// The lock-protected part of a performance's state.
+///
+/// It is deliberately not generic: a `JobState<Success>` is destroyed by
+/// its (unspecialized) generic deinit, and a lock around a type that
+/// depends on `Success` makes that deinit look up type metadata at run
+/// time, which cost more than the rest of a child's bookkeeping together.
+struct JobStatus: Sendable {
+    /// The latch on Apple platforms; elsewhere `JobState.phase` is.
+    var isCompleted = false
+    var isCancelled = false
+    var cancelHandlers: [(key: Int, run: @Sendable () -> Void)] = []
+    var nextKey = 0
+}
+
 /// The state of one performance of a job: the outcome latch, the handler,
 /// and the cancellation handlers.
 ///
 /// The first outcome wins; later ones are dropped. On completion every
 /// closure the state held is released, so objects captured by them are
 /// freed. Handlers and `onCancel` blocks run after the lock is released.
+///
+/// A performance costs two allocations: this state, and the
+/// ``ControllerToken`` its body's controllers share, made when the body
+/// starts. The enqueued work captures the state alone, so the state is the
+/// closure's context and the closure allocates nothing.
 final class JobState<Success: Sendable>: JobCancelling {
     typealias Outcome = Result<Success, any Error>
     typealias Handler = @Sendable (Outcome) -> Void
+    /// A handler that is told which child completed: groups use it, so that
+    /// their children's handlers capture the group alone.
+    typealias IndexedHandler = @Sendable (_ index: Int, Outcome) -> Void
+    typealias Body = @Sendable (Job<Success>.Controller) -> Void
     typealias CancelHandler = @Sendable () -> Void
-
-    private struct Inner: Sendable {
-        var isCompleted = false
-        var isCancelled = false
-        var handler: Handler?
-        var cancelHandlers: [(key: Int, run: CancelHandler)] = []
-        var nextKey = 0
-    }
 
     /// The queue the job runs on; children run on it too.
     let queue: any JobQueue
+    /// The number passed to an ``IndexedHandler``; 0 otherwise.
+    let index: Int
     /// Whether the handler is called through `queue` (public performances)
     /// or inline, on the completing thread (combinators' own children).
     private let hopsToQueue: Bool
-    private let lock: Lock<Inner>
+    private let lock = Lock(JobStatus())
+
+    #if !canImport(Darwin)
+    /// The outcome latch, without a lock: `pending` until the first outcome
+    /// wins it by compare-and-exchange, then `completed` or `cancelled` for
+    /// good. `lock` is then taken only to collect `onCancel` handlers, and
+    /// only when some were registered (`hasCancelHandlers`), so a child that
+    /// registers none completes with one atomic operation. Both atomics are
+    /// sequentially consistent: a registration stores `hasCancelHandlers`
+    /// and then reads `phase`, the winner sets `phase` and then reads
+    /// `hasCancelHandlers`, so at least one of the two sees the other and
+    /// no handler is lost. `Atomic` needs iOS 18 / macOS 15 on Apple
+    /// platforms, above the package's floor; there the latch is
+    /// `JobStatus.isCompleted`, under `lock`.
+    private let phase = Atomic<UInt8>(Phase.pending)
+    private let hasCancelHandlers = Atomic<Bool>(false)
+    #endif
+
+    // The next three are not behind `lock`, and need not be:
+    // - `handler` and `indexedHandler` are set in `init`, before the state
+    //   is shared, and afterwards touched only by the one thread whose
+    //   outcome won the latch in `finish(with:cancelling:)`.
+    // - `pendingBody` is set by `start(_:)` before it enqueues the work that
+    //   takes it, and that work runs once; nothing else touches it.
+    private nonisolated(unsafe) var handler: Handler?
+    private nonisolated(unsafe) var indexedHandler: IndexedHandler?
+    private nonisolated(unsafe) var pendingBody: Body?
 
     init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
         self.queue = queue
+        self.index = 0
         self.hopsToQueue = hopsToQueue
-        self.lock = Lock(Inner(handler: handler))
+        self.handler = handler
     }
 
-    var isCompleted: Bool { lock.withLock { $0.isCompleted } }
-    var isCancelled: Bool { lock.withLock { $0.isCancelled } }
+    /// A child whose handler is called inline with `index`.
+    init(queue: any JobQueue, index: Int, handler: @escaping IndexedHandler) {
+        self.queue = queue
+        self.index = index
+        self.hopsToQueue = false
+        self.indexedHandler = handler
+    }
 
-    /// Enqueues `body` on the queue with a fresh controller, unless the job
-    /// has completed (been cancelled) by the time the work runs.
-    func start(_ body: @escaping @Sendable (Job<Success>.Controller) -> Void) {
-        let token = ControllerToken(self)
-        queue.enqueue {
-            if token.state.isCompleted { return }
-            body(Job<Success>.Controller(token: token))
+    var isCompleted: Bool {
+        #if canImport(Darwin)
+        lock.withLock { $0.isCompleted }
+        #else
+        phase.load(ordering: .acquiring) != Phase.pending
+        #endif
+    }
+
+    var isCancelled: Bool {
+        #if canImport(Darwin)
+        lock.withLock { $0.isCancelled }
+        #else
+        phase.load(ordering: .acquiring) == Phase.cancelled
+        #endif
+    }
+
+    /// Enqueues the body on the queue. When the work runs it starts the body
+    /// with a fresh controller, unless the job has completed (been
+    /// cancelled) by then. Call it once.
+    func start(_ body: @escaping Body) {
+        pendingBody = body
+        queue.enqueue { [self] in
+            let body = pendingBody
+            pendingBody = nil
+            if let body { run(body) }
         }
+    }
+
+    /// Runs `body` now, on this thread, with a fresh controller, unless the
+    /// job has completed (been cancelled).
+    func run(_ body: Body) {
+        if isCompleted { return }
+        body(Job<Success>.Controller(token: ControllerToken(self)))
     }
 
     /// Reports `outcome` unless the job already completed.
@@ -63,27 +141,60 @@ final class JobState<Success: Sendable>: JobCancelling {
         finish(with: .failure(CancellationError()), cancelling: true)
     }
 
+    /// Fails the job with ``JobError/abandoned`` unless it completed: the
+    /// last controller is gone.
+    func abandon() {
+        if isCompleted { return }
+        failAbandoned()
+    }
+
+    /// Apart from ``abandon()``: called from a generic deinit, it runs
+    /// unspecialized, and building a `Result` there looks up its type
+    /// metadata at run time, which the common case (completed) must not pay.
+    @inline(never)
+    private func failAbandoned() {
+        _ = finish(with: .failure(JobError.abandoned), cancelling: false)
+    }
+
     private func finish(with outcome: Outcome, cancelling: Bool) -> Bool {
-        let taken = lock.withLock { inner -> (Handler?, [(key: Int, run: CancelHandler)])? in
-            guard !inner.isCompleted else { return nil }
-            inner.isCompleted = true
-            inner.isCancelled = cancelling
-            defer {
-                inner.handler = nil
-                inner.cancelHandlers = []
-            }
-            return (inner.handler, inner.cancelHandlers)
+        #if canImport(Darwin)
+        let taken = lock.withLock { status -> [(key: Int, run: CancelHandler)]? in
+            guard !status.isCompleted else { return nil }
+            status.isCompleted = true
+            status.isCancelled = cancelling
+            defer { status.cancelHandlers = [] }
+            return status.cancelHandlers
         }
-        guard let (handler, cancelHandlers) = taken else { return false }
+        guard let cancelHandlers = taken else { return false }
+        #else
+        let won = phase.compareExchange(
+            expected: Phase.pending,
+            desired: cancelling ? Phase.cancelled : Phase.completed,
+            ordering: .sequentiallyConsistent
+        ).exchanged
+        guard won else { return false }
+        var cancelHandlers: [(key: Int, run: CancelHandler)] = []
+        if hasCancelHandlers.load(ordering: .sequentiallyConsistent) {
+            cancelHandlers = lock.withLock { status in
+                defer { status.cancelHandlers = [] }
+                return status.cancelHandlers
+            }
+        }
+        #endif
+        // This thread's outcome won: it alone touches the handlers now.
         if cancelling {
             for entry in cancelHandlers { entry.run() }
         }
         if let handler {
+            self.handler = nil
             if hopsToQueue {
                 queue.enqueue { handler(outcome) }
             } else {
                 handler(outcome)
             }
+        } else if let indexedHandler {
+            self.indexedHandler = nil
+            indexedHandler(index, outcome)
         }
         return true
     }
@@ -95,21 +206,29 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     private func addCancelHandler(key: Int?, _ handler: @escaping CancelHandler) {
-        let decision = lock.withLock { inner -> CancelHandlerDecision in
-            if inner.isCompleted { return inner.isCancelled ? .runNow : .drop }
-            let key = key ?? inner.nextKey
-            if key == inner.nextKey { inner.nextKey += 1 }
-            inner.cancelHandlers.append((key, handler))
+        let decision = lock.withLock { status -> CancelHandlerDecision in
+            #if canImport(Darwin)
+            if status.isCompleted { return status.isCancelled ? .runNow : .drop }
+            #else
+            hasCancelHandlers.store(true, ordering: .sequentiallyConsistent)
+            let phase = phase.load(ordering: .sequentiallyConsistent)
+            if phase != Phase.pending { return phase == Phase.cancelled ? .runNow : .drop }
+            #endif
+            let key = key ?? status.nextKey
+            if key == status.nextKey { status.nextKey += 1 }
+            status.cancelHandlers.append((key, handler))
             return .kept
         }
         if decision == .runNow { handler() }
     }
 
     /// Forgets a cancel handler that is no longer needed (a child finished).
+    /// Children finish mostly in the order they started, so the search
+    /// starts from the end.
     func removeCancelHandler(_ key: Int) {
-        let removed = lock.withLock { inner -> CancelHandler? in
-            guard let index = inner.cancelHandlers.lastIndex(where: { $0.key == key }) else { return nil }
-            return inner.cancelHandlers.remove(at: index).run
+        let removed = lock.withLock { status -> CancelHandler? in
+            guard let index = status.cancelHandlers.lastIndex(where: { $0.key == key }) else { return nil }
+            return status.cancelHandlers.remove(at: index).run
         }
         _ = removed  // released here, outside the lock
     }
@@ -141,14 +260,21 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     private func reserveKey() -> Int {
-        lock.withLock { inner in
-            defer { inner.nextKey += 1 }
-            return inner.nextKey
+        lock.withLock { status in
+            defer { status.nextKey += 1 }
+            return status.nextKey
         }
     }
 }
 
 private enum CancelHandlerDecision: Sendable { case kept, runNow, drop }
+
+/// The values of `JobState`'s lock-free latch.
+private enum Phase {
+    static let pending: UInt8 = 0
+    static let completed: UInt8 = 1
+    static let cancelled: UInt8 = 2
+}
 
 /// Keeps a job's state alive for as long as its body holds a controller.
 /// When the last copy of the controller goes away and the job has not
@@ -161,6 +287,6 @@ final class ControllerToken<Success: Sendable>: Sendable {
     }
 
     deinit {
-        state.complete(with: .failure(JobError.abandoned))
+        state.abandon()
     }
 }

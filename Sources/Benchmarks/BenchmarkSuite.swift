@@ -1,0 +1,205 @@
+import Foundation
+
+/// The benchmark executable's entry point: parses the arguments, runs the
+/// chosen cases and prints their tables.
+enum BenchmarkSuite {
+    /// The cases, by the name `--case` takes.
+    enum Case: String, CaseIterable, Sendable {
+        case group, sequence, value, bounded, immediate, memory
+    }
+
+    struct Options: Sendable {
+        /// Jobs per batch in cases 1 to 4.
+        var n = 100_000
+        /// Jobs in cases 5 and 6.
+        var million = 1_000_000
+        var schedule = Schedule(warmups: 2, rounds: 9)
+        /// Rounds of child processes in case 6.
+        var memoryRounds = 3
+        var cases = Case.allCases
+        /// Set by the hidden `--memory-child KIND` flag.
+        var memoryChild: MemoryCase.Kind?
+        var showsHelp = false
+
+        static let quick = Options(
+            n: 20_000, million: 100_000, schedule: Schedule(warmups: 1, rounds: 5), memoryRounds: 1
+        )
+
+        init(
+            n: Int = 100_000,
+            million: Int = 1_000_000,
+            schedule: Schedule = Schedule(warmups: 2, rounds: 9),
+            memoryRounds: Int = 3
+        ) {
+            self.n = n
+            self.million = million
+            self.schedule = schedule
+            self.memoryRounds = memoryRounds
+        }
+
+        /// Parses `arguments` (without the executable's name).
+        init(parsing arguments: [String]) throws {
+            self.init()
+            if arguments.contains("--quick") { self = .quick }
+            var iterator = arguments.makeIterator()
+            func value(for flag: String) throws -> String {
+                guard let value = iterator.next() else { throw BenchmarkFailure("\(flag) needs a value") }
+                return value
+            }
+            func count(for flag: String, minimum: Int) throws -> Int {
+                let text = try value(for: flag)
+                guard let count = Int(text), count >= minimum else {
+                    throw BenchmarkFailure("\(flag) needs a whole number of at least \(minimum), got \(text)")
+                }
+                return count
+            }
+            while let argument = iterator.next() {
+                switch argument {
+                case "--quick": break
+                case "--n": n = try count(for: argument, minimum: 1)
+                case "--million": million = try count(for: argument, minimum: 10)
+                case "--rounds": schedule.rounds = try count(for: argument, minimum: 1)
+                case "--warmups": schedule.warmups = try count(for: argument, minimum: 0)
+                case "--memory-rounds": memoryRounds = try count(for: argument, minimum: 1)
+                case "--only": schedule.only = try value(for: argument)
+                case "--case":
+                    let names = try value(for: argument).split(separator: ",")
+                    cases = try names.map { name in
+                        guard let chosen = Case(rawValue: String(name)) else {
+                            throw BenchmarkFailure("unknown case \(name); the cases are \(Self.caseNames)")
+                        }
+                        return chosen
+                    }
+                case "--memory-child":
+                    let name = try value(for: argument)
+                    guard let kind = MemoryCase.Kind(rawValue: name) else {
+                        throw BenchmarkFailure("unknown memory child \(name)")
+                    }
+                    memoryChild = kind
+                case "--help", "-h": showsHelp = true
+                default: throw BenchmarkFailure("unknown argument \(argument); see --help")
+                }
+            }
+        }
+
+        static var caseNames: String { Case.allCases.map(\.rawValue).joined(separator: ", ") }
+    }
+
+    static let usage = """
+        USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
+                                               [--warmups W] [--memory-rounds R] [--case NAME,...]
+
+        Runs JobKit and hand-written GCD side by side, interleaved, in one process,
+        and prints per-job times (median, min) and the median of pair-by-pair ratios.
+
+          --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
+          --n N              jobs per batch in cases 1-4 (default 100000)
+          --million M        jobs in cases 5 and 6 (default 1000000)
+          --rounds R         measured rounds, each running every variant once (default 9)
+          --warmups W        unmeasured batches per variant first (default 2)
+          --memory-rounds R  child processes per variant in case 6 (default 3)
+          --case NAME,...    only these cases: \(Options.caseNames)
+          --only TEXT        only the variants whose name contains TEXT (for profiling)
+        """
+
+    /// Runs the executable with `arguments` and returns its exit status.
+    static func main(_ arguments: [String]) -> Int32 {
+        do {
+            let options = try Options(parsing: arguments)
+            if options.showsHelp {
+                print(usage)
+                return 0
+            }
+            if let kind = options.memoryChild {
+                print(try MemoryCase.measure(kind, n: options.n).line)
+                return 0
+            }
+            print(header(options))
+            var reports: [CaseReport] = []
+            for chosen in options.cases {
+                let report = try run(chosen, options: options, executable: MemoryCase.currentExecutable)
+                print(report.markdown)
+                reports.append(report)
+            }
+            print(goalSummary(reports))
+            return 0
+        } catch {
+            FileHandle.standardError.write(Data("Benchmarks: \(error)\n".utf8))
+            return 1
+        }
+    }
+
+    /// Runs one case.
+    static func run(_ chosen: Case, options: Options, executable: String) throws -> CaseReport {
+        switch chosen {
+        case .group: try TimingCases.group(n: options.n, schedule: options.schedule)
+        case .sequence: try TimingCases.sequence(n: options.n, schedule: options.schedule)
+        case .value: try TimingCases.value(n: options.n, schedule: options.schedule)
+        case .bounded: try TimingCases.bounded(n: options.n, schedule: options.schedule)
+        case .immediate: try TestQueueCases.run(million: options.million, schedule: options.schedule)
+        case .memory: try MemoryCase.run(n: options.million, rounds: options.memoryRounds, executable: executable)
+        }
+    }
+
+    static func header(_ options: Options) -> String {
+        let info = ProcessInfo.processInfo
+        let date = ISO8601DateFormatter().string(from: Date())
+        return """
+            # JobKit benchmarks
+            \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
+            N = \(options.n) (cases 1-4), M = \(options.million) (cases 5-6), \
+            \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
+            """
+    }
+
+    /// One line per goal: met or missed.
+    static func goalSummary(_ reports: [CaseReport]) -> String {
+        var lines = ["## Goals (JobKit ÷ hand-written, median of pairs)", ""]
+        for report in reports {
+            for row in report.rows {
+                guard let goal = row.goal, let ratio = row.ratio else { continue }
+                let verdict = ratio <= goal ? "met" : "MISSED"
+                lines.append(
+                    "- \(report.title.prefix(while: { $0 != "." })). \(format(ratio, digits: 2))× "
+                        + "(goal ≤ \(format(goal, digits: 2))×): \(verdict)"
+                )
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+// MARK: - Printing
+
+extension CaseReport {
+    /// The case as a Markdown table.
+    var markdown: String {
+        var lines = [
+            "### \(title)",
+            "",
+            "| variant | median \(unit) | min \(unit) | JobKit ÷ this | goal |",
+            "| --- | ---: | ---: | ---: | --- |",
+        ]
+        for row in rows {
+            let ratio = row.ratio.map { format($0, digits: 2) + "×" } ?? ""
+            let goal = row.goal.map { "≤ " + format($0, digits: 2) + "×" } ?? ""
+            let digits = unit == "MiB" ? 1 : 0
+            lines.append(
+                "| \(row.name) | \(format(row.median, digits: digits)) | \(format(row.minimum, digits: digits)) "
+                    + "| \(ratio) | \(goal) |"
+            )
+        }
+        if !notes.isEmpty {
+            lines.append("")
+            lines.append(contentsOf: notes)
+        }
+        lines.append("")
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// `value` with `digits` decimals.
+func format(_ value: Double, digits: Int) -> String {
+    guard value.isFinite else { return "n/a" }
+    return String(format: "%.\(digits)f", value)
+}

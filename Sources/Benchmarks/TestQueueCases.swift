@@ -1,0 +1,114 @@
+import JobKit
+import JobKitTesting
+
+/// Case 5: synchronous jobs on the test doubles. A million-job sequence on
+/// `ImmediateQueue` must run in linear time with a flat stack.
+enum TestQueueCases {
+    static func run(million: Int, schedule: Schedule) throws -> CaseReport {
+        let tenth = max(million / 10, 1)
+        let step = Job<Void> { $0.finish() }
+        let jobs = Array(repeating: step, count: million)
+        let tenthJobs = Array(jobs.prefix(tenth))
+
+        // Skipped when profiling one variant (`--only`).
+        let stackDepth = schedule.only == nil ? try sequenceStackDepth(count: million) : 0
+
+        // Each variant runs its own fixed size: `n` below only scales the
+        // per-item figure.
+        let variants = [
+            Variant(name: "`Job.sequence` of \(million) on ImmediateQueue") { _ in
+                try performImmediately(Job.sequence(jobs))
+            },
+            Variant(name: "`Job.sequence` of \(tenth) on ImmediateQueue (×10)") { _ in
+                for _ in 0..<10 { try performImmediately(Job.sequence(tenthJobs)) }
+            },
+            Variant(name: "`Job.group` of \(million) on ImmediateQueue") { _ in
+                try performImmediately(Job.group(jobs))
+            },
+            Variant(name: "TestQueue: enqueue \(million) items, then `run()`") { n in
+                let queue = TestQueue(maxSteps: .max)
+                let counter = Counter()
+                for _ in 0..<n { queue.enqueue { counter.increment() } }
+                try queue.run()
+                guard counter.value == n else { throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n)") }
+            },
+            Variant(name: "`Job.sequence` of \(million) on TestQueue") { _ in
+                let queue = TestQueue(maxSteps: .max)
+                let outcome = LockIsolated<Result<Void, any Error>?>(nil)
+                Job.sequence(jobs).perform(on: queue) { outcome.setValue($0) }
+                try queue.run()
+                guard let result = outcome.value else { throw BenchmarkFailure("sequence on TestQueue did not finish") }
+                try result.get()
+            },
+        ]
+        var rows = try measureInterleaved(variants, n: million, schedule: schedule)
+        for index in rows.indices { rows[index].ratio = nil }
+        guard rows.count == variants.count else {
+            return CaseReport(title: "5. (profiling: \(rows.count) variant)", unit: "ns/job", rows: rows)
+        }
+        let linearity = (median: rows[0].median / rows[1].median, minimum: rows[0].minimum / rows[1].minimum)
+        let itemsPerSecond = 1e9 / rows[3].median
+        return CaseReport(
+            title: "5. \(million) synchronous jobs on the test queues",
+            unit: "ns/job",
+            rows: rows,
+            notes: [
+                "Linear time: per-job time of one sequence of \(million) ÷ ten of \(tenth) = "
+                    + format(linearity.median, digits: 2) + " (medians), " + format(linearity.minimum, digits: 2)
+                    + " (minimums); 1.00 is linear.",
+                "Flat stack: the deepest step of a \(million)-step sequence ran \(stackDepth) bytes below "
+                    + "the first one.",
+                "TestQueue throughput: " + format(itemsPerSecond / 1e6, digits: 2) + " million items/s.",
+            ]
+        )
+    }
+
+    /// Performs `job` on an `ImmediateQueue`, so it completes before this
+    /// returns; throws its error, or when it did not complete.
+    static func performImmediately<T>(_ job: Job<T>) throws {
+        let outcome = LockIsolated<Result<T, any Error>?>(nil)
+        job.perform(on: ImmediateQueue()) { outcome.setValue($0) }
+        guard let result = outcome.value else { throw BenchmarkFailure("job did not complete on ImmediateQueue") }
+        _ = try result.get()
+    }
+
+    /// How far below the first step the deepest step of a `count`-step
+    /// synchronous sequence ran, in bytes. Throws if the stack grew with
+    /// the sequence (more than 256 KiB).
+    static func sequenceStackDepth(count: Int) throws -> Int {
+        let addresses = LockIsolated<(top: UInt, lowest: UInt)?>(nil)
+        let step = Job<Void> { controller in
+            let address = currentStackAddress()
+            addresses.withValue { value in
+                value = (value?.top ?? address, min(value?.lowest ?? address, address))
+            }
+            controller.finish()
+        }
+        try performImmediately(Job.sequence(Array(repeating: step, count: count)))
+        guard let (top, lowest) = addresses.value else { throw BenchmarkFailure("no step ran") }
+        let depth = Int(top - min(top, lowest))
+        guard depth < 256 * 1024 else {
+            throw BenchmarkFailure("the stack grew by \(depth) bytes over \(count) synchronous steps")
+        }
+        return depth
+    }
+}
+
+/// A counter touched from one thread at a time (the thread that runs the
+/// test queue), kept behind a lock so the compiler can check it.
+final class Counter: Sendable {
+    private let box = LockIsolated(0)
+
+    var value: Int { box.value }
+
+    func increment() {
+        box.withValue { $0 += 1 }
+    }
+}
+
+/// The address of a local variable: how deep the stack is right now.
+@inline(never)
+func currentStackAddress() -> UInt {
+    var marker = 0
+    return withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+}

@@ -1,0 +1,199 @@
+import Dispatch
+import Foundation
+import JobKit
+import JobKitTesting
+
+/// Cases 1 to 4: JobKit against hand-written GCD (and the usual
+/// alternatives) on the global concurrent queue, in ns per job.
+enum TimingCases {
+    static let queue = DispatchQueue.global()
+
+    /// A job whose body finishes at once: all the cost is JobKit's and the
+    /// queue hop's.
+    static let noOp = Job<Void> { $0.finish() }
+
+    // MARK: - 1. Group
+
+    static func group(n: Int, schedule: Schedule) throws -> CaseReport {
+        let jobs = Array(repeating: noOp, count: n)
+        let variants = [
+            Variant(name: "JobKit `Job.group`") { _ in
+                try performAndWait(Job.group(jobs))
+            },
+            Variant(name: "DispatchGroup enter/leave + async (hand-written)") { n in
+                let group = DispatchGroup()
+                for _ in 0..<n {
+                    group.enter()
+                    queue.async { group.leave() }
+                }
+                group.wait()
+            },
+            Variant(name: "OperationQueue") { n in
+                let operations = OperationQueue()
+                for _ in 0..<n { operations.addOperation {} }
+                operations.waitUntilAllOperationsAreFinished()
+            },
+            Variant(name: "withThrowingTaskGroup") { n in
+                try blockingAwait {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for _ in 0..<n { group.addTask {} }
+                        try await group.waitForAll()
+                    }
+                }
+            },
+        ]
+        return CaseReport(
+            title: "1. Group of \(n) no-op jobs on DispatchQueue.global()",
+            unit: "ns/job",
+            rows: try measureInterleaved(
+                variants,
+                n: n,
+                schedule: schedule,
+                goals: ["DispatchGroup enter/leave + async (hand-written)": 1.25]
+            )
+        )
+    }
+
+    // MARK: - 2. Sequence
+
+    static func sequence(n: Int, schedule: Schedule) throws -> CaseReport {
+        let jobs = Array(repeating: noOp, count: n)
+        let variants = [
+            Variant(name: "JobKit `Job.sequence`") { _ in
+                try performAndWait(Job.sequence(jobs))
+            },
+            Variant(name: "chain: each step `async`s the next (hand-written)") { n in
+                let done = DispatchSemaphore(value: 0)
+                @Sendable func step(_ remaining: Int) {
+                    guard remaining > 0 else {
+                        done.signal()
+                        return
+                    }
+                    queue.async { step(remaining - 1) }
+                }
+                step(n)
+                done.wait()
+            },
+        ]
+        return CaseReport(
+            title: "2. Sequence of \(n) no-op jobs on DispatchQueue.global()",
+            unit: "ns/job",
+            rows: try measureInterleaved(
+                variants,
+                n: n,
+                schedule: schedule,
+                goals: ["chain: each step `async`s the next (hand-written)": 1.5]
+            )
+        )
+    }
+
+    // MARK: - 3. await job.value
+
+    /// Stands in for `try await job.value(on: queue)` until the async bridge
+    /// (`Job+Async.swift`) is merged.
+    ///
+    /// LEAD: after merging the async bridge, replace the body of the
+    /// "JobKit" variant of ``value(n:schedule:)`` with
+    /// `try await noOp.value(on: queue)` and delete this helper.
+    static func awaitValue<T>(_ job: Job<T>, on queue: any JobQueue) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            job.perform(on: queue) { continuation.resume(with: $0) }
+        }
+    }
+
+    static func value(n: Int, schedule: Schedule) throws -> CaseReport {
+        let variants = [
+            Variant(name: "JobKit: await a performed job (stand-in for `job.value`)") { n in
+                try blockingAwait {
+                    for _ in 0..<n { try await awaitValue(noOp, on: queue) }
+                }
+            },
+            Variant(name: "withCheckedContinuation { queue.async { resume } } (hand-written)") { n in
+                try blockingAwait {
+                    for _ in 0..<n {
+                        await withCheckedContinuation { continuation in
+                            queue.async { continuation.resume() }
+                        }
+                    }
+                }
+            },
+        ]
+        return CaseReport(
+            title: "3. `try await` a no-op job \(n) times in a loop",
+            unit: "ns/job",
+            rows: try measureInterleaved(
+                variants,
+                n: n,
+                schedule: schedule,
+                goals: ["withCheckedContinuation { queue.async { resume } } (hand-written)": 1.2]
+            ),
+            notes: [
+                "The JobKit row awaits `perform(on:then:)` through a checked continuation until "
+                    + "`job.value` lands; `perform` hops to the queue twice (body, then handler) where "
+                    + "`job.value` needs one hop only."
+            ]
+        )
+    }
+
+    // MARK: - 4. Bounded group
+
+    static func bounded(n: Int, schedule: Schedule) throws -> CaseReport {
+        let jobs = Array(repeating: noOp, count: n)
+        let variants = [
+            Variant(name: "JobKit `Job.group(maxConcurrent: 4)`") { _ in
+                try performAndWait(Job.group(jobs, maxConcurrent: 4))
+            },
+            Variant(name: "DispatchSemaphore(4)-limited loop (hand-written)") { n in
+                let slots = DispatchSemaphore(value: 4)
+                let group = DispatchGroup()
+                for _ in 0..<n {
+                    slots.wait()
+                    group.enter()
+                    queue.async {
+                        slots.signal()
+                        group.leave()
+                    }
+                }
+                group.wait()
+            },
+            Variant(name: "4 chains, each completion `async`s the next job (hand-written)") { n in
+                let group = DispatchGroup()
+                let nextIndex = LockIsolated(0)
+                @Sendable func startNext() {
+                    let index = nextIndex.withValue { next in
+                        defer { next += 1 }
+                        return next
+                    }
+                    guard index < n else { return }
+                    group.enter()
+                    queue.async {
+                        startNext()
+                        group.leave()
+                    }
+                }
+                for _ in 0..<4 { startNext() }
+                group.wait()
+            },
+        ]
+        return CaseReport(
+            title: "4. Bounded group (at most 4 running) of \(n) no-op jobs on DispatchQueue.global()",
+            unit: "ns/job",
+            rows: try measureInterleaved(
+                variants,
+                n: n,
+                schedule: schedule,
+                goals: ["DispatchSemaphore(4)-limited loop (hand-written)": 1.3]
+            )
+        )
+    }
+
+    // MARK: - Helpers
+
+    /// Performs `job` on the global queue and blocks until it completed;
+    /// throws its error.
+    static func performAndWait<T>(_ job: Job<T>, on queue: any JobQueue = queue) throws {
+        let completion = Completion<Result<T, any Error>>()
+        job.perform(on: queue) { completion.complete($0) }
+        _ = try completion.wait().get()
+    }
+}

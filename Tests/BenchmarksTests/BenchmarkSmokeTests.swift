@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+@testable import Benchmarks
+
+/// Runs every benchmark case with a tiny size, so the executable never rots.
+/// These tests check that each case runs and reports sane results, never
+/// how fast anything is.
+///
+/// The cases block their calling thread while they wait (as the executable
+/// does), and some await Swift tasks meanwhile: run on the test runner's
+/// cooperative threads, they could starve the tasks they wait for. So each
+/// test runs its case on a thread of its own, and the suite runs serialized.
+@Suite("Benchmarks smoke", .serialized)
+struct BenchmarkSmokeTests {
+    static let tiny = Schedule(warmups: 1, rounds: 2)
+
+    @Test(arguments: [BenchmarkSuite.Case.group, .sequence, .value, .bounded, .immediate])
+    func timingCaseRunsAndReportsEveryVariant(chosen: BenchmarkSuite.Case) async throws {
+        var options = BenchmarkSuite.Options(n: 64, million: 200, schedule: Self.tiny)
+        options.cases = [chosen]
+        let report = try await onOwnThread { [options] in
+            try BenchmarkSuite.run(chosen, options: options, executable: "")
+        }
+        #expect(report.rows.count >= 2)
+        for row in report.rows {
+            #expect(row.samples.count == Self.tiny.rounds)
+            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
+        }
+        #expect(report.rows.first?.ratio == nil)
+        #expect(report.markdown.contains("| variant |"))
+    }
+
+    @Test func goalsAreCheckedAgainstTheHandWrittenBaselines() async throws {
+        let report = try await onOwnThread { try TimingCases.group(n: 32, schedule: Self.tiny) }
+        let goals = report.rows.compactMap(\.goal)
+        #expect(goals == [1.25])
+        #expect(report.rows.dropFirst().allSatisfy { $0.ratio.map { $0 > 0 } == true })
+        #expect(BenchmarkSuite.goalSummary([report]).contains("goal ≤ 1.25×"))
+    }
+
+    @Test func synchronousSequenceKeepsAFlatStack() async throws {
+        #expect(try await onOwnThread { try TestQueueCases.sequenceStackDepth(count: 10_000) } < 256 * 1024)
+    }
+
+    @Test(arguments: MemoryCase.Kind.allCases)
+    func memoryChildCompletesItsGroupInProcess(kind: MemoryCase.Kind) async throws {
+        let sample = try await onOwnThread { try MemoryCase.measure(kind, n: 500) }
+        #expect(sample.peak > 0)
+        #expect(MemoryCase.Sample(line: sample.line) == sample)
+    }
+
+    @Test func memoryCaseSpawnsTheExecutableWhenItIsBuilt() async throws {
+        // `swift build` puts the executable next to the test runner; skip
+        // when it is not there (a build of the tests alone).
+        let directory = URL(fileURLWithPath: MemoryCase.currentExecutable).deletingLastPathComponent()
+        let executable = directory.appendingPathComponent("Benchmarks").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else { return }
+        let report = try await onOwnThread {
+            try MemoryCase.run(n: 500, rounds: 1, executable: executable, kinds: [.jobKitQueued, .dispatchGroupQueued])
+        }
+        #expect(report.rows.count == 2)
+        #expect(report.rows[1].goal == 1.5)
+        #expect(report.rows.allSatisfy { $0.samples.count == 1 })
+    }
+
+    @Test func parsesTheCommandLine() throws {
+        let quick = try BenchmarkSuite.Options(parsing: ["--quick"])
+        #expect(quick.n == 20_000 && quick.schedule.rounds >= 5)
+        let custom = try BenchmarkSuite.Options(parsing: ["--n", "500", "--case", "group,memory"])
+        #expect(custom.n == 500)
+        #expect(custom.cases == [.group, .memory])
+        let child = try BenchmarkSuite.Options(parsing: ["--memory-child", "jobkit-queued", "--n", "10"])
+        #expect(child.memoryChild == .jobKitQueued)
+        #expect(throws: BenchmarkFailure.self) { try BenchmarkSuite.Options(parsing: ["--n", "zero"]) }
+        #expect(throws: BenchmarkFailure.self) { try BenchmarkSuite.Options(parsing: ["--case", "nope"]) }
+    }
+}
+
+/// Runs `work` on a new thread, off Swift's cooperative pool, and returns
+/// what it returns.
+func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
