@@ -89,23 +89,11 @@ enum TimingCases {
 
     // MARK: - 3. await job.value
 
-    /// Stands in for `try await job.value(on: queue)` until the async bridge
-    /// (`Job+Async.swift`) is merged.
-    ///
-    /// LEAD: after merging the async bridge, replace the body of the
-    /// "JobKit" variant of ``value(n:schedule:)`` with
-    /// `try await noOp.value(on: queue)` and delete this helper.
-    static func awaitValue<T>(_ job: Job<T>, on queue: any JobQueue) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            job.perform(on: queue) { continuation.resume(with: $0) }
-        }
-    }
-
     static func value(n: Int, schedule: Schedule) throws -> CaseReport {
         let variants = [
-            Variant(name: "JobKit: await a performed job (stand-in for `job.value`)") { n in
+            Variant(name: "JobKit: `try await job.value(on: queue)`") { n in
                 try blockingAwait {
-                    for _ in 0..<n { try await awaitValue(noOp, on: queue) }
+                    for _ in 0..<n { try await noOp.value(on: queue) }
                 }
             },
             Variant(name: "withCheckedContinuation { queue.async { resume } } (hand-written)") { n in
@@ -128,9 +116,8 @@ enum TimingCases {
                 goals: ["withCheckedContinuation { queue.async { resume } } (hand-written)": 1.2]
             ),
             notes: [
-                "The JobKit row awaits `perform(on:then:)` through a checked continuation until "
-                    + "`job.value` lands; `perform` hops to the queue twice (body, then handler) where "
-                    + "`job.value` needs one hop only."
+                "`job.value` hops to the queue once (the body) and resumes the awaiting task from "
+                    + "the completing thread, like the hand-written continuation."
             ]
         )
     }
