@@ -12,6 +12,8 @@ let package = Package(
     products: [
         .library(name: "JobKit", targets: ["JobKit"]),
         .library(name: "JobKitTesting", targets: ["JobKitTesting"]),
+        .library(name: "Uploads", targets: ["Uploads"]),
+        .executable(name: "Playground", targets: ["Playground"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
     targets: [
@@ -19,6 +21,13 @@ let package = Package(
         .target(name: "JobKitTesting", dependencies: ["JobKit"]),
         .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"]),
         .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting"]),
+        .target(name: "Uploads", dependencies: ["JobKit"]),
+        .testTarget(
+            name: "UploadsTests",
+            dependencies: ["Uploads", "JobKit", "JobKitTesting", "Playground"],
+            exclude: ["Fixtures"]
+        ),
+        .executableTarget(name: "Playground", dependencies: ["Uploads", "JobKit"], path: "Playground"),
         .executableTarget(name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
     ]

@@ -1,0 +1,2 @@
+// The Playground executable arrives with its own change.
+print("Playground")

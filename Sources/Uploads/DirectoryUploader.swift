@@ -1,0 +1,128 @@
+import Foundation
+import JobKit
+
+/// An uploader that writes each upload to a file below a root folder: the
+/// Playground's default, and a stand-in for a server in previews.
+///
+/// The destination URL's path names the file below the root:
+/// `https://example.com/posts/42/beach.jpg` becomes `root/posts/42/beach.jpg`.
+/// Folders are created as needed. Each file is written atomically: to a
+/// temporary file next to it, renamed into place only when complete, so a
+/// reader never sees half a photo and a cancelled or failed upload leaves
+/// nothing behind.
+///
+/// A destination that would land outside the root is refused with
+/// ``UploadError/invalidDestination(_:reason:)``: a `..` in its path, or a
+/// symbolic link below the root that points out of it.
+///
+/// Bytes are copied in chunks, one chunk per step on the job's queue, so
+/// progress is reported as the file grows and cancellation stops the copy
+/// between two chunks. With `bytesPerSecond`, the steps are spaced out to
+/// look like a network of that speed (in the queue's time, so a `TestQueue`
+/// runs it in virtual time).
+public struct DirectoryUploader: Uploader {
+    /// The folder uploads are written below.
+    public let root: URL
+    /// The simulated speed, in bytes per second; as fast as the disk when
+    /// `nil`.
+    public let bytesPerSecond: Int?
+    /// The bytes copied per step.
+    public let chunkSize: Int
+
+    /// Creates an uploader into `root`, which is created if needed.
+    /// - Parameters:
+    ///   - root: The folder to write into.
+    ///   - bytesPerSecond: A simulated speed; none by default.
+    ///   - chunkSize: The bytes copied per step; 256 KiB by default.
+    public init(root: URL, bytesPerSecond: Int? = nil, chunkSize: Int = 256 * 1024) {
+        self.root = root
+        self.bytesPerSecond = bytesPerSecond.map { max($0, 1) }
+        self.chunkSize = max(chunkSize, 1)
+    }
+
+    /// The file an upload to `destination` is written to.
+    /// - Throws: ``UploadError/invalidDestination(_:reason:)`` when it
+    ///   would land outside the root.
+    public func fileURL(for destination: URL) throws(UploadError) -> URL {
+        try resolve(destination, creatingFolders: false)
+    }
+
+    /// Checks that `destination` lands below the root, without creating
+    /// anything.
+    public func validate(destination: URL) throws(UploadError) {
+        _ = try resolve(destination, creatingFolders: false)
+    }
+
+    /// A job that writes `media` to its file below the root.
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+        Job { controller in
+            do {
+                let copy = try DirectoryCopy(
+                    media: media,
+                    target: try resolve(media.destination, creatingFolders: true),
+                    chunkSize: chunkSize
+                )
+                copy.step(controller: controller, pace: bytesPerSecond, progress: progress)
+            } catch {
+                controller.fail(with: error)
+            }
+        }
+    }
+
+    // MARK: - Paths
+
+    private func resolve(_ destination: URL, creatingFolders: Bool) throws(UploadError) -> URL {
+        func refuse(_ reason: String) -> UploadError {
+            .invalidDestination(destination, reason: reason)
+        }
+        let names = destination.path.split(separator: "/").map(String.init).filter { $0 != "." }
+        guard let fileName = names.last else { throw refuse("it names no file") }
+        guard !names.contains("..") else { throw refuse("'..' would leave the root folder") }
+
+        let fileManager = FileManager.default
+        if creatingFolders {
+            do {
+                try fileManager.createDirectory(at: root, withIntermediateDirectories: true)
+            } catch {
+                throw .transport("cannot create \(root.path): \(error.localizedDescription)")
+            }
+        }
+        let top = root.resolvingSymlinksInPath()
+        var folder = top
+        for (position, name) in names.dropLast().enumerated() {
+            var next = folder.appendingPathComponent(name)
+            var isDirectory: ObjCBool = false
+            if !fileManager.fileExists(atPath: next.path, isDirectory: &isDirectory) {
+                guard creatingFolders else {
+                    // Nothing below a folder that does not exist yet can
+                    // lead out: the rest will be created inside.
+                    return names[position...].reduce(folder) { $0.appendingPathComponent($1) }
+                }
+                do {
+                    try fileManager.createDirectory(at: next, withIntermediateDirectories: false)
+                } catch  where fileManager.fileExists(atPath: next.path) {
+                    // Created meanwhile by a concurrent upload.
+                } catch {
+                    throw .transport("cannot create \(next.path): \(error.localizedDescription)")
+                }
+            }
+            next = next.resolvingSymlinksInPath()
+            guard isInside(next, top) else { throw refuse("\(name) links outside the root folder") }
+            guard fileManager.fileExists(atPath: next.path, isDirectory: &isDirectory), isDirectory.boolValue
+            else { throw refuse("\(name) is not a folder") }
+            folder = next
+        }
+        let file = folder.appendingPathComponent(fileName)
+        var isDirectory: ObjCBool = false
+        if fileManager.fileExists(atPath: file.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw refuse("\(fileName) is a folder")
+        }
+        return file
+    }
+
+    private func isInside(_ url: URL, _ folder: URL) -> Bool {
+        let path = url.standardizedFileURL.path
+        let base = folder.standardizedFileURL.path
+        return path == base || path.hasPrefix(base.hasSuffix("/") ? base : base + "/")
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import JobKit
+
+/// Something that uploads one payload to one destination: an HTTP server
+/// (``URLSessionUploader``), a folder on disk (``DirectoryUploader``), or
+/// memory (``InMemoryUploader``).
+///
+/// An uploader hands out a ``Job`` per upload, so every upload gets JobKit's
+/// guarantees for free: it is lazy, completes exactly once, can be
+/// cancelled, retried and timed out, and runs on the queue it is performed
+/// on, which tests replace with a `TestQueue`.
+///
+/// To write one, check the media in the job's body before sending any byte
+/// (a missing file fails with ``UploadError/fileNotFound(_:)``), report
+/// progress as bytes go out, finish once the destination has the whole
+/// payload, and stop the transfer in the controller's `onCancel`.
+public protocol Uploader: Sendable {
+    /// A job that uploads `media` to its destination.
+    ///
+    /// - Parameters:
+    ///   - media: What to upload and where.
+    ///   - progress: Called as bytes go out, from any thread, with the
+    ///     bytes sent so far of this attempt.
+    /// - Returns: A job that finishes once the destination holds the whole
+    ///   payload, and fails with an ``UploadError`` (or the transport's own
+    ///   error) otherwise.
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void>
+
+    /// Checks, without uploading anything, that this uploader can upload to
+    /// `destination`.
+    ///
+    /// Publishing a post checks every destination before its first upload,
+    /// so a bad one fails the post with nothing uploaded.
+    /// - Throws: ``UploadError/invalidDestination(_:reason:)``.
+    func validate(destination: URL) throws(UploadError)
+}
+
+extension Uploader {
+    /// Accepts every destination.
+    public func validate(destination: URL) throws(UploadError) {}
+
+    /// A job that uploads `media` to its destination, without progress
+    /// reports.
+    public func upload(_ media: Media) -> Job<Void> {
+        upload(media, progress: { _ in })
+    }
+}
+
+/// How much of one upload has been sent.
+public struct UploadProgress: Sendable, Hashable {
+    /// Bytes sent so far.
+    public var bytesSent: Int64
+    /// Bytes to send in all.
+    public var bytesTotal: Int64
+
+    /// Creates a progress report.
+    public init(bytesSent: Int64, bytesTotal: Int64) {
+        self.bytesSent = bytesSent
+        self.bytesTotal = bytesTotal
+    }
+
+    /// The share sent, from 0 to 1; 1 for an empty payload.
+    public var fractionCompleted: Double {
+        bytesTotal > 0 ? min(Double(bytesSent) / Double(bytesTotal), 1) : 1
+    }
+}
