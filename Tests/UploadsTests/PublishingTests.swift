@@ -1,0 +1,243 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+@Suite("Publishing")
+struct PublishingTests {
+    @Test func creatingThePublishingJobUploadsNothingAndEachPerformanceUploadsAgain() throws {
+        let uploader = InMemoryUploader()
+        let post = samplePost(photoSizes: [10, 20])
+        let publishing = Job.publishing(post, using: uploader)
+        #expect(uploader.startedDestinations.isEmpty)
+
+        publishing.perform(on: ImmediateQueue()) { _ in }
+        publishing.perform(on: ImmediateQueue()) { _ in }
+        #expect(uploader.uploads.count == 6)
+        #expect(uploader.uploads.filter { $0.destination == post.destination }.count == 2)
+    }
+
+    @Test(arguments: [1, 2, 10])
+    func uploadsThePostOnceAndOnlyAfterEveryMediaUploadSucceeded(maxConcurrent: Int) throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let post = samplePost(photoSizes: [10, 20, 30, 40], videoSizes: [100, 200])
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader, options: PublishOptions(maxConcurrentUploads: maxConcurrent))
+            .perform(on: queue, then: recorder.handler)
+
+        while !queue.isIdle {
+            try queue.advance(by: .seconds(1))
+            let finished = Set(uploader.uploads.map(\.destination))
+            if uploader.startedDestinations.contains(post.destination!) {
+                #expect(finished.isSuperset(of: post.media.map(\.destination)))
+            }
+            #expect(uploader.maxRunningCount <= maxConcurrent)
+        }
+        #expect(recorder.isSucceeded)
+        #expect(uploader.startedDestinations.filter { $0 == post.destination }.count == 1)
+        #expect(uploader.uploads.last?.destination == post.destination)
+        #expect(Set(uploader.uploads.dropLast().map(\.destination)) == Set(post.media.map(\.destination)))
+    }
+
+    @Test func uploadsTheBytesAndContentTypesOfEachPart() throws {
+        let uploader = InMemoryUploader()
+        let post = samplePost(photoSizes: [3], videoSizes: [5])
+        Job.publishing(post, using: uploader).perform(on: ImmediateQueue()) { _ in }
+
+        let received = Dictionary(uniqueKeysWithValues: uploader.uploads.map { ($0.destination, $0) })
+        #expect(received[post.photos[0].media.destination]?.bytes == patternedBytes(3, seed: 0))
+        #expect(received[post.photos[0].media.destination]?.contentType == "image/jpeg")
+        #expect(received[post.videos[0].media.destination]?.contentType == "video/mp4")
+        let document = try #require(received[post.destination!])
+        #expect(document.contentType == "application/json")
+        let json = try JSONSerialization.jsonObject(with: document.bytes) as? [String: Any]
+        #expect(json?["text"] as? String == "Surf's up")
+        #expect(json?["photos"] as? [String] == [post.photos[0].media.destination.absoluteString])
+        #expect(json?["videos"] as? [String] == [post.videos[0].media.destination.absoluteString])
+    }
+
+    @Test func aFailedMediaUploadFailsThePublishingAndNoLaterUploadStarts() throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let post = samplePost(photoSizes: [10, 20, 30, 40])
+        let failing = post.photos[1].media.destination
+        uploader.fail(failing, with: TestFailure(id: 7))
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader, options: PublishOptions(maxConcurrentUploads: 1, attempts: 3))
+            .perform(on: queue, then: recorder.handler)
+
+        try queue.advance(by: .seconds(60))
+        #expect(recorder.error as? TestFailure == TestFailure(id: 7))
+        #expect(recorder.outcomes.count == 1)
+        #expect(uploader.startedDestinations.filter { $0 == failing }.count == 3)
+        #expect(!uploader.startedDestinations.contains(post.photos[2].media.destination))
+        #expect(!uploader.startedDestinations.contains(post.destination!))
+        #expect(uploader.uploads.map(\.destination) == [post.photos[0].media.destination])
+    }
+
+    @Test func theFirstFailureCancelsTheUploadsInFlight() throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let post = samplePost(photoSizes: [10, 20, 30])
+        uploader.fail(post.photos[0].media.destination, with: TestFailure(id: 1))
+        let slow = InMemoryUploader(latency: .seconds(10))
+        // Photo 0 fails after 1 s on the fast uploader; the others take 10 s.
+        let routed = RoutingUploader(routes: [post.photos[0].media.destination: uploader], fallback: slow)
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: routed).perform(on: queue, then: recorder.handler)
+
+        try queue.advance(by: .seconds(1))
+        #expect(recorder.error as? TestFailure == TestFailure(id: 1))
+        #expect(Set(slow.cancelledDestinations) == Set(post.photos.dropFirst().map(\.media.destination)))
+        #expect(slow.runningCount == 0)
+        try queue.advance(by: .seconds(60))
+        #expect(slow.uploads.isEmpty)
+        #expect(recorder.outcomes.count == 1)
+    }
+
+    @Test func aRetriedUploadThatSucceedsLetsThePostThrough() throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let post = samplePost(photoSizes: [10, 20])
+        uploader.fail(post.photos[1].media.destination, with: TestFailure(id: 2), times: 2)
+        let recorder = OutcomeRecorder()
+        let options = PublishOptions(attempts: 3, retryDelay: .exponential(initial: .seconds(2), maximum: .seconds(60)))
+        Job.publishing(post, using: uploader, options: options).perform(on: queue, then: recorder.handler)
+
+        // Attempt 1 fails at 1 s; retry 1 waits 2 s and fails at 4 s; retry 2
+        // waits 4 s and succeeds at 9 s; the post is uploaded at 10 s.
+        try queue.advance(by: .seconds(9))
+        #expect(recorder.outcomes.isEmpty)
+        #expect(uploader.uploads.count == 2)
+        try queue.advance(by: .seconds(1))
+        #expect(recorder.isSucceeded)
+        #expect(uploader.uploads.last?.destination == post.destination)
+    }
+
+    @Test func cancellingStopsEveryUploadInFlightAndStartsNoOther() throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(10))
+        let post = samplePost(photoSizes: [10, 20, 30, 40, 50])
+        let recorder = OutcomeRecorder()
+        let handle = Job.publishing(post, using: uploader, options: PublishOptions(maxConcurrentUploads: 3))
+            .perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(5))
+        #expect(uploader.runningCount == 3)
+
+        handle.cancel()
+        try queue.run()
+        #expect(recorder.error is CancellationError)
+        #expect(Set(uploader.cancelledDestinations) == Set(post.photos.prefix(3).map(\.media.destination)))
+        #expect(uploader.runningCount == 0)
+        try queue.advance(by: .seconds(100))
+        #expect(uploader.startedDestinations.count == 3)
+        #expect(uploader.uploads.isEmpty)
+        #expect(recorder.outcomes.count == 1)
+    }
+
+    @Test func eachUploadAttemptHasItsOwnTimeLimit() throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(10))
+        let recorder = OutcomeRecorder()
+        let options = PublishOptions(attempts: 2, retryDelay: .fixed(.seconds(1)), uploadTimeout: .seconds(3))
+        Job.publishing(samplePost(photoSizes: [10]), using: uploader, options: options)
+            .perform(on: queue, then: recorder.handler)
+
+        try queue.advance(by: .seconds(3))
+        #expect(recorder.outcomes.isEmpty)
+        #expect(uploader.cancelledDestinations.count == 1)
+        try queue.advance(by: .seconds(4))
+        #expect(recorder.error as? JobError == .timedOut)
+        #expect(uploader.cancelledDestinations.count == 2)
+        #expect(uploader.uploads.isEmpty)
+    }
+
+    // MARK: - Bad input
+
+    @Test func aMissingFileFailsBeforeAnythingIsUploaded() throws {
+        let uploader = InMemoryUploader()
+        let missing = URL(fileURLWithPath: "/nonexistent/\(UUID().uuidString).mov")
+        var post = samplePost(photoSizes: [10])
+        post.videos = [Video(file: missing, destination: destination("videos/missing.mp4"))]
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader).perform(on: ImmediateQueue(), then: recorder.handler)
+
+        #expect(recorder.error as? UploadError == .fileNotFound(missing))
+        #expect(uploader.startedDestinations.isEmpty)
+    }
+
+    @Test func aFolderInPlaceOfAFileIsUnreadable() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        var post = samplePost(photoSizes: [])
+        post.photos = [Photo(file: folder.url, destination: destination("photos/folder.jpg"))]
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: InMemoryUploader()).perform(on: ImmediateQueue(), then: recorder.handler)
+
+        guard case .unreadableFile(let url, _) = recorder.error as? UploadError else {
+            Issue.record("expected unreadableFile, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(url == folder.url)
+    }
+
+    @Test func aPostWithoutDestinationFailsBeforeAnythingIsUploaded() throws {
+        let uploader = InMemoryUploader()
+        let recorder = OutcomeRecorder()
+        Job.publishing(samplePost(photoSizes: [10], destination: nil), using: uploader)
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+
+        #expect(recorder.error as? UploadError == .missingDestination)
+        #expect(uploader.startedDestinations.isEmpty)
+        let single = OutcomeRecorder()
+        Job.uploading(samplePost(photoSizes: [], destination: nil), using: uploader)
+            .perform(on: ImmediateQueue(), then: single.handler)
+        #expect(single.error as? UploadError == .missingDestination)
+    }
+
+    @Test func aDestinationTheUploaderRefusesFailsBeforeAnythingIsWritten() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let uploader = DirectoryUploader(root: folder.url.appendingPathComponent("root"))
+        var post = samplePost(photoSizes: [10, 20])
+        post.photos[1].media.destination = destination("photos/../../escape.jpg")
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader).perform(on: ImmediateQueue(), then: recorder.handler)
+
+        guard case .invalidDestination(let url, _) = recorder.error as? UploadError else {
+            Issue.record("expected invalidDestination, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(url == post.photos[1].media.destination)
+        #expect(folder.files().isEmpty)
+    }
+
+    @Test(arguments: [
+        PublishOptions(maxConcurrentUploads: 0),
+        PublishOptions(attempts: 0),
+    ])
+    func optionsBelowOneAreRefused(options: PublishOptions) throws {
+        let uploader = InMemoryUploader()
+        let recorder = OutcomeRecorder()
+        Job.publishing(samplePost(photoSizes: [10]), using: uploader, options: options)
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+
+        guard case .invalidArgument = recorder.error as? JobError else {
+            Issue.record("expected invalidArgument, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(uploader.startedDestinations.isEmpty)
+    }
+}
+
+/// Sends each destination to its own uploader.
+struct RoutingUploader: Uploader {
+    let routes: [URL: any Uploader]
+    let fallback: any Uploader
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+        (routes[media.destination] ?? fallback).upload(media, progress: progress)
+    }
+}

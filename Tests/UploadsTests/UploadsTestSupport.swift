@@ -1,0 +1,117 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Uploads
+
+/// A folder of its own under the system's temporary folder, removed by
+/// `remove()`.
+struct TemporaryFolder {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("UploadsTests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// Writes `bytes` to `name` inside the folder and returns its URL.
+    func file(_ name: String, bytes: Data) throws -> URL {
+        let file = url.appendingPathComponent(name)
+        try FileManager.default.createDirectory(
+            at: file.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
+        try bytes.write(to: file)
+        return file
+    }
+
+    /// Every file below the folder, as paths relative to it, sorted.
+    func files() -> [String] {
+        let base = url.resolvingSymlinksInPath().path + "/"
+        let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.isRegularFileKey])
+        var found: [String] = []
+        while let next = enumerator?.nextObject() as? URL {
+            let isFile = (try? next.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile ?? false
+            if isFile { found.append(next.resolvingSymlinksInPath().path.replacingOccurrences(of: base, with: "")) }
+        }
+        return found.sorted()
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
+/// Bytes with a recognizable pattern.
+func patternedBytes(_ count: Int, seed: UInt8 = 0) -> Data {
+    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &+ Int(seed)) })
+}
+
+/// A destination on the example server.
+func destination(_ path: String) -> URL {
+    URL(string: "https://uploads.example.com/\(path)")!
+}
+
+/// A post of photos and videos in memory, of the given sizes.
+func samplePost(
+    photoSizes: [Int], videoSizes: [Int] = [], destination postDestination: URL? = destination("posts/1.json")
+)
+    -> Post
+{
+    Post(
+        text: "Surf's up",
+        photos: photoSizes.enumerated().map { index, size in
+            Photo(bytes: patternedBytes(size, seed: UInt8(index)), destination: destination("photos/\(index).jpg"))
+        },
+        videos: videoSizes.enumerated().map { index, size in
+            Video(bytes: patternedBytes(size, seed: UInt8(index)), destination: destination("videos/\(index).mp4"))
+        },
+        destination: postDestination
+    )
+}
+
+/// Records the outcomes a handler receives.
+final class OutcomeRecorder: Sendable {
+    private let box = LockIsolated<[Job<Void>.Outcome]>([])
+
+    var handler: @Sendable (Job<Void>.Outcome) -> Void {
+        { outcome in self.box.withValue { $0.append(outcome) } }
+    }
+
+    var outcomes: [Job<Void>.Outcome] { box.value }
+
+    var isSucceeded: Bool {
+        if case .success = outcomes.last, outcomes.count == 1 { return true }
+        return false
+    }
+
+    var error: (any Error)? {
+        if case .failure(let error) = outcomes.last { return error }
+        return nil
+    }
+}
+
+/// Records the progress reports of a publishing job.
+final class ProgressRecorder: Sendable {
+    private let box = LockIsolated<[PublishProgress]>([])
+
+    var handler: @Sendable (PublishProgress) -> Void {
+        { progress in self.box.withValue { $0.append(progress) } }
+    }
+
+    var reports: [PublishProgress] { box.value }
+
+    /// Whether each report is at least as far as the one before, upload by
+    /// upload.
+    var neverGoesBackwards: Bool {
+        zip(reports, reports.dropFirst()).allSatisfy { before, after in
+            zip(before.uploads, after.uploads).allSatisfy {
+                $1.bytesSent >= $0.bytesSent && (!$0.isFinished || $1.isFinished)
+            } && after.fractionCompleted >= before.fractionCompleted
+        }
+    }
+}
+
+struct TestFailure: Error, Equatable {
+    let id: Int
+}
