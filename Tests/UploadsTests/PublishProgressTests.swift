@@ -1,0 +1,163 @@
+import Dispatch
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+@Suite("Publish progress")
+struct PublishProgressTests {
+    @Test func isTheByteWeightedSumOfTheUploads() throws {
+        let queue = TestQueue()
+        let post = samplePost(photoSizes: [100, 300])
+        let slowPhoto = InMemoryUploader(latency: .seconds(10))
+        let uploader = RoutingUploader(
+            routes: [post.photos[1].media.destination: slowPhoto],
+            fallback: InMemoryUploader(latency: .seconds(1))
+        )
+        let progress = ProgressRecorder()
+        Job.publishing(post, using: uploader, progress: progress.handler).perform(on: queue) { _ in }
+        let documentSize = try post.document().byteCount()
+        let total = 400 + documentSize
+
+        try queue.run()
+        // Each in-memory attempt reports half its bytes when it starts.
+        let started = try #require(progress.reports.last)
+        #expect(started.bytesSent == 50 + 150)
+        #expect(progress.reports.last?.bytesTotal == total)
+        try queue.advance(by: .seconds(1))
+        let afterFirstPhoto = try #require(progress.reports.last)
+        #expect(afterFirstPhoto.bytesSent == 100 + 150)
+        #expect(afterFirstPhoto.finishedCount == 1)
+        #expect(afterFirstPhoto.fractionCompleted == Double(250) / Double(total))
+        #expect(afterFirstPhoto.uploads.map(\.destination) == post.media.map(\.destination) + [post.destination!])
+    }
+
+    @Test func reachesOneOnlyWhenThePostIsUploaded() throws {
+        let queue = TestQueue()
+        let post = samplePost(photoSizes: [100], videoSizes: [1_000])
+        let progress = ProgressRecorder()
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: InMemoryUploader(latency: .seconds(1)), progress: progress.handler)
+            .perform(on: queue, then: recorder.handler)
+
+        try queue.advance(by: .seconds(1))
+        #expect(progress.reports.allSatisfy { $0.fractionCompleted < 1 })
+        #expect(progress.reports.last?.uploads.last?.bytesSent ?? 0 < progress.reports.last?.bytesTotal ?? 0)
+        try queue.advance(by: .seconds(1))
+        #expect(recorder.isSucceeded)
+        #expect(progress.reports.last?.fractionCompleted == 1)
+        #expect(progress.reports.last?.isFinished == true)
+        #expect(progress.reports.dropLast().allSatisfy { $0.fractionCompleted < 1 })
+        #expect(progress.neverGoesBackwards)
+    }
+
+    @Test func aFailedPublishingNeverReachesOne() throws {
+        let post = samplePost(photoSizes: [100, 200])
+        let uploader = InMemoryUploader()
+        uploader.fail(post.destination!, with: TestFailure(id: 3))
+        let progress = ProgressRecorder()
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader, progress: progress.handler)
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+
+        #expect(recorder.error as? TestFailure == TestFailure(id: 3))
+        #expect(progress.reports.last?.finishedCount == 2)
+        #expect(progress.reports.allSatisfy { $0.fractionCompleted < 1 })
+    }
+
+    @Test func neverGoesBackwardsWhenAnUploadStartsAgain() throws {
+        let queue = TestQueue()
+        let post = samplePost(photoSizes: [1_000])
+        let uploader = ScriptedProgressUploader(script: [[600, 900], [100, 500, 950, 1_000]], failing: 1)
+        let progress = ProgressRecorder()
+        let recorder = OutcomeRecorder()
+        Job.publishing(
+            post, using: uploader, options: PublishOptions(attempts: 2, retryDelay: .none), progress: progress.handler
+        )
+        .perform(on: queue, then: recorder.handler)
+        try queue.run()
+
+        #expect(recorder.isSucceeded)
+        #expect(progress.neverGoesBackwards)
+        let photoSent = progress.reports.map { $0.uploads[0].bytesSent }.reduce(into: [Int64]()) { changes, sent in
+            if changes.last != sent { changes.append(sent) }
+        }
+        // 1,000 counts only once the upload succeeded: until then 999 at most.
+        #expect(photoSent == [600, 900, 950, 999, 1_000])
+    }
+
+    @Test func isReportedOneAtATimeWhenUploadsReportFromManyThreads() throws {
+        for _ in 0..<20 {
+            let post = samplePost(photoSizes: Array(repeating: 10_000, count: 8))
+            let concurrentCalls = LockIsolated((now: 0, most: 0))
+            let progress = ProgressRecorder()
+            let done = DispatchSemaphore(value: 0)
+            Job.publishing(
+                post,
+                using: ThreadedProgressUploader(steps: 100),
+                options: PublishOptions(maxConcurrentUploads: 8)
+            ) { report in
+                concurrentCalls.withValue {
+                    $0.now += 1; $0.most = max($0.most, $0.now)
+                }
+                progress.handler(report)
+                concurrentCalls.withValue { $0.now -= 1 }
+            }
+            .perform(on: DispatchQueue.global()) { _ in done.signal() }
+            #expect(done.wait(timeout: .now() + 30) == .success)
+
+            #expect(concurrentCalls.value.most == 1)
+            #expect(progress.neverGoesBackwards)
+            #expect(progress.reports.last?.fractionCompleted == 1)
+        }
+    }
+}
+
+/// An uploader whose attempts report the given bytes sent, one report per
+/// queue step; the first `failing` attempts then fail.
+final class ScriptedProgressUploader: Uploader {
+    let script: [[Int64]]
+    let failing: Int
+    private let attempts = LockIsolated(0)
+
+    init(script: [[Int64]], failing: Int) {
+        self.script = script
+        self.failing = failing
+    }
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+        Job { [self] controller in
+            let attempt = attempts.withValue { attempt in
+                defer { attempt += 1 }
+                return attempt
+            }
+            let total = (try? media.byteCount()) ?? 0
+            for sent in script[min(attempt, script.count - 1)] {
+                progress(UploadProgress(bytesSent: sent, bytesTotal: total))
+            }
+            controller.queue.enqueue { [self] in
+                if attempt < failing {
+                    controller.fail(with: TestFailure(id: attempt))
+                } else {
+                    controller.finish()
+                }
+            }
+        }
+    }
+}
+
+/// An uploader that reports progress from many threads at once.
+struct ThreadedProgressUploader: Uploader {
+    let steps: Int
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+        Job { controller in
+            let total = (try? media.byteCount()) ?? 0
+            DispatchQueue.concurrentPerform(iterations: steps) { step in
+                progress(UploadProgress(bytesSent: total * Int64(step) / Int64(steps), bytesTotal: total))
+            }
+            controller.finish()
+        }
+    }
+}
