@@ -76,7 +76,7 @@ public struct DirectoryUploader: Uploader {
             .invalidDestination(destination, reason: reason)
         }
         let names = destination.path.split(separator: "/").map(String.init).filter { $0 != "." }
-        guard let fileName = names.last else { throw refuse("it names no file") }
+        guard let fileName = names.last, !destination.hasDirectoryPath else { throw refuse("it names no file") }
         guard !names.contains("..") else { throw refuse("'..' would leave the root folder") }
 
         let fileManager = FileManager.default
