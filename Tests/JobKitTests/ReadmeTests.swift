@@ -5,7 +5,8 @@ import JobKitTesting
 import Testing
 
 // The README's examples, verbatim, between the BEGIN/END markers. A test
-// below checks that every Swift block of README.md appears in this file,
+// below checks that every Swift block of README.md appears in this file
+// (or, for the Uploads examples, in UploadsTests/UploadsReadmeTests.swift),
 // so the README cannot drift from code that compiles and runs.
 
 /// Stands in for a real server in the README's example: each upload
@@ -88,15 +89,17 @@ struct ReadmeTests {
         let here = URL(fileURLWithPath: #filePath)
         let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let source = try String(contentsOf: here, encoding: .utf8)
-        let normalizedSource = normalize(source)
+        // The Uploads examples live with the Uploads tests.
+        let uploadsExamples = root.appendingPathComponent("Tests/UploadsTests/UploadsReadmeTests.swift")
+        let source = try [here, uploadsExamples].map { try String(contentsOf: $0, encoding: .utf8) }
+        let normalizedSource = source.map(normalize).joined(separator: "\n")
         let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map {
             $0.components(separatedBy: "\n```")[0]
         }
         #expect(!blocks.isEmpty)
         for block in blocks where !block.hasPrefix("// Package.swift") && !block.hasPrefix("// not compiled") {
             #expect(
-                normalizedSource.contains(normalize(block)), "README block not found in ReadmeTests.swift:\n\(block)")
+                normalizedSource.contains(normalize(block)), "README block not found in the README tests:\n\(block)")
         }
     }
 

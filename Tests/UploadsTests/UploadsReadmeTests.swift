@@ -1,0 +1,67 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+// The README's Uploads examples, verbatim, between the BEGIN/END markers.
+// JobKitTests' ReadmeTests checks that every Swift block of README.md
+// appears in its own file or in this one.
+
+private let printedLines = LockIsolated<[String]>([])
+private func print(_ line: String) { printedLines.withValue { $0.append(line) } }
+
+private func publishReadmePost(into root: URL, beachJPEG: Data, surfMovie: URL) async throws {
+    // BEGIN README: uploads example
+    let uploader = DirectoryUploader(root: root)  // or URLSessionUploader(), InMemoryUploader()
+    let post = Post(
+        text: "Surf's up",
+        photos: [Photo(bytes: beachJPEG, destination: URL(string: "https://example.com/posts/1/beach.jpg")!)],
+        videos: [Video(file: surfMovie, destination: URL(string: "https://example.com/posts/1/surf.mp4")!)],
+        destination: URL(string: "https://example.com/posts/1.json")!
+    )
+    let options = PublishOptions(maxConcurrentUploads: 3, attempts: 3, uploadTimeout: .seconds(120))
+
+    try await Job.publishing(post, using: uploader, options: options) { progress in
+        print("\(Int(progress.fractionCompleted * 100))% of \(progress.bytesTotal) bytes")
+    }.value
+    // END README
+}
+
+@Suite("README uploads")
+struct UploadsReadmeTests {
+    @Test func uploadsExamplePublishesIntoTheFolder() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let movie = try folder.file("surf.mp4", bytes: patternedBytes(300_000))
+        let root = folder.url.appendingPathComponent("uploads")
+        try await withTimeout(.seconds(30)) {
+            try await publishReadmePost(into: root, beachJPEG: patternedBytes(1_000), surfMovie: movie)
+        }
+
+        #expect(try Data(contentsOf: root.appendingPathComponent("posts/1/surf.mp4")) == patternedBytes(300_000))
+        #expect(try Data(contentsOf: root.appendingPathComponent("posts/1/beach.jpg")) == patternedBytes(1_000))
+        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("posts/1.json").path))
+        #expect(printedLines.value.last?.hasPrefix("100% of ") == true)
+    }
+
+    // BEGIN README: uploads testing example
+    @Test func retriesAFailedPhotoThenUploadsThePost() throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let beach = Photo(bytes: Data([0xFF, 0xD8]), destination: URL(string: "https://example.com/beach.jpg")!)
+        let post = Post(text: "Hi", photos: [beach], destination: URL(string: "https://example.com/post.json")!)
+        uploader.fail(beach.media.destination, with: URLError(.networkConnectionLost), times: 1)
+
+        let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+        Job.publishing(post, using: uploader, options: PublishOptions(attempts: 2, retryDelay: .fixed(.seconds(5))))
+            .perform(on: queue) { outcome.setValue($0) }
+
+        try queue.advance(by: .seconds(6))  // failed at 1 s, retried at 6 s
+        #expect(uploader.uploads.isEmpty)
+        try queue.advance(by: .seconds(2))  // photo done at 7 s, post at 8 s
+        #expect(uploader.uploads.map(\.destination) == [beach.media.destination, post.destination])
+        #expect(outcome.value.map { (try? $0.get()) != nil } == true)
+    }
+    // END README
+}
