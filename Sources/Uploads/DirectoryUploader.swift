@@ -57,8 +57,11 @@ public struct DirectoryUploader: Uploader {
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
         Job { controller in
             do {
+                // The media first: a missing file creates no folder.
+                let size = try media.byteCount()
                 let copy = try DirectoryCopy(
                     media: media,
+                    size: size,
                     target: try resolve(media.destination, creatingFolders: true),
                     chunkSize: chunkSize
                 )

@@ -20,11 +20,11 @@ final class DirectoryCopy: Sendable {
     private let state: Lock<State>
 
     /// Opens the media and creates the temporary file.
-    init(media: Media, target: URL, chunkSize: Int) throws(UploadError) {
+    init(media: Media, size: Int64, target: URL, chunkSize: Int) throws(UploadError) {
         self.media = media
         self.target = target
         self.chunkSize = chunkSize
-        total = try media.byteCount()
+        total = size
         temporary = target.deletingLastPathComponent()
             .appendingPathComponent(".\(target.lastPathComponent).upload-\(UUID().uuidString)")
 
