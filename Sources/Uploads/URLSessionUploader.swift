@@ -1,0 +1,122 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An uploader that sends each upload to an HTTP server with `URLSession`.
+///
+/// Each upload is one request to the media's destination URL: `PUT` by
+/// default, `POST` if you choose, with your headers (an auth token, say) and
+/// a `Content-Type` from the media unless your headers set one. Bytes in
+/// memory are sent as they are; a file is streamed from disk as it is sent,
+/// so a large video is never read into memory whole.
+///
+/// ```swift
+/// let uploader = URLSessionUploader(headers: ["Authorization": "Bearer \(token)"])
+/// try await Job.uploading(video, using: uploader).value
+/// ```
+///
+/// The job finishes when the server answers with a status in 200...299. It
+/// fails with:
+/// - ``UploadError/httpStatus(_:body:)`` for any other status, with the
+///   start of the server's answer;
+/// - ``UploadError/fileNotFound(_:)``, ``UploadError/unreadableFile(_:reason:)``
+///   or ``UploadError/invalidDestination(_:reason:)`` before any request, for
+///   bad input;
+/// - the session's own `URLError` when the connection fails.
+///
+/// Progress comes from the session's delegate, on the session's delegate
+/// queue. Cancelling the job cancels the `URLSessionTask`; a job cancelled
+/// before its request started never sends it.
+public final class URLSessionUploader: Uploader, Sendable {
+    /// The HTTP method of each upload.
+    public enum Method: String, Sendable {
+        /// `PUT`: the destination URL names the uploaded resource.
+        case put = "PUT"
+        /// `POST`: the destination URL receives the upload.
+        case post = "POST"
+    }
+
+    /// The HTTP method of each upload.
+    public let method: Method
+    /// Headers sent with each upload.
+    public let headers: [String: String]
+    private let session: URLSession
+    private let delegate: URLSessionUploadDelegate
+
+    /// Creates an uploader with its own `URLSession`.
+    /// - Parameters:
+    ///   - method: `PUT` (the default) or `POST`.
+    ///   - headers: Headers sent with each upload, such as
+    ///     `Authorization`. A `Content-Type` here wins over the media's.
+    ///   - configuration: The session's configuration; ephemeral (no
+    ///     cache, no cookies kept) by default.
+    public init(
+        method: Method = .put,
+        headers: [String: String] = [:],
+        configuration: URLSessionConfiguration = .ephemeral
+    ) {
+        self.method = method
+        self.headers = headers
+        delegate = URLSessionUploadDelegate()
+        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    deinit {
+        // The session holds its delegate until it is invalidated.
+        session.finishTasksAndInvalidate()
+    }
+
+    /// Checks that `destination` is an `http` or `https` URL with a host.
+    public func validate(destination: URL) throws(UploadError) {
+        guard let scheme = destination.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw .invalidDestination(destination, reason: "not an http or https URL")
+        }
+        guard let host = destination.host, !host.isEmpty else {
+            throw .invalidDestination(destination, reason: "it has no host")
+        }
+    }
+
+    /// A job that sends `media` to its destination in one HTTP request.
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+        Job { [self] controller in
+            let size: Int64
+            do {
+                try validate(destination: media.destination)
+                size = try media.byteCount()
+            } catch {
+                controller.fail(with: error)
+                return
+            }
+            var request = URLRequest(url: media.destination)
+            request.httpMethod = method.rawValue
+            request.setValue(media.contentType, forHTTPHeaderField: "Content-Type")
+            for (name, value) in headers {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+            let task: URLSessionUploadTask
+            switch media.content {
+            case .bytes(let data):
+                task = session.uploadTask(with: request, from: data)
+            case .file(let file):
+                // Streamed, with the length known up front, so the server
+                // gets a plain Content-Length body. (`uploadTask(with:fromFile:)`
+                // is not used: on Linux, cancelling one crashes
+                // FoundationNetworking.)
+                request.setValue(String(size), forHTTPHeaderField: "Content-Length")
+                task = session.uploadTask(withStreamedRequest: request)
+                delegate.register(task, file: file)
+            }
+            delegate.register(task, size: size, progress: progress) { controller.complete(with: $0) }
+            controller.onCancel { [delegate] in
+                delegate.forget(task)
+                task.cancel()
+            }
+            if !controller.isCompleted {
+                task.resume()
+            }
+        }
+    }
+}

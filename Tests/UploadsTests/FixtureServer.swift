@@ -1,0 +1,107 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The upload server of `Fixtures/upload_server.py`, on 127.0.0.1, started
+/// by a test and stopped when the test ends, whether it passed or not.
+final class FixtureServer: Sendable {
+    /// One upload the server received.
+    struct Received: Decodable, Sendable {
+        let method: String
+        let path: String
+        let headers: [String: String]
+        let length: Int
+        let complete: Bool
+        let sha256: String
+        let body: String?
+    }
+
+    let baseURL: URL
+    private let process: Process
+    private let input: Pipe
+
+    /// Starts a server, runs `body` with it, and stops it.
+    static func with<T>(_ body: (FixtureServer) async throws -> T) async throws -> T {
+        let server = try FixtureServer()
+        defer { server.stop() }
+        return try await body(server)
+    }
+
+    private init() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/upload_server.py")
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path]
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        // The first line is the port; the server prints it once listening.
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            line.append(chunk)
+        }
+        let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let number = Int(port) else {
+            process.terminate()
+            throw ServerError(message: "upload_server.py did not print a port: \(port)")
+        }
+        baseURL = URL(string: "http://127.0.0.1:\(number)")!
+    }
+
+    func stop() {
+        process.terminate()
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+
+    /// A URL on the server.
+    func url(_ path: String) -> URL {
+        baseURL.appendingPathComponent(path)
+    }
+
+    /// Sets how the server answers uploads to `path`.
+    func setRule(_ path: String, _ rule: [String: any Sendable]) async throws {
+        var request = URLRequest(url: url("_control"))
+        request.httpMethod = "POST"
+        var body = rule
+        body["path"] = "/" + path
+        request.httpBody = try JSONSerialization.data(withJSONObject: body)
+        _ = try await Self.send(request)
+    }
+
+    /// Every upload received so far.
+    func received() async throws -> [Received] {
+        try JSONDecoder().decode([Received].self, from: try await Self.send(URLRequest(url: url("_received"))))
+    }
+
+    /// The uploads of `path`, once at least one has ended (up to 10 s).
+    func waitForUpload(of path: String) async throws -> [Received] {
+        var components = URLComponents(url: url("_wait"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "path", value: "/" + path)]
+        return try JSONDecoder().decode([Received].self, from: try await Self.send(URLRequest(url: components.url!)))
+    }
+
+    private static func send(_ request: URLRequest) async throws -> Data {
+        try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.dataTask(with: request) { data, _, error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else {
+                    continuation.resume(returning: data ?? Data())
+                }
+            }.resume()
+        }
+    }
+
+    struct ServerError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
+    }
+}

@@ -1,0 +1,254 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `URLSessionUploader` against a real HTTP server on 127.0.0.1
+/// (`Fixtures/upload_server.py`), started by each test.
+@Suite("URLSessionUploader", .timeLimit(.minutes(1)))
+struct URLSessionUploaderTests {
+    @Test func putsTheBytesWithTheHeaders() async throws {
+        try await FixtureServer.with { server in
+            let uploader = URLSessionUploader(headers: ["Authorization": "Bearer s3cret"])
+            let photo = Photo(bytes: Data("a tiny jpeg".utf8), destination: server.url("photos/a.jpg"))
+            try await withTimeout(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
+
+            let received = try await server.received()
+            #expect(received.count == 1)
+            let upload = try #require(received.first)
+            #expect(upload.method == "PUT")
+            #expect(upload.path == "/photos/a.jpg")
+            #expect(upload.headers["authorization"] == "Bearer s3cret")
+            #expect(upload.headers["content-type"] == "image/jpeg")
+            #expect(upload.body == "a tiny jpeg")
+            #expect(upload.complete)
+        }
+    }
+
+    @Test func postsAFileStreamedFromDiskAndReportsProgress() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try folder.file("clip.mp4", bytes: patternedBytes(3_000_000))
+        try await FixtureServer.with { server in
+            let uploader = URLSessionUploader(method: .post, headers: ["Content-Type": "video/x-test"])
+            let reports = LockIsolated<[UploadProgress]>([])
+            let video = Video(file: file, destination: server.url("videos/clip.mp4"))
+            try await withTimeout(.seconds(20)) {
+                try await Job.uploading(video, using: uploader) { progress in reports.withValue { $0.append(progress) }
+                }
+                .value
+            }
+
+            let upload = try #require(try await server.received().first)
+            #expect(upload.method == "POST")
+            #expect(upload.headers["content-type"] == "video/x-test")
+            #expect(upload.length == 3_000_000)
+            #expect(upload.sha256 == (try sha256(of: file)))
+            #expect(reports.value.last == UploadProgress(bytesSent: 3_000_000, bytesTotal: 3_000_000))
+            let sent = reports.value.map(\.bytesSent)
+            #expect(sent == sent.sorted())
+        }
+    }
+
+    @Test func aStatusOutside2xxIsATypedErrorWithTheStartOfTheAnswer() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("broken.jpg", ["status": 500, "times": 100])
+            let photo = Photo(bytes: Data("x".utf8), destination: server.url("broken.jpg"))
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeout(.seconds(20)) {
+                    try await Job.uploading(photo, using: URLSessionUploader()).value
+                }
+            }
+            #expect(error == .httpStatus(500, body: "boom: the server failed on /broken.jpg"))
+        }
+    }
+
+    @Test func aRetryAfterA500Succeeds() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("photos/flaky.jpg", ["status": 500, "times": 1])
+            let post = Post(
+                text: "flaky",
+                photos: [Photo(bytes: patternedBytes(10_000), destination: server.url("photos/flaky.jpg"))],
+                destination: server.url("posts/1.json")
+            )
+            try await withTimeout(.seconds(20)) {
+                try await Job.publishing(
+                    post,
+                    using: URLSessionUploader(),
+                    options: PublishOptions(attempts: 2, retryDelay: .none)
+                ).value
+            }
+
+            let received = try await server.received()
+            #expect(received.map(\.path) == ["/photos/flaky.jpg", "/photos/flaky.jpg", "/posts/1.json"])
+            #expect(received.allSatisfy { $0.complete })
+        }
+    }
+
+    @Test func aSlowAnswerTimesOut() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("slow.jpg", ["delay": 2.0])
+            let photo = Photo(bytes: Data("x".utf8), destination: server.url("slow.jpg"))
+            let error = await #expect(throws: JobError.self) {
+                try await withTimeout(.seconds(20)) {
+                    try await Job.uploading(photo, using: URLSessionUploader())
+                        .timeout(after: .milliseconds(300))
+                        .value
+                }
+            }
+            #expect(error == .timedOut)
+        }
+    }
+
+    @Test func cancellingMidUploadCancelsTheRequest() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try folder.file("big.mp4", bytes: patternedBytes(8_000_000))
+        try await FixtureServer.with { server in
+            // The server reads slowly, so the upload is still going when
+            // the first progress report cancels it.
+            try await server.setRule("big.mp4", ["read_delay": 0.01])
+            let handle = LockIsolated<JobHandle?>(nil)
+            let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+            let done = AsyncStream<Void>.makeStream()
+            let upload = Job.uploading(
+                Video(file: file, destination: server.url("big.mp4")), using: URLSessionUploader()
+            ) {
+                progress in
+                if progress.bytesSent > 0 { handle.value?.cancel() }
+            }
+            handle.withValue { handle in
+                handle = upload.perform { result in
+                    outcome.setValue(result)
+                    done.continuation.finish()
+                }
+            }
+            try await withTimeout(.seconds(20)) { for await _ in done.stream {} }
+            #expect(throws: CancellationError.self) { try outcome.value?.get() }
+
+            // The server saw the connection go away before the body ended.
+            let received = try await withTimeout(.seconds(20)) { try await server.waitForUpload(of: "big.mp4") }
+            #expect(received.count == 1)
+            #expect(received.first?.complete == false)
+            #expect((received.first?.length ?? .max) < 8_000_000)
+        }
+    }
+
+    @Test func aDroppedConnectionFailsTheUpload() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("dropped.jpg", ["drop": true])
+            let photo = Photo(bytes: patternedBytes(1_000_000), destination: server.url("dropped.jpg"))
+            await #expect(throws: (any Error).self) {
+                try await withTimeout(.seconds(20)) {
+                    try await Job.uploading(photo, using: URLSessionUploader()).value
+                }
+            }
+            let received = try await server.received()
+            #expect(received.map(\.complete) == [false])
+        }
+    }
+
+    @Test func aFileLargerThan50MBIsStreamedNotReadWhole() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let size = 60 * 1024 * 1024
+        let file = folder.url.appendingPathComponent("large.mp4")
+        try writePatternedFile(file, size: size)
+        try await FixtureServer.with { server in
+            let before = residentMemory()
+            let peak = LockIsolated(before)
+            let video = Video(file: file, destination: server.url("videos/large.mp4"))
+            try await withTimeout(.seconds(45)) {
+                try await Job.uploading(video, using: URLSessionUploader()) { _ in
+                    let now = residentMemory()
+                    peak.withValue { $0 = max($0, now) }
+                }
+                .value
+            }
+
+            let upload = try #require(try await server.received().first)
+            #expect(upload.length == size)
+            #expect(upload.sha256 == (try sha256(of: file)))
+            if before > 0 {
+                // Reading the file whole would add 60 MB.
+                #expect(peak.value - before < 20 * 1024 * 1024, "resident memory grew by \(peak.value - before) bytes")
+            }
+        }
+    }
+
+    // MARK: - Bad input
+
+    @Test func aMissingFileFailsBeforeAnyRequest() async throws {
+        try await FixtureServer.with { server in
+            let missing = URL(fileURLWithPath: "/nonexistent/\(UUID().uuidString).mp4")
+            let video = Video(file: missing, destination: server.url("videos/missing.mp4"))
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.uploading(video, using: URLSessionUploader()).value
+            }
+            #expect(error == .fileNotFound(missing))
+            let received = try await server.received()
+            #expect(received.isEmpty)
+        }
+    }
+
+    @Test(arguments: ["ftp://example.com/a.jpg", "file:///tmp/a.jpg", "https:///a.jpg", "relative/a.jpg"])
+    func destinationsThatAreNotHTTPAreRefused(destination: String) async throws {
+        let url = try #require(URL(string: destination))
+        let uploader = URLSessionUploader()
+        #expect(throws: UploadError.self) { try uploader.validate(destination: url) }
+        let error = await #expect(throws: UploadError.self) {
+            try await Job.uploading(Photo(bytes: Data("x".utf8), destination: url), using: uploader).value
+        }
+        guard case .invalidDestination(let refused, _) = error else {
+            Issue.record("expected invalidDestination, got \(String(describing: error))")
+            return
+        }
+        #expect(refused == url)
+    }
+}
+
+// MARK: - Helpers
+
+/// The SHA-256 of a file, as hex, computed by Python's hashlib (Foundation
+/// on Linux has no hashing).
+private func sha256(of file: URL) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    let script =
+        "import hashlib,sys\nh=hashlib.sha256()\nf=open(sys.argv[1],'rb')\n"
+        + "for b in iter(lambda: f.read(1<<20), b''): h.update(b)\nprint(h.hexdigest())"
+    process.arguments = ["python3", "-c", script, file.path]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Writes `size` patterned bytes to `file`, a megabyte at a time.
+private func writePatternedFile(_ file: URL, size: Int) throws {
+    _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: file)
+    defer { try? handle.close() }
+    let chunk = patternedBytes(1024 * 1024, seed: 7)
+    for _ in 0..<(size / chunk.count) {
+        try handle.write(contentsOf: chunk)
+    }
+}
+
+/// This process's resident memory in bytes (VmRSS), or 0 where
+/// `/proc/self/status` does not exist.
+private func residentMemory() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        let kilobytes = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return kilobytes * 1024
+    }
+    return 0
+}
