@@ -10,7 +10,7 @@ import FoundationNetworking
 
 /// `URLSessionUploader` against a real HTTP server on 127.0.0.1
 /// (`Fixtures/upload_server.py`), started by each test.
-@Suite("URLSessionUploader", .timeLimit(.minutes(1)))
+@Suite("URLSessionUploader", .serialized, .timeLimit(.minutes(1)))
 struct URLSessionUploaderTests {
     @Test func putsTheBytesWithTheHeaders() async throws {
         try await FixtureServer.with { server in
@@ -156,7 +156,7 @@ struct URLSessionUploaderTests {
     @Test func aFileLargerThan50MBIsStreamedNotReadWhole() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let size = 60 * 1024 * 1024
+        let size = 80 * 1024 * 1024
         let file = folder.url.appendingPathComponent("large.mp4")
         try writePatternedFile(file, size: size)
         try await FixtureServer.with { server in
@@ -175,8 +175,8 @@ struct URLSessionUploaderTests {
             #expect(upload.length == size)
             #expect(upload.sha256 == (try sha256(of: file)))
             if before > 0 {
-                // Reading the file whole would add 60 MB.
-                #expect(peak.value - before < 20 * 1024 * 1024, "resident memory grew by \(peak.value - before) bytes")
+                // Reading the file whole would add 80 MB.
+                #expect(peak.value - before < 30 * 1024 * 1024, "resident memory grew by \(peak.value - before) bytes")
             }
         }
     }
