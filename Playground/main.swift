@@ -1,2 +1,118 @@
-// The Playground executable arrives with its own change.
-print("Playground")
+// `swift run Playground`: publishes a sample post with JobKit's Uploads and
+// shows how it goes. Argument handling and printing only; the work is in
+// the Uploads library.
+import Foundation
+import JobKit
+import Uploads
+
+func fail(_ message: String, code: Int32) -> Never {
+    fflush(nil)  // all streams: `stdout` itself is not concurrency-safe to name
+    FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+    exit(code)
+}
+
+let arguments: Arguments
+do {
+    arguments = try Arguments.parse(CommandLine.arguments.dropFirst())
+} catch {
+    fail("\(error)\nRun with --help to see the options.", code: 64)
+}
+if arguments.showsHelp {
+    print(Arguments.usage)
+    exit(0)
+}
+
+// MARK: - The post and the uploader
+
+let workFolder = FileManager.default.temporaryDirectory
+    .appendingPathComponent("JobKitPlayground-\(UUID().uuidString.prefix(8))", isDirectory: true)
+let base = arguments.server ?? URL(string: "https://uploads.example.com")!
+let post: Post
+do {
+    post = try SamplePost.make(
+        in: workFolder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale)
+} catch {
+    fail("cannot write the sample media into \(workFolder.path): \(error.localizedDescription)", code: 1)
+}
+
+let destinationName: String
+let outputFolder: URL?
+var uploader: any Uploader
+if let server = arguments.server {
+    uploader = URLSessionUploader(method: .put)
+    destinationName = server.absoluteString
+    outputFolder = nil
+} else {
+    let root = arguments.output ?? workFolder.appendingPathComponent("uploaded", isDirectory: true)
+    outputFolder = root
+    let speed = arguments.megabytesPerSecond > 0 ? Int(arguments.megabytesPerSecond * 1_000_000) : nil
+    uploader = DirectoryUploader(root: root, bytesPerSecond: speed)
+    destinationName = root.path
+}
+if arguments.failRate > 0 {
+    uploader = FaultInjectingUploader(wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
+}
+let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: base)
+uploader = FailureReportingUploader(base: uploader) { media, error in
+    let name = Format.path(of: media.destination, below: base)
+    let reason = error as? UploadError == .injectedFault(media.destination) ? "injected fault" : "\(error)"
+    Format.write((printer.isTerminal ? "\r\u{1B}[K" : "") + "  ✗ \(name): \(reason)\n")
+}
+
+let options = PublishOptions(
+    maxConcurrentUploads: arguments.concurrency,
+    attempts: arguments.retries + 1,
+    retryDelay: .exponential(initial: .milliseconds(200), maximum: .seconds(2))
+)
+
+// MARK: - Publishing
+
+let media = post.media
+let total = media.reduce(Int64(0)) { $0 + ((try? $1.byteCount()) ?? 0) }
+print("Publishing \"\(post.text)\"")
+print("  \(post.photos.count) photos and \(post.videos.count) videos, \(Format.bytes(total)), to \(destinationName)")
+print(
+    "  \(arguments.concurrency) at a time, up to \(arguments.retries) retries each"
+        + (arguments.failRate > 0 ? ", \(Int(arguments.failRate * 100))% of attempts failing on purpose" : ""))
+
+let clock = ContinuousClock()
+let started = clock.now
+let publishing = Task {
+    try await Job.publishing(post, using: uploader, options: options, progress: printer.show).value
+}
+
+// Ctrl-C cancels the publishing: every upload in flight stops.
+signal(SIGINT, SIG_IGN)
+let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+interrupt.setEventHandler { publishing.cancel() }
+interrupt.resume()
+
+let outcome = await publishing.result
+let elapsed = clock.now - started
+printer.finish()
+
+// MARK: - Summary
+
+switch outcome {
+case .success:
+    let bytes = total + ((try? post.document().byteCount()) ?? 0)
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print(
+        "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos and the post, "
+            + "\(Format.bytes(bytes)) at "
+            + String(format: "%.1f MB/s", Double(bytes) / 1_000_000 / max(seconds, 0.001)))
+    let postDestination = post.destination.map { Format.path(of: $0, below: base) } ?? ""
+    if let directory = outputFolder {
+        print("  into \(directory.path)")
+        print("  the post: \(directory.appendingPathComponent(postDestination).path)")
+    } else {
+        print("  to \(destinationName)")
+        print("  the post: \(post.destination?.absoluteString ?? "")")
+    }
+    try? FileManager.default.removeItem(at: workFolder.appendingPathComponent("media"))
+    exit(0)
+case .failure(is CancellationError):
+    fail("publishing cancelled; uploads in flight were stopped and the post was not published", code: 130)
+case .failure(let error):
+    fail("publishing failed, the post was not published: \(error)", code: 1)
+}

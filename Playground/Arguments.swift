@@ -1,0 +1,106 @@
+import Foundation
+
+/// The Playground's command line.
+struct Arguments {
+    var server: URL?
+    var concurrency = 3
+    var retries = 2
+    var failRate = 0.0
+    var seed: UInt64 = 1
+    var output: URL?
+    var megabytesPerSecond = 10.0
+    var scale = 1.0
+    var showsHelp = false
+
+    static let usage = """
+        Usage: swift run Playground [options]
+
+        Publishes a sample post (6 photos, 3 videos, about 74 MB) with JobKit's
+        Uploads: the media a few at a time, then the post, with live progress.
+        By default it "uploads" into a fresh temporary folder.
+
+        Options:
+          --server URL       upload over HTTP (PUT) to this server instead of a folder
+          --concurrency N    media uploads at once (default 3)
+          --retries N        retries per failed upload, with backoff (default 2)
+          --fail-rate P      fail this share of upload attempts on purpose, 0 to 1 (default 0)
+          --seed N           seed for --fail-rate (default 1)
+          --output DIR       upload into DIR instead of a temporary folder
+          --speed MBPS       simulated speed of each folder upload in MB/s, 0 for the disk's (default 10)
+          --scale S          multiply every media size by S (default 1)
+          -h, --help         show this help
+        """
+
+    struct UsageError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Parses `--name value` and `--name=value` options.
+    static func parse(_ words: some Sequence<String>) throws(UsageError) -> Arguments {
+        var arguments = Arguments()
+        var words = Array(words)[...]
+        while let word = words.popFirst() {
+            var name = word
+            var inlineValue: String?
+            if word.hasPrefix("--"), let equals = word.firstIndex(of: "=") {
+                name = String(word[..<equals])
+                inlineValue = String(word[word.index(after: equals)...])
+            }
+            func value() throws(UsageError) -> String {
+                if let inlineValue { return inlineValue }
+                guard let next = words.popFirst() else { throw UsageError(description: "\(name) needs a value") }
+                return next
+            }
+            switch name {
+            case "-h", "--help":
+                arguments.showsHelp = true
+            case "--server":
+                let text = try value()
+                guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                    url.host != nil
+                else { throw UsageError(description: "--server needs an http or https URL, got '\(text)'") }
+                arguments.server = url
+            case "--concurrency":
+                arguments.concurrency = try number(name, try value(), atLeast: 1)
+            case "--retries":
+                arguments.retries = try number(name, try value(), atLeast: 0)
+            case "--fail-rate":
+                let text = try value()
+                guard let rate = Double(text), (0...1).contains(rate) else {
+                    throw UsageError(description: "--fail-rate needs a number from 0 to 1, got '\(text)'")
+                }
+                arguments.failRate = rate
+            case "--seed":
+                let text = try value()
+                guard let seed = UInt64(text) else {
+                    throw UsageError(description: "--seed needs a whole number, got '\(text)'")
+                }
+                arguments.seed = seed
+            case "--output":
+                arguments.output = URL(fileURLWithPath: try value(), isDirectory: true)
+            case "--speed":
+                let text = try value()
+                guard let speed = Double(text), speed >= 0 else {
+                    throw UsageError(description: "--speed needs a number of MB/s, 0 or more, got '\(text)'")
+                }
+                arguments.megabytesPerSecond = speed
+            case "--scale":
+                let text = try value()
+                guard let scale = Double(text), scale > 0, scale <= 100 else {
+                    throw UsageError(description: "--scale needs a number above 0 and at most 100, got '\(text)'")
+                }
+                arguments.scale = scale
+            default:
+                throw UsageError(description: "unknown option '\(word)'")
+            }
+        }
+        return arguments
+    }
+
+    private static func number(_ name: String, _ text: String, atLeast minimum: Int) throws(UsageError) -> Int {
+        guard let number = Int(text), number >= minimum else {
+            throw UsageError(description: "\(name) needs a whole number, \(minimum) or more, got '\(text)'")
+        }
+        return number
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+
+/// A post with photos and videos of realistic sizes, generated on the fly:
+/// what the Playground publishes, and a quick way to try an uploader.
+///
+/// ```swift
+/// let post = try SamplePost.make(in: mediaFolder, destinationBase: URL(string: "https://uploads.example.com")!)
+/// // 6 photos of 1.8–4.2 MB and 3 videos of 12–26 MB, about 74 MB in all
+/// ```
+///
+/// The files hold pseudo-random bytes, the same for every call (so a run can
+/// be compared with another), written a megabyte at a time.
+public enum SamplePost {
+    /// The sizes of the sample photos, in bytes, before scaling.
+    public static let photoSizes = [2_400_000, 3_100_000, 1_800_000, 4_200_000, 2_700_000, 3_600_000]
+    /// The sizes of the sample videos, in bytes, before scaling.
+    public static let videoSizes = [18_000_000, 26_000_000, 12_000_000]
+
+    /// Writes the sample media into `folder` and returns the post.
+    ///
+    /// Destinations lie below `destinationBase`:
+    /// `posts/beach-day/photo-1.jpg` … `posts/beach-day/video-3.mp4`, and the
+    /// post's own document at `posts/beach-day.json`.
+    ///
+    /// - Parameters:
+    ///   - folder: Where to write the media files; created if needed.
+    ///   - destinationBase: The server (or pretend server) the uploads go to.
+    ///   - scale: Multiplies every size: `0.01` makes a post of under a
+    ///     megabyte, for tests. At least one byte per file.
+    /// - Returns: A post of six photos and three videos, read from `folder`.
+    /// - Throws: The file system's error when a file cannot be written.
+    public static func make(in folder: URL, destinationBase: URL, scale: Double = 1) throws -> Post {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let base = destinationBase.appendingPathComponent("posts")
+        var generator = SplitMix64(seed: 2026)
+        let noise = randomBlock(using: &generator)
+
+        func write(_ name: String, size: Int, header: [UInt8]) throws -> (file: URL, destination: URL) {
+            let file = folder.appendingPathComponent(name)
+            let start = Int(generator.next() % UInt64(noise.count))
+            try writeFile(file, size: max(Int(Double(size) * scale), 1), header: header, noise: noise, start: start)
+            return (file, base.appendingPathComponent("beach-day").appendingPathComponent(name))
+        }
+        let photos = try photoSizes.enumerated().map { index, size in
+            let written = try write("photo-\(index + 1).jpg", size: size, header: [0xFF, 0xD8, 0xFF, 0xE0])
+            return Photo(file: written.file, destination: written.destination)
+        }
+        let videos = try videoSizes.enumerated().map { index, size in
+            let written = try write("video-\(index + 1).mp4", size: size, header: Array("\0\0\0\u{18}ftypmp42".utf8))
+            return Video(file: written.file, destination: written.destination)
+        }
+        return Post(
+            text: "A day at the beach: six photos and three clips.",
+            photos: photos,
+            videos: videos,
+            destination: base.appendingPathComponent("beach-day.json")
+        )
+    }
+
+    /// A megabyte of pseudo-random bytes; files are cut from it at
+    /// different offsets, which is cheap even in a debug build.
+    private static func randomBlock(using generator: inout SplitMix64) -> Data {
+        var words = [UInt64](repeating: 0, count: (1 << 20) / 8)
+        for index in words.indices { words[index] = generator.next() }
+        return words.withUnsafeBytes { Data($0) }
+    }
+
+    private static func writeFile(_ file: URL, size: Int, header: [UInt8], noise: Data, start: Int) throws {
+        guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
+        }
+        let handle = try FileHandle(forWritingTo: file)
+        defer { try? handle.close() }
+        try handle.write(contentsOf: Data(header.prefix(size)))
+        var remaining = size - min(header.count, size)
+        var offset = start
+        while remaining > 0 {
+            let count = min(remaining, noise.count - offset)
+            try handle.write(contentsOf: noise[offset..<offset + count])
+            remaining -= count
+            offset = (offset + count) % noise.count
+        }
+    }
+}

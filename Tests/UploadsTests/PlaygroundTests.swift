@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+import Uploads
+
+/// Runs the built `Playground` executable, as a user would, and checks what
+/// it prints, what it writes and how it exits.
+@Suite("Playground", .timeLimit(.minutes(1)))
+struct PlaygroundTests {
+    struct Run {
+        let status: Int32
+        let output: String
+        let error: String
+    }
+
+    /// Runs the Playground with tiny media and no simulated speed, so a run
+    /// takes a fraction of a second.
+    private func playground(_ arguments: [String], fast: Bool = true) throws -> Run {
+        let process = Process()
+        process.executableURL = try playgroundExecutable()
+        process.arguments = arguments + (fast ? ["--scale", "0.01", "--speed", "0"] : [])
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        // Read both pipes to the end before waiting, so a full pipe never
+        // blocks the child.
+        let errorData = LockedData()
+        let readingErrors = Thread { errorData.set(error.fileHandleForReading.readDataToEndOfFile()) }
+        readingErrors.start()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus,
+            output: String(decoding: outputData, as: UTF8.self),
+            error: String(decoding: errorData.waitForValue(), as: UTF8.self)
+        )
+    }
+
+    @Test func publishesTheSamplePostIntoTheOutputFolder() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let run = try playground(["--output", folder.url.path])
+
+        #expect(run.status == 0, "stderr: \(run.error)")
+        #expect(run.error.isEmpty)
+        #expect(run.output.contains("Published in"))
+        #expect(run.output.contains("6 photos, 3 videos and the post"))
+        #expect(!run.output.contains("\r"), "plain lines when the output is not a terminal")
+        let uploaded = folder.files()
+        let expected =
+            (1...6).map { "posts/beach-day/photo-\($0).jpg" } + (1...3).map { "posts/beach-day/video-\($0).mp4" }
+            + ["posts/beach-day.json"]
+        #expect(uploaded == expected.sorted())
+        for name in expected.dropLast() {
+            #expect(run.output.contains("✓ \(name)"))
+        }
+        let photo = try FileManager.default.attributesOfItem(
+            atPath: folder.url.appendingPathComponent(expected[0]).path)
+        #expect((photo[.size] as? NSNumber)?.intValue == SamplePost.photoSizes[0] / 100)
+        let document = try Data(contentsOf: folder.url.appendingPathComponent("posts/beach-day.json"))
+        let json = try JSONSerialization.jsonObject(with: document) as? [String: Any]
+        #expect((json?["photos"] as? [String])?.count == 6)
+        #expect((json?["videos"] as? [String])?.count == 3)
+    }
+
+    @Test func exitsWithOneErrorLineWhenEveryAttemptFails() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let run = try playground(["--output", folder.url.path, "--fail-rate", "1", "--retries", "1"])
+
+        #expect(run.status == 1)
+        let errorLines = run.error.split(separator: "\n")
+        #expect(errorLines.count == 1)
+        #expect(
+            errorLines.first?.hasPrefix("error: publishing failed, the post was not published: injected fault") == true)
+        #expect(run.output.contains("✗ posts/beach-day/photo-1.jpg: injected fault"))
+        #expect(!run.output.contains("Published in"))
+        #expect(folder.files().isEmpty)
+    }
+
+    @Test func retriesInjectedFailuresAndStillPublishes() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let run = try playground([
+            "--output", folder.url.path, "--fail-rate", "0.3", "--seed", "3", "--retries", "5", "--concurrency", "1",
+        ])
+
+        #expect(run.status == 0, "stderr: \(run.error)")
+        // One upload at a time: the attempts, and so the seeded faults, come
+        // in the same order on every run.
+        #expect(run.output.contains("✗ "), "the seed makes some attempts fail")
+        #expect(run.output.contains("Published in"))
+        #expect(folder.files().count == 10)
+    }
+
+    @Test func helpListsTheOptions() throws {
+        let run = try playground(["--help"], fast: false)
+        #expect(run.status == 0)
+        for option in ["--server", "--concurrency", "--retries", "--fail-rate", "--help"] {
+            #expect(run.output.contains(option))
+        }
+    }
+
+    @Test(arguments: [
+        ["--bogus"], ["--concurrency", "0"], ["--fail-rate", "2"], ["--server", "ftp://x"], ["--retries"],
+    ])
+    func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
+        let run = try playground(arguments, fast: false)
+        #expect(run.status == 64)
+        #expect(run.error.hasPrefix("error: "))
+        #expect(run.output.isEmpty)
+    }
+}
+
+/// The built Playground: next to the test bundle in the build folder.
+private func playgroundExecutable() throws -> URL {
+    var candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
+    #if os(macOS)
+    candidates += Bundle.allBundles.filter { $0.bundlePath.hasSuffix(".xctest") }
+        .map { $0.bundleURL.deletingLastPathComponent() }
+    #endif
+    for folder in candidates {
+        let executable = folder.appendingPathComponent("Playground")
+        if FileManager.default.isExecutableFile(atPath: executable.path) { return executable }
+    }
+    throw PlaygroundNotFound(searched: candidates.map(\.path))
+}
+
+private struct PlaygroundNotFound: Error, CustomStringConvertible {
+    let searched: [String]
+    var description: String { "the Playground executable is not in \(searched)" }
+}
+
+/// Data handed from a reading thread to the test.
+private final class LockedData: @unchecked Sendable {
+    // Guarded by `condition`.
+    private var data: Data?
+    private let condition = NSCondition()
+
+    func set(_ value: Data) {
+        condition.lock()
+        data = value
+        condition.signal()
+        condition.unlock()
+    }
+
+    func waitForValue() -> Data {
+        condition.lock()
+        defer { condition.unlock() }
+        while data == nil { condition.wait() }
+        return data ?? Data()
+    }
+}
