@@ -94,6 +94,21 @@ struct PlaygroundTests {
         #expect(folder.files().count == 10)
     }
 
+    @Test func publishesToAServerWithServer() async throws {
+        try await FixtureServer.with { server in
+            let run = try playground(["--server", server.baseURL.absoluteString])
+
+            #expect(run.status == 0, "stderr: \(run.error)")
+            #expect(run.output.contains("the post: \(server.url("posts/beach-day.json").absoluteString)"))
+            let received = try await server.received()
+            #expect(received.count == 10)
+            #expect(received.allSatisfy { $0.method == "PUT" && $0.complete })
+            #expect(received.last?.path == "/posts/beach-day.json")
+            #expect(
+                received.first { $0.path == "/posts/beach-day/video-2.mp4" }?.length == SamplePost.videoSizes[1] / 100)
+        }
+    }
+
     @Test func helpListsTheOptions() throws {
         let run = try playground(["--help"], fast: false)
         #expect(run.status == 0)
