@@ -75,9 +75,9 @@ final class JobState<Success: Sendable>: JobCancelling {
     //   outcome won the latch in `finish(with:cancelling:)`.
     // - `pendingBody` is set by `start(_:)` before it enqueues the work that
     //   takes it, and that work runs once; nothing else touches it.
-    private nonisolated(unsafe) var handler: Handler?
-    private nonisolated(unsafe) var indexedHandler: IndexedHandler?
-    private nonisolated(unsafe) var pendingBody: Body?
+    private nonisolated(unsafe) var handler: Handler?  // owned by the latch's winner
+    private nonisolated(unsafe) var indexedHandler: IndexedHandler?  // owned by the latch's winner
+    private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
 
     init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
         self.queue = queue

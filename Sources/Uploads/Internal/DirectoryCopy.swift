@@ -4,9 +4,9 @@ import JobKit
 /// One upload of a ``DirectoryUploader``: copies the media into a temporary
 /// file beside its target, a chunk per step, then renames it into place.
 final class DirectoryCopy: Sendable {
+    // FileHandle is not Sendable on every platform; these handles are only
+    // touched inside `state.withLock` (the `Lock` below), one step at a time.
     private struct State: @unchecked Sendable {
-        // FileHandle is not Sendable on every platform; these handles are
-        // only touched inside `state.withLock`, one step at a time.
         var reader: FileHandle?
         var writer: FileHandle?
         var bytesCopied: Int64 = 0

@@ -94,6 +94,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if rule.get("delay"):
+            # Answering slowly on request is this fixture's job: the Swift
+            # test that asks for it checks the uploader's timeout.
             time.sleep(rule["delay"])
         status = rule.get("status")
         if status and rule.get("times", 1) > 0:
@@ -141,6 +143,8 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             raise ConnectionError("dropped on purpose")
         if rule.get("read_delay"):
+            # Reading slowly on request keeps an upload in flight long
+            # enough for the cancellation test to cancel it midway.
             time.sleep(rule["read_delay"])
 
     def answer(self, status, body, content_type):
