@@ -97,6 +97,7 @@ public final class URLSessionUploader: Uploader, Sendable {
                 request.setValue(value, forHTTPHeaderField: name)
             }
             let task: URLSessionUploadTask
+            var bodyFile: URL?
             switch media.content {
             case .bytes(let data):
                 task = session.uploadTask(with: request, from: data)
@@ -107,9 +108,9 @@ public final class URLSessionUploader: Uploader, Sendable {
                 // FoundationNetworking.)
                 request.setValue(String(size), forHTTPHeaderField: "Content-Length")
                 task = session.uploadTask(withStreamedRequest: request)
-                delegate.register(task, file: file)
+                bodyFile = file
             }
-            delegate.register(task, size: size, progress: progress) { controller.complete(with: $0) }
+            delegate.register(task, size: size, file: bodyFile, progress: progress) { controller.complete(with: $0) }
             controller.onCancel { [delegate] in
                 delegate.forget(task)
                 task.cancel()

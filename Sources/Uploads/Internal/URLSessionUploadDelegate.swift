@@ -11,6 +11,8 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     /// What one running upload needs from the session's events.
     private struct Upload: Sendable {
         var size: Int64
+        /// The file the body streams from, when it is not in memory.
+        var file: URL?
         var progress: @Sendable (UploadProgress) -> Void
         var complete: @Sendable (Result<Void, any Error>) -> Void
         /// The start of the server's answer, for the error of a failed
@@ -22,27 +24,23 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     static let answerPrefixLength = 512
 
     private let uploads = Lock<[Int: Upload]>([:])
-    private let bodyFiles = Lock<[Int: URL]>([:])
 
+    /// Routes the events of `task` to this upload, whose body streams from
+    /// `file` when there is one.
     func register(
         _ task: URLSessionTask,
         size: Int64,
+        file: URL?,
         progress: @escaping @Sendable (UploadProgress) -> Void,
         complete: @escaping @Sendable (Result<Void, any Error>) -> Void
     ) {
-        let upload = Upload(size: size, progress: progress, complete: complete)
+        let upload = Upload(size: size, file: file, progress: progress, complete: complete)
         uploads.withLock { $0[task.taskIdentifier] = upload }
-    }
-
-    /// Streams the body of `task` from `file`.
-    func register(_ task: URLSessionTask, file: URL) {
-        bodyFiles.withLock { $0[task.taskIdentifier] = file }
     }
 
     /// Drops what is kept for `task`: its events no longer matter.
     func forget(_ task: URLSessionTask) {
         _ = uploads.withLock { $0.removeValue(forKey: task.taskIdentifier) }
-        _ = bodyFiles.withLock { $0.removeValue(forKey: task.taskIdentifier) }
     }
 
     func urlSession(
@@ -50,7 +48,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         task: URLSessionTask,
         needNewBodyStream completionHandler: @escaping (InputStream?) -> Void
     ) {
-        let file = bodyFiles.withLock { $0[task.taskIdentifier] }
+        let file = uploads.withLock { $0[task.taskIdentifier]?.file }
         completionHandler(file.flatMap { InputStream(url: $0) })
     }
 
@@ -77,7 +75,6 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let upload = uploads.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
-        _ = bodyFiles.withLock { $0.removeValue(forKey: task.taskIdentifier) }
         if let error {
             upload.complete(.failure(error))
             return
