@@ -1,6 +1,6 @@
 import JobKit
 
-/// A ``TaskScheduling`` that captures operations without running them,
+/// A `TaskScheduling` that captures operations without running them,
 /// until the test says so: the *test* double of `DefaultTaskScheduler`.
 ///
 /// With it a test can stop between "the task was started" and "the task

@@ -1,6 +1,6 @@
 import JobKit
 
-/// A ``TaskScheduling`` that starts real tasks, records every call, and
+/// A `TaskScheduling` that starts real tasks, records every call, and
 /// can wait until all the tasks it started have finished.
 ///
 /// Use it when the code under test should really run concurrently, and the

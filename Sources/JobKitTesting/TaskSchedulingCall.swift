@@ -1,6 +1,6 @@
 import JobKit
 
-/// One call to a test ``TaskScheduling`` double: what a test asserts about
+/// One call to a test `TaskScheduling` double: what a test asserts about
 /// how code started its tasks.
 ///
 /// Doubles record calls in order, in a list a test compares with `==`:
@@ -23,13 +23,13 @@ public struct TaskSchedulingCall: Equatable, Sendable, CustomStringConvertible {
         self.isDetached = isDetached
     }
 
-    /// A call to ``TaskScheduling/schedule(name:priority:operation:)`` (or
+    /// A call to `TaskScheduling.schedule(name:priority:operation:)` (or
     /// its short form, which passes no name and no priority).
     public static func scheduled(name: String? = nil, priority: TaskPriority? = nil) -> TaskSchedulingCall {
         TaskSchedulingCall(name: name, priority: priority, isDetached: false)
     }
 
-    /// A call to ``TaskScheduling/scheduleDetached(name:priority:operation:)``.
+    /// A call to `TaskScheduling.scheduleDetached(name:priority:operation:)`.
     public static func detached(name: String? = nil, priority: TaskPriority? = nil) -> TaskSchedulingCall {
         TaskSchedulingCall(name: name, priority: priority, isDetached: true)
     }

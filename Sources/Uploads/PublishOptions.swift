@@ -1,6 +1,6 @@
 import JobKit
 
-/// How ``JobKit/Job/publishing(_:using:options:progress:)`` uploads a
+/// How `Job.publishing(_:using:options:progress:)` uploads a
 /// post's media: how many at once, how many attempts, how long each may
 /// take.
 public struct PublishOptions: Sendable, Equatable {

@@ -5,7 +5,7 @@ import JobKit
 /// (``URLSessionUploader``), a folder on disk (``DirectoryUploader``), or
 /// memory (``InMemoryUploader``).
 ///
-/// An uploader hands out a ``Job`` per upload, so every upload gets JobKit's
+/// An uploader hands out a `Job` per upload, so every upload gets JobKit's
 /// guarantees for free: it is lazy, completes exactly once, can be
 /// cancelled, retried and timed out, and runs on the queue it is performed
 /// on, which tests replace with a `TestQueue`.
