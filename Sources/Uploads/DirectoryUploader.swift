@@ -65,6 +65,9 @@ public struct DirectoryUploader: Uploader {
                     target: try resolve(media.destination, creatingFolders: true),
                     chunkSize: chunkSize
                 )
+                // Cancelling removes the partial file at once, before the
+                // cancelled job reports, not at the copy's next step.
+                controller.onCancel { copy.discard() }
                 copy.step(controller: controller, pace: bytesPerSecond, progress: progress)
             } catch {
                 controller.fail(with: error)

@@ -109,6 +109,44 @@ struct PlaygroundTests {
         }
     }
 
+    @Test func ctrlCCancelsEveryUploadAndExitsWithOneErrorLine() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let process = Process()
+        process.executableURL = try playgroundExecutable()
+        // About 2.5 s of uploads at 1 MB/s each: plenty of time to interrupt.
+        process.arguments = ["--output", folder.url.path, "--scale", "0.1", "--speed", "1"]
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+
+        // Interrupt once the first upload finished: publishing is under way.
+        var printed = Data()
+        while !String(decoding: printed, as: UTF8.self).contains("✓") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            printed.append(chunk)
+        }
+        kill(process.processIdentifier, SIGINT)
+        printed.append(output.fileHandleForReading.readDataToEndOfFile())
+        let errorText = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 130)
+        #expect(
+            errorText.split(separator: "\n") == [
+                "error: publishing cancelled; uploads in flight were stopped and the post was not published"
+            ])
+        #expect(!String(decoding: printed, as: UTF8.self).contains("Published in"))
+        let written = folder.files()
+        #expect(!written.isEmpty && written.count < 9)
+        #expect(!written.contains("posts/beach-day.json"))
+        #expect(written.allSatisfy { !$0.contains(".upload-") }, "no half-written file is left: \(written)")
+    }
+
     @Test func helpListsTheOptions() throws {
         let run = try playground(["--help"], fast: false)
         #expect(run.status == 0)

@@ -116,7 +116,9 @@ final class DirectoryCopy: Sendable {
         }
     }
 
-    private func discard() {
+    /// Closes the files and removes the partial one. Safe to call more
+    /// than once, and while a step runs: the step then finds no file.
+    func discard() {
         closeHandles()
         try? FileManager.default.removeItem(at: temporary)
     }
