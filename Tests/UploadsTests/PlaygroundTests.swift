@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 import Uploads
 
@@ -25,15 +26,18 @@ struct PlaygroundTests {
         try process.run()
         // Read both pipes to the end before waiting, so a full pipe never
         // blocks the child.
-        let errorData = LockedData()
-        let readingErrors = Thread { errorData.set(error.fileHandleForReading.readDataToEndOfFile()) }
-        readingErrors.start()
+        let errorData = LockIsolated(Data())
+        let readingErrors = DispatchGroup()
+        DispatchQueue.global().async(group: readingErrors) {
+            errorData.setValue(error.fileHandleForReading.readDataToEndOfFile())
+        }
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        readingErrors.wait()
         return Run(
             status: process.terminationStatus,
             output: String(decoding: outputData, as: UTF8.self),
-            error: String(decoding: errorData.waitForValue(), as: UTF8.self)
+            error: String(decoding: errorData.value, as: UTF8.self)
         )
     }
 
@@ -183,25 +187,4 @@ private func playgroundExecutable() throws -> URL {
 private struct PlaygroundNotFound: Error, CustomStringConvertible {
     let searched: [String]
     var description: String { "the Playground executable is not in \(searched)" }
-}
-
-/// Data handed from a reading thread to the test.
-private final class LockedData: @unchecked Sendable {
-    // Guarded by `condition`.
-    private var data: Data?
-    private let condition = NSCondition()
-
-    func set(_ value: Data) {
-        condition.lock()
-        data = value
-        condition.signal()
-        condition.unlock()
-    }
-
-    func waitForValue() -> Data {
-        condition.lock()
-        defer { condition.unlock() }
-        while data == nil { condition.wait() }
-        return data ?? Data()
-    }
 }
