@@ -26,12 +26,24 @@ if arguments.showsHelp {
 
 let workFolder = FileManager.default.temporaryDirectory
     .appendingPathComponent("JobKitPlayground-\(UUID().uuidString.prefix(8))", isDirectory: true)
+
+/// Removes what the run made in the temporary folder: the generated media
+/// always, and the uploads too when the post was not published. What stays
+/// is a published post (or whatever is in a folder given with `--output`).
+func cleanUp(published: Bool) {
+    let fileManager = FileManager.default
+    try? fileManager.removeItem(at: published ? workFolder.appendingPathComponent("media") : workFolder)
+    if (try? fileManager.contentsOfDirectory(atPath: workFolder.path))?.isEmpty == true {
+        try? fileManager.removeItem(at: workFolder)
+    }
+}
 let base = arguments.server ?? URL(string: "https://uploads.example.com")!
 let post: Post
 do {
     post = try SamplePost.make(
         in: workFolder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale)
 } catch {
+    cleanUp(published: false)
     fail("cannot write the sample media into \(workFolder.path): \(error.localizedDescription)", code: 1)
 }
 
@@ -109,10 +121,12 @@ case .success:
         print("  to \(destinationName)")
         print("  the post: \(post.destination?.absoluteString ?? "")")
     }
-    try? FileManager.default.removeItem(at: workFolder.appendingPathComponent("media"))
+    cleanUp(published: true)
     exit(0)
 case .failure(is CancellationError):
+    cleanUp(published: false)
     fail("publishing cancelled; uploads in flight were stopped and the post was not published", code: 130)
 case .failure(let error):
+    cleanUp(published: false)
     fail("publishing failed, the post was not published: \(error)", code: 1)
 }

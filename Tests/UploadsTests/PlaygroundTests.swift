@@ -15,9 +15,8 @@ struct PlaygroundTests {
 
     /// Runs the Playground with tiny media and no simulated speed, so a run
     /// takes a fraction of a second.
-    private func playground(_ arguments: [String], fast: Bool = true) throws -> Run {
-        let process = Process()
-        process.executableURL = try playgroundExecutable()
+    private func playground(_ arguments: [String], fast: Bool = true, temporary: URL? = nil) throws -> Run {
+        let process = try playgroundProcess(temporary: temporary)
         process.arguments = arguments + (fast ? ["--scale", "0.01", "--speed", "0"] : [])
         let output = Pipe()
         let error = Pipe()
@@ -44,13 +43,16 @@ struct PlaygroundTests {
     @Test func publishesTheSamplePostIntoTheOutputFolder() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let run = try playground(["--output", folder.url.path])
+        let temporary = try TemporaryFolder()
+        defer { temporary.remove() }
+        let run = try playground(["--output", folder.url.path], temporary: temporary.url)
 
         #expect(run.status == 0, "stderr: \(run.error)")
         #expect(run.error.isEmpty)
         #expect(run.output.contains("Published in"))
         #expect(run.output.contains("6 photos, 3 videos and the post"))
         #expect(!run.output.contains("\r"), "plain lines when the output is not a terminal")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
         let uploaded = folder.files()
         let expected =
             (1...6).map { "posts/beach-day/photo-\($0).jpg" } + (1...3).map { "posts/beach-day/video-\($0).mp4" }
@@ -71,7 +73,12 @@ struct PlaygroundTests {
     @Test func exitsWithOneErrorLineWhenEveryAttemptFails() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let run = try playground(["--output", folder.url.path, "--fail-rate", "1", "--retries", "1"])
+        let temporary = try TemporaryFolder()
+        defer { temporary.remove() }
+        let run = try playground(
+            ["--output", folder.url.path, "--fail-rate", "1", "--retries", "1"],
+            temporary: temporary.url
+        )
 
         #expect(run.status == 1)
         let errorLines = run.error.split(separator: "\n")
@@ -81,6 +88,24 @@ struct PlaygroundTests {
         #expect(run.output.contains("✗ posts/beach-day/photo-1.jpg: injected fault"))
         #expect(!run.output.contains("Published in"))
         #expect(folder.files().isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
+    }
+
+    @Test func withoutOutputKeepsOnlyThePublishedPostInTheTemporaryFolder() throws {
+        let temporary = try TemporaryFolder()
+        defer { temporary.remove() }
+        let published = try playground([], temporary: temporary.url)
+        #expect(published.status == 0, "stderr: \(published.error)")
+        let work = try FileManager.default.contentsOfDirectory(atPath: temporary.url.path)
+        #expect(work.count == 1)
+        #expect(temporary.files().allSatisfy { $0.hasPrefix("\(work.first ?? "")/uploaded/posts/") })
+        #expect(temporary.files().count == 10)
+
+        let failing = try TemporaryFolder()
+        defer { failing.remove() }
+        let failed = try playground(["--fail-rate", "1", "--retries", "0"], temporary: failing.url)
+        #expect(failed.status == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: failing.url.path).isEmpty)
     }
 
     @Test func retriesInjectedFailuresAndStillPublishes() throws {
@@ -100,7 +125,9 @@ struct PlaygroundTests {
 
     @Test func publishesToAServerWithServer() async throws {
         try await FixtureServer.with { server in
-            let run = try playground(["--server", server.baseURL.absoluteString])
+            let temporary = try TemporaryFolder()
+            defer { temporary.remove() }
+            let run = try playground(["--server", server.baseURL.absoluteString], temporary: temporary.url)
 
             #expect(run.status == 0, "stderr: \(run.error)")
             #expect(run.output.contains("the post: \(server.url("posts/beach-day.json").absoluteString)"))
@@ -108,6 +135,7 @@ struct PlaygroundTests {
             #expect(received.count == 10)
             #expect(received.allSatisfy { $0.method == "PUT" && $0.complete })
             #expect(received.last?.path == "/posts/beach-day.json")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
             #expect(
                 received.first { $0.path == "/posts/beach-day/video-2.mp4" }?.length == SamplePost.videoSizes[1] / 100)
         }
@@ -116,8 +144,9 @@ struct PlaygroundTests {
     @Test func ctrlCCancelsEveryUploadAndExitsWithOneErrorLine() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let process = Process()
-        process.executableURL = try playgroundExecutable()
+        let temporary = try TemporaryFolder()
+        defer { temporary.remove() }
+        let process = try playgroundProcess(temporary: temporary.url)
         // About 2.5 s of uploads at 1 MB/s each: plenty of time to interrupt.
         process.arguments = ["--output", folder.url.path, "--scale", "0.1", "--speed", "1"]
         let output = Pipe()
@@ -149,6 +178,7 @@ struct PlaygroundTests {
         #expect(!written.isEmpty && written.count < 9)
         #expect(!written.contains("posts/beach-day.json"))
         #expect(written.allSatisfy { !$0.contains(".upload-") }, "no half-written file is left: \(written)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
     }
 
     @Test func helpListsTheOptions() throws {
@@ -168,6 +198,19 @@ struct PlaygroundTests {
         #expect(run.error.hasPrefix("error: "))
         #expect(run.output.isEmpty)
     }
+}
+
+/// A process for the built Playground, with its temporary folder in
+/// `temporary` when given, so a test sees everything a run leaves behind.
+private func playgroundProcess(temporary: URL?) throws -> Process {
+    let process = Process()
+    process.executableURL = try playgroundExecutable()
+    if let temporary {
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = temporary.path
+        process.environment = environment
+    }
+    return process
 }
 
 /// The built Playground: next to the test bundle in the build folder.
