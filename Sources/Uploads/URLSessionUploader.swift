@@ -115,6 +115,10 @@ public final class URLSessionUploader: Uploader, Sendable {
                 delegate.forget(task)
                 task.cancel()
             }
+            // A job cancelled before this point has already cancelled the
+            // task (`onCancel` runs at once then), so it is never resumed.
+            // A cancel that lands between the check and `resume()` is still
+            // safe: resuming a task that was cancelled sends nothing.
             if !controller.isCompleted {
                 task.resume()
             }

@@ -139,6 +139,27 @@ struct URLSessionUploaderTests {
         }
     }
 
+    @Test func aJobCancelledBeforeItStartsSendsNothing() async throws {
+        try await FixtureServer.with { server in
+            let queue = TestQueue()
+            let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+            let photo = Photo(bytes: Data("x".utf8), destination: server.url("never.jpg"))
+            let handle = Job.uploading(photo, using: URLSessionUploader()).perform(on: queue) { outcome.setValue($0) }
+            handle.cancel()
+            try queue.run()
+
+            #expect(throws: CancellationError.self) { try outcome.value?.get() }
+            // A request sent after this one would reach the server after it.
+            try await withTimeout(.seconds(20)) {
+                try await Job.uploading(
+                    Photo(bytes: Data("y".utf8), destination: server.url("after.jpg")), using: URLSessionUploader()
+                ).value
+            }
+            let received = try await server.received()
+            #expect(received.map(\.path) == ["/after.jpg"])
+        }
+    }
+
     @Test func aDroppedConnectionFailsTheUpload() async throws {
         try await FixtureServer.with { server in
             try await server.setRule("dropped.jpg", ["drop": true])
