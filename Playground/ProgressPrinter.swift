@@ -90,8 +90,12 @@ enum Format {
     }
 
     static func seconds(_ duration: Duration) -> String {
+        String(format: "%.2f s", seconds(in: duration))
+    }
+
+    static func seconds(in duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
-        return String(format: "%.2f s", Double(seconds) + Double(attoseconds) / 1e18)
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     /// `destination`'s path below `base`, or the whole URL when it is not

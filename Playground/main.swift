@@ -48,17 +48,18 @@ do {
 }
 
 let destinationName: String
-let outputFolder: URL?
+let directoryUploader: DirectoryUploader?
 var uploader: any Uploader
 if let server = arguments.server {
     uploader = URLSessionUploader(method: .put)
     destinationName = server.absoluteString
-    outputFolder = nil
+    directoryUploader = nil
 } else {
     let root = arguments.output ?? workFolder.appendingPathComponent("uploaded", isDirectory: true)
-    outputFolder = root
     let speed = arguments.megabytesPerSecond > 0 ? Int(arguments.megabytesPerSecond * 1_000_000) : nil
-    uploader = DirectoryUploader(root: root, bytesPerSecond: speed)
+    let directory = DirectoryUploader(root: root, bytesPerSecond: speed)
+    uploader = directory
+    directoryUploader = directory
     destinationName = root.path
 }
 if arguments.failRate > 0 {
@@ -108,15 +109,13 @@ printer.finish()
 switch outcome {
 case .success:
     let bytes = total + ((try? post.document().byteCount()) ?? 0)
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     print(
         "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos and the post, "
             + "\(Format.bytes(bytes)) at "
-            + String(format: "%.1f MB/s", Double(bytes) / 1_000_000 / max(seconds, 0.001)))
-    let postDestination = post.destination.map { Format.path(of: $0, below: base) } ?? ""
-    if let directory = outputFolder {
-        print("  into \(directory.path)")
-        print("  the post: \(directory.appendingPathComponent(postDestination).path)")
+            + String(format: "%.1f MB/s", Double(bytes) / 1_000_000 / max(Format.seconds(in: elapsed), 0.001)))
+    if let directoryUploader, let destination = post.destination {
+        print("  into \(directoryUploader.root.path)")
+        print("  the post: \((try? directoryUploader.fileURL(for: destination).path) ?? destination.path)")
     } else {
         print("  to \(destinationName)")
         print("  the post: \(post.destination?.absoluteString ?? "")")

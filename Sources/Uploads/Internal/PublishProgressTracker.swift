@@ -51,7 +51,7 @@ final class PublishProgressTracker: Sendable {
         }
     }
 
-    private func changeAndDeliver(_ change: @Sendable (inout PublishProgress) -> Bool) {
+    private func changeAndDeliver(_ change: (inout PublishProgress) -> Bool) {
         let delivers = state.withLock { state -> Bool in
             guard change(&state.progress) else { return false }
             state.undelivered = true
