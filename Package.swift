@@ -4,10 +4,10 @@ import PackageDescription
 let package = Package(
     name: "JobKit",
     platforms: [
-        .macOS(.v13),
-        .iOS(.v16),
-        .tvOS(.v16),
-        .watchOS(.v9),
+        .macOS(.v15),
+        .iOS(.v18),
+        .tvOS(.v18),
+        .watchOS(.v11),
     ],
     products: [
         .library(name: "JobKit", targets: ["JobKit"]),

@@ -1,21 +1,20 @@
 import Dispatch
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#elseif canImport(Foundation)
-import Foundation
-#endif
-
 /// Work that can be cancelled: what a callback API returns alongside its
 /// completion handler, such as a `URLSessionTask` or a `DispatchWorkItem`.
 ///
 /// `Job.bridgingCancellable(_:)` keeps the object the API returns and
-/// calls ``cancel()`` on it when the job is cancelled. To bridge an API
-/// that returns your own type, conform it in one line:
+/// calls ``cancel()`` on it when the job is cancelled. `DispatchWorkItem`,
+/// `Task`, ``JobHandle`` and ``ScheduledTask`` conform. To bridge an API
+/// that returns another type, conform it in one line:
 ///
 /// ```swift
 /// extension ImageRequest: CancellableWork {}
 /// ```
+///
+/// JobKit does not import Foundation, so `URLSessionTask` does not conform
+/// here (the `Uploads` module conforms it); in an app that doesn't use
+/// `Uploads`, write `extension URLSessionTask: @retroactive CancellableWork {}`.
 ///
 /// The protocol does not require `Sendable`, so that thread-safe classes
 /// that are not annotated (`DispatchWorkItem` on Linux) can conform; but
@@ -28,8 +27,6 @@ public protocol CancellableWork {
 }
 
 extension DispatchWorkItem: CancellableWork {}
-
-extension URLSessionTask: CancellableWork {}
 
 extension Task: CancellableWork {}
 

@@ -1,6 +1,4 @@
-#if !canImport(Darwin)
 import Synchronization
-#endif
 
 /// What a handle or a parent needs of a job, whatever its value type.
 package protocol JobCancelling: AnyObject, Sendable {
@@ -17,9 +15,6 @@ package protocol JobCancelling: AnyObject, Sendable {
 /// depends on `Success` makes that deinit look up type metadata at run
 /// time, which cost more than the rest of a child's bookkeeping together.
 struct JobStatus: Sendable {
-    /// The latch on Apple platforms; elsewhere `JobState.phase` is.
-    var isCompleted = false
-    var isCancelled = false
     var cancelHandlers: [(key: Int, run: @Sendable () -> Void)] = []
     var nextKey = 0
 }
@@ -53,7 +48,6 @@ final class JobState<Success: Sendable>: JobCancelling {
     private let hopsToQueue: Bool
     private let lock = Lock(JobStatus())
 
-    #if !canImport(Darwin)
     /// The outcome latch, without a lock: `pending` until the first outcome
     /// wins it by compare-and-exchange, then `completed` or `cancelled` for
     /// good. `lock` is then taken only to collect `onCancel` handlers, and
@@ -62,12 +56,9 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// sequentially consistent: a registration stores `hasCancelHandlers`
     /// and then reads `phase`, the winner sets `phase` and then reads
     /// `hasCancelHandlers`, so at least one of the two sees the other and
-    /// no handler is lost. `Atomic` needs iOS 18 / macOS 15 on Apple
-    /// platforms, above the package's floor; there the latch is
-    /// `JobStatus.isCompleted`, under `lock`.
+    /// no handler is lost.
     private let phase = Atomic<UInt8>(Phase.pending)
     private let hasCancelHandlers = Atomic<Bool>(false)
-    #endif
 
     // The next three are not behind `lock`, and need not be:
     // - `handler` and `indexedHandler` are set in `init`, before the state
@@ -95,19 +86,11 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     var isCompleted: Bool {
-        #if canImport(Darwin)
-        lock.withLock { $0.isCompleted }
-        #else
         phase.load(ordering: .acquiring) != Phase.pending
-        #endif
     }
 
     var isCancelled: Bool {
-        #if canImport(Darwin)
-        lock.withLock { $0.isCancelled }
-        #else
         phase.load(ordering: .acquiring) == Phase.cancelled
-        #endif
     }
 
     /// Enqueues the body on the queue. When the work runs it starts the body
@@ -157,16 +140,6 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     private func finish(with outcome: Outcome, cancelling: Bool) -> Bool {
-        #if canImport(Darwin)
-        let taken = lock.withLock { status -> [(key: Int, run: CancelHandler)]? in
-            guard !status.isCompleted else { return nil }
-            status.isCompleted = true
-            status.isCancelled = cancelling
-            defer { status.cancelHandlers = [] }
-            return status.cancelHandlers
-        }
-        guard let cancelHandlers = taken else { return false }
-        #else
         let won = phase.compareExchange(
             expected: Phase.pending,
             desired: cancelling ? Phase.cancelled : Phase.completed,
@@ -180,7 +153,6 @@ final class JobState<Success: Sendable>: JobCancelling {
                 return status.cancelHandlers
             }
         }
-        #endif
         // This thread's outcome won: it alone touches the handlers now.
         if cancelling {
             for entry in cancelHandlers { entry.run() }
@@ -207,13 +179,9 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     private func addCancelHandler(key: Int?, _ handler: @escaping CancelHandler) {
         let decision = lock.withLock { status -> CancelHandlerDecision in
-            #if canImport(Darwin)
-            if status.isCompleted { return status.isCancelled ? .runNow : .drop }
-            #else
             hasCancelHandlers.store(true, ordering: .sequentiallyConsistent)
             let phase = phase.load(ordering: .sequentiallyConsistent)
             if phase != Phase.pending { return phase == Phase.cancelled ? .runNow : .drop }
-            #endif
             let key = key ?? status.nextKey
             if key == status.nextKey { status.nextKey += 1 }
             status.cancelHandlers.append((key, handler))

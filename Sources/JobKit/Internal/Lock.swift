@@ -1,74 +1,62 @@
-#if canImport(Darwin)
-import os
-#else
 import Synchronization
+
+// The C library's module has a different name on each platform; only
+// `dlopen`/`dlsym` are used from it, to find Thread Sanitizer's hooks.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
-#endif
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
-/// The one lock type of JobKit: a value protected by a mutual-exclusion lock.
+/// The one lock type of JobKit: a value protected by a
+/// `Synchronization.Mutex`, stored inline in its owner.
 ///
-/// On Linux it is a `Synchronization.Mutex`, stored inline in its owner.
-/// On Apple platforms `Mutex` needs iOS 18 / macOS 15, above the package's
-/// floor, so it is an `OSAllocatedUnfairLock` (iOS 16 / macOS 13).
+/// The protected value need not be `Sendable`: the lock hands it out only
+/// inside ``withLock(_:)``, one caller at a time, and what leaves the lock
+/// must be `sending` (a value no other region refers to).
 ///
 /// Never call user code (handlers, `onCancel` blocks, child jobs) inside
-/// `withLock`: decide under the lock, act after unlocking.
-package struct Lock<State: Sendable>: ~Copyable, Sendable {
-    #if canImport(Darwin)
-    private let base: OSAllocatedUnfairLock<State>
-    #else
+/// `withLock`, and never block (file or network I/O) there: decide under
+/// the lock, act after unlocking.
+package struct Lock<State>: ~Copyable, Sendable {
     private let base: Mutex<State>
-    #endif
 
     /// Creates a lock protecting `initial`.
-    package init(_ initial: State) {
-        #if canImport(Darwin)
-        base = OSAllocatedUnfairLock(initialState: initial)
-        #else
+    package init(_ initial: consuming sending State) {
         base = Mutex(initial)
-        #endif
     }
 
     /// Runs `body` with exclusive access to the protected state.
     @inline(__always)
-    package borrowing func withLock<Result: Sendable>(
-        _ body: (inout State) throws -> Result
-    ) rethrows -> Result {
-        #if canImport(Darwin)
-        // `body` runs synchronously, under the lock, before this returns.
-        try base.withLockUnchecked { try body(&$0) }
-        #else
+    package borrowing func withLock<Result, Failure: Error>(
+        _ body: (inout sending State) throws(Failure) -> sending Result
+    ) throws(Failure) -> sending Result {
         guard let hooks = threadSanitizerHooks else {
-            return try base.withLock { try body(&$0) }
+            return try base.withLock(body)
         }
         // The lock's own address names it for Thread Sanitizer: taken before
         // the protected value is touched, so no access escapes the pairing.
-        return try withUnsafePointer(to: self) { address in
-            let name = UnsafeMutableRawPointer(mutating: address)
-            return try base.withLock { state in
-                hooks.acquire(name)
-                defer { hooks.release(name) }
-                return try body(&state)
-            }
+        let name = withUnsafePointer(to: self) { UnsafeMutableRawPointer(mutating: $0) }
+        return try base.withLock { (state) throws(Failure) -> sending Result in
+            hooks.acquire(name)
+            defer { hooks.release(name) }
+            return try body(&state)
         }
-        #endif
     }
 }
 
-#if !canImport(Darwin)
 /// Thread Sanitizer's annotation functions, when the process runs under it.
 ///
-/// `Mutex` locks with atomics and futexes inside the Synchronization
-/// runtime, which is not instrumented, so Thread Sanitizer cannot see that
-/// it orders the critical sections and reports every access under it as a
-/// race. Under Thread Sanitizer (only), each critical section tells it
-/// "acquire" on entry and "release" on exit, on the protected value's
-/// address: exactly the ordering the mutex provides, no more. Outside
-/// Thread Sanitizer this is `nil` and costs one load and branch.
+/// On Linux, `Mutex` locks with atomics and futexes inside the
+/// Synchronization runtime, which is not instrumented, so Thread Sanitizer
+/// cannot see that it orders the critical sections and reports every
+/// access under it as a race. Under Thread Sanitizer (only), each critical
+/// section tells it "acquire" on entry and "release" on exit, on the lock's
+/// address: exactly the ordering the mutex provides, no more. (Where Thread
+/// Sanitizer does see the mutex, the annotations repeat what it knows.)
+/// Outside Thread Sanitizer this is `nil` and costs one load and branch.
 private struct ThreadSanitizerHooks: Sendable {
     typealias Hook = @convention(c) (UnsafeMutableRawPointer?) -> Void
     let acquire: Hook
@@ -85,4 +73,3 @@ private let threadSanitizerHooks: ThreadSanitizerHooks? = {
         release: unsafeBitCast(release, to: ThreadSanitizerHooks.Hook.self)
     )
 }()
-#endif
