@@ -1,3 +1,4 @@
+import Dispatch
 import JobKit
 import JobKitTesting
 import Testing
@@ -115,5 +116,40 @@ struct SequenceTests {
         Job.sequence(Array(repeating: step, count: 50_000)).perform(on: InlineQueue(), then: recorder.handler)
         #expect(recorder.last?.isSuccess == true)
         #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func stepsCompletingInlineOrFromAnotherThreadRunInOrderOnRealThreads() throws {
+        // The one code path on a `DispatchQueue`: some steps complete inside
+        // their body, others later from another queue, so the step loop and
+        // completions on other threads interleave.
+        for round in 0..<200 {
+            let log = LockIsolated<[Int]>([])
+            let running = LockIsolated(0)
+            let steps = (0..<20).map { index in
+                Job<Void> { controller in
+                    let overlapping = running.withValue { value -> Bool in
+                        value += 1
+                        return value > 1
+                    }
+                    #expect(!overlapping, "two steps ran at once")
+                    log.withValue { $0.append(index) }
+                    let finish: @Sendable () -> Void = {
+                        running.withValue { $0 -= 1 }
+                        controller.finish()
+                    }
+                    if (index + round) % 3 == 0 { DispatchQueue.global().async(execute: finish) } else { finish() }
+                }
+            }
+            let done = DispatchSemaphore(value: 0)
+            let recorder = Recorder<Void>()
+            Job.sequence(steps).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(recorder.count == 1)
+            #expect(recorder.last?.isSuccess == true)
+            #expect(log.value == Array(0..<20))
+        }
     }
 }

@@ -14,9 +14,12 @@ final class BridgedWork: Sendable {
 
     /// The work object, which may not be declared `Sendable`.
     ///
-    /// Unchecked: the box is only stored and taken out under `phase`'s
-    /// lock, and the object in it is only used to call `cancel()` once,
-    /// which ``CancellableWork`` requires to be safe from any thread.
+    /// Unchecked, and not because of the lock (``Lock`` protects
+    /// non-`Sendable` values too): the object is made on the thread that
+    /// starts the job and cancelled from the thread that cancels it, so it
+    /// does cross threads. What makes that safe is ``CancellableWork``'s
+    /// contract: `cancel()`, the only method JobKit calls, is safe from any
+    /// thread. The box is stored and taken out under `phase`'s lock only.
     private struct WorkBox: @unchecked Sendable {
         let work: any CancellableWork
     }

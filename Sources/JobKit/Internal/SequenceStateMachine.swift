@@ -1,0 +1,134 @@
+/// The state of one performance of a sequence, as a state machine: each
+/// event changes the state and returns the action to take once the lock
+/// is released. ``SequenceRun`` holds it under its lock and acts.
+///
+/// Steps are started by one loop at a time. A step that succeeds while the
+/// loop is still inside its start (it completed synchronously, on a queue
+/// that runs work inline) only marks that the loop goes on
+/// (``stepStarted(next:)`` then starts the next step), so the stack stays
+/// flat however long the sequence, whatever the queue. A step that succeeds
+/// after its start returned starts the next step itself, becoming the loop.
+///
+/// `Child` is what the sequence holds of the running step, to cancel it: a
+/// `JobState` in ``SequenceRun``, anything in the state machine's own tests.
+/// The owner passes the next step's child as an autoclosure, evaluated only
+/// when the state machine decides that the step starts.
+struct SequenceStateMachine<Child: Sendable>: Sendable {
+    /// What the owner does after unlocking.
+    enum Action: Sendable {
+        /// Start step `index` as `child`, then report ``stepStarted(next:)``.
+        case startStep(index: Int, child: Child)
+        /// Finish the sequence: every step succeeded.
+        case finish
+        /// Fail the sequence with `error`.
+        case fail(any Error)
+        /// Cancel the running step.
+        case cancelStep(Child)
+        /// Nothing.
+        case none
+    }
+
+    /// Where the loop that starts steps is.
+    private enum Loop: Sendable {
+        /// Inside the running step's start.
+        case starting
+        /// Inside the running step's start, and the step already succeeded:
+        /// the loop goes on when the start returns.
+        case continuing
+        /// No loop runs: the step's start returned, and its completion
+        /// starts the next step.
+        case idle
+    }
+
+    private enum State: Sendable {
+        case idle
+        /// Step `index` runs as `child`.
+        case running(index: Int, child: Child, loop: Loop)
+        case finished
+    }
+
+    let count: Int
+    private var state = State.idle
+
+    init(count: Int) {
+        self.count = count
+    }
+
+    /// The sequence starts; `child` is the first step's, if there is one.
+    mutating func start(_ child: @autoclosure () -> Child) -> Action {
+        switch state {
+        case .idle:
+            return startStep(0, child)
+        case .finished:
+            return .none
+        case .running:
+            preconditionFailure("Internal inconsistency: a sequence started twice")
+        }
+    }
+
+    /// The loop's start of the running step returned; `next` is the
+    /// following step's child.
+    mutating func stepStarted(next: @autoclosure () -> Child) -> Action {
+        switch state {
+        case .running(let index, let child, .starting):
+            state = .running(index: index, child: child, loop: .idle)
+            return .none
+        case .running(let index, _, .continuing):
+            return startStep(index + 1, next)
+        case .finished:
+            return .none  // failed or cancelled meanwhile
+        case .idle, .running(_, _, .idle):
+            preconditionFailure("Internal inconsistency: a step's start returned twice")
+        }
+    }
+
+    /// The running step succeeded; `next` is the following step's child.
+    mutating func stepSucceeded(next: @autoclosure () -> Child) -> Action {
+        switch state {
+        case .running(let index, let child, .starting):
+            state = .running(index: index, child: child, loop: .continuing)
+            return .none
+        case .running(let index, _, .idle):
+            return startStep(index + 1, next)
+        case .finished:
+            return .none  // cancelled meanwhile
+        case .idle, .running(_, _, .continuing):
+            preconditionFailure("Internal inconsistency: a step completed twice, or before it started")
+        }
+    }
+
+    /// The running step failed with `error`.
+    mutating func stepFailed(_ error: any Error) -> Action {
+        switch state {
+        case .running:
+            state = .finished
+            return .fail(error)
+        case .finished:
+            return .none  // cancelled meanwhile: the step's failure is the cancellation
+        case .idle:
+            preconditionFailure("Internal inconsistency: a step completed before the sequence started")
+        }
+    }
+
+    /// The sequence is cancelled.
+    mutating func cancel() -> Action {
+        switch state {
+        case .idle, .finished:
+            state = .finished
+            return .none
+        case .running(_, let child, _):
+            state = .finished
+            return .cancelStep(child)
+        }
+    }
+
+    private mutating func startStep(_ index: Int, _ child: () -> Child) -> Action {
+        guard index < count else {
+            state = .finished
+            return .finish
+        }
+        let child = child()
+        state = .running(index: index, child: child, loop: .starting)
+        return .startStep(index: index, child: child)
+    }
+}

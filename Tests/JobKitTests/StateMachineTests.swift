@@ -1,0 +1,231 @@
+import Dispatch
+import JobKitTesting
+import Testing
+
+@testable import JobKit
+
+/// The combinators' state machines, event by event, without queues or
+/// threads: what each event decides.
+@Suite("Group state machine")
+struct GroupStateMachineTests {
+    typealias Machine = GroupStateMachine<Int, String>
+
+    private func machine(count: Int, maxConcurrent: Int = .max, policy: FailurePolicy = .failFast) -> Machine {
+        Machine(count: count, maxConcurrent: maxConcurrent, failurePolicy: policy, collectsValues: true)
+    }
+
+    @Test func startHandsOutTicketsUpToTheLimit() {
+        var bounded = machine(count: 5, maxConcurrent: 2)
+        guard case .launchTickets(2) = bounded.start() else {
+            Issue.record("expected 2 tickets")
+            return
+        }
+        var unbounded = machine(count: 5)
+        guard case .launchTickets(5) = unbounded.start() else {
+            Issue.record("expected 5 tickets")
+            return
+        }
+    }
+
+    @Test func emptyOrInvalidGroupsFinishAtStart() {
+        var empty = machine(count: 0)
+        guard case .finish(.success([])) = empty.start() else {
+            Issue.record("expected success")
+            return
+        }
+        var invalid = machine(count: 3, maxConcurrent: 0)
+        guard case .finish(.failure(JobError.invalidArgument)) = invalid.start() else {
+            Issue.record("expected invalidArgument")
+            return
+        }
+    }
+
+    @Test func aCompletionDuringTheLaunchIsCountedForTheLauncher() {
+        var group = machine(count: 3, maxConcurrent: 1)
+        _ = group.start()
+        let first = group.ticketRan { "child in slot \($0)" }
+        #expect(first?.index == 0)
+        #expect(first?.child == "child in slot 0")
+        // The launcher has not reported back yet: the freed room is counted.
+        guard case .none = group.childCompleted(slot: 0, outcome: .success(10)) else {
+            Issue.record("expected the launcher to take the ticket")
+            return
+        }
+        #expect(group.ticketsEnqueued() == 1)
+        #expect(group.ticketsEnqueued() == 0)  // the launcher stops
+        _ = group.ticketRan { "child in slot \($0)" }
+        // No launcher runs now: the completion becomes one.
+        guard case .launchTicket = group.childCompleted(slot: 0, outcome: .success(20)) else {
+            Issue.record("expected a new launcher")
+            return
+        }
+        #expect(group.ticketsEnqueued() == 0)
+        _ = group.ticketRan { "child in slot \($0)" }
+        guard case .finish(.success(let values), let cancelling) = group.childCompleted(slot: 0, outcome: .success(30))
+        else {
+            Issue.record("expected the group to finish")
+            return
+        }
+        #expect(values == [10, 20, 30])
+        #expect(cancelling.isEmpty)
+    }
+
+    @Test func valuesComeInInputOrderWhateverTheCompletionOrder() {
+        var group = machine(count: 3)
+        _ = group.start()
+        let slots = (0..<3).compactMap { _ in group.ticketRan { "\($0)" } }.map { Int($0.child)! }
+        #expect(group.ticketsEnqueued() == 0)
+        _ = group.childCompleted(slot: slots[2], outcome: .success(3))
+        _ = group.childCompleted(slot: slots[0], outcome: .success(1))
+        guard case .finish(.success(let values), _) = group.childCompleted(slot: slots[1], outcome: .success(2)) else {
+            Issue.record("expected the group to finish")
+            return
+        }
+        #expect(values == [1, 2, 3])
+    }
+
+    @Test func failFastFinishesAtTheFirstFailureAndCancelsTheOthers() {
+        var group = machine(count: 4)
+        _ = group.start()
+        let started = (0..<3).compactMap { _ in group.ticketRan { "child \($0)" } }
+        guard
+            case .finish(.failure(let error), let cancelling) = group.childCompleted(
+                slot: 1, outcome: .failure(TestError(id: 1)))
+        else {
+            Issue.record("expected the group to fail")
+            return
+        }
+        #expect(error as? TestError == TestError(id: 1))
+        #expect(Set(cancelling) == Set([started[0].child, started[2].child]))
+        #expect(group.ticketRan { "late \($0)" } == nil)  // the fourth ticket starts nothing
+        guard case .none = group.childCompleted(slot: 0, outcome: .success(0)) else {
+            Issue.record("a completion after the end does nothing")
+            return
+        }
+    }
+
+    @Test func waitForAllFailsWithTheFirstErrorOnceEveryChildCompleted() {
+        var group = machine(count: 3, policy: .waitForAll)
+        _ = group.start()
+        for _ in 0..<3 { _ = group.ticketRan { "\($0)" } }
+        guard case .none = group.childCompleted(slot: 2, outcome: .failure(TestError(id: 2))) else {
+            Issue.record("expected the group to wait")
+            return
+        }
+        _ = group.childCompleted(slot: 0, outcome: .failure(TestError(id: 0)))
+        guard case .finish(.failure(let error), let cancelling) = group.childCompleted(slot: 1, outcome: .success(1))
+        else {
+            Issue.record("expected the group to fail")
+            return
+        }
+        #expect(error as? TestError == TestError(id: 2))
+        #expect(cancelling.isEmpty)
+    }
+
+    @Test func cancelReturnsTheRunningChildrenOnce() {
+        var group = machine(count: 3, maxConcurrent: 2)
+        _ = group.start()
+        let started = (0..<2).compactMap { _ in group.ticketRan { "child \($0)" } }
+        #expect(Set(group.cancel()) == Set(started.map(\.child)))
+        #expect(group.cancel().isEmpty)
+        #expect(group.ticketsEnqueued() == 0)
+    }
+}
+
+@Suite("Sequence state machine")
+struct SequenceStateMachineTests {
+    @Test func emptySequenceFinishesAtStart() {
+        var sequence = SequenceStateMachine<String>(count: 0)
+        guard case .finish = sequence.start("never made") else {
+            Issue.record("expected finish")
+            return
+        }
+    }
+
+    @Test func aStepThatSucceedsAfterItsStartReturnedStartsTheNext() {
+        var sequence = SequenceStateMachine<String>(count: 2)
+        guard case .startStep(0, "step 0") = sequence.start("step 0") else {
+            Issue.record("expected step 0")
+            return
+        }
+        guard case .none = sequence.stepStarted(next: "unused") else {
+            Issue.record("the loop ends")
+            return
+        }
+        guard case .startStep(1, "step 1") = sequence.stepSucceeded(next: "step 1") else {
+            Issue.record("expected step 1")
+            return
+        }
+        guard case .none = sequence.stepStarted(next: "unused") else {
+            Issue.record("the loop ends")
+            return
+        }
+        guard case .finish = sequence.stepSucceeded(next: "unused") else {
+            Issue.record("expected finish")
+            return
+        }
+    }
+
+    @Test func aStepThatSucceedsInsideItsStartLetsTheLoopGoOn() {
+        var sequence = SequenceStateMachine<String>(count: 2)
+        _ = sequence.start("step 0")
+        guard case .none = sequence.stepSucceeded(next: "not yet") else {
+            Issue.record("the completion leaves the next step to the loop")
+            return
+        }
+        guard case .startStep(1, "step 1") = sequence.stepStarted(next: "step 1") else {
+            Issue.record("expected the loop to start step 1")
+            return
+        }
+        _ = sequence.stepSucceeded(next: "unused")
+        guard case .finish = sequence.stepStarted(next: "unused") else {
+            Issue.record("expected finish")
+            return
+        }
+    }
+
+    @Test func theNextStepIsMadeOnlyWhenItStarts() {
+        var made = 0
+        func make() -> String {
+            made += 1
+            return "step"
+        }
+        var sequence = SequenceStateMachine<String>(count: 1)
+        _ = sequence.start(make())
+        _ = sequence.stepStarted(next: make())
+        _ = sequence.stepSucceeded(next: make())
+        #expect(made == 1)
+    }
+
+    @Test func aFailureFailsOnceAndLaterEventsDoNothing() {
+        var sequence = SequenceStateMachine<String>(count: 3)
+        _ = sequence.start("step 0")
+        guard case .fail(let error) = sequence.stepFailed(TestError(id: 7)) else {
+            Issue.record("expected fail")
+            return
+        }
+        #expect(error as? TestError == TestError(id: 7))
+        guard case .none = sequence.stepStarted(next: "unused") else {
+            Issue.record("the loop ends")
+            return
+        }
+        guard case .none = sequence.cancel() else {
+            Issue.record("nothing left to cancel")
+            return
+        }
+    }
+
+    @Test func cancelCancelsTheRunningStepAndItsFailureIsNotReported() {
+        var sequence = SequenceStateMachine<String>(count: 3)
+        _ = sequence.start("step 0")
+        _ = sequence.stepStarted(next: "unused")
+        guard case .cancelStep("step 0") = sequence.cancel() else {
+            Issue.record("expected cancelStep")
+            return
+        }
+        guard case .none = sequence.stepFailed(CancellationError()) else {
+            Issue.record("the cancelled step's failure is not the sequence's")
+            return
+        }
+    }
+}
