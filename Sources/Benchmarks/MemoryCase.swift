@@ -305,7 +305,7 @@ final class FirstInlineQueue: JobQueue {
         }
     }
 
-    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
         target.enqueue(after: delay, work)
     }
 }

@@ -13,15 +13,29 @@ extension Job {
     /// try queue.advance(by: .seconds(30))   // the handler gets .timedOut
     /// ```
     ///
+    /// The timer is cancelled as soon as the job completes, however it
+    /// completes, so it keeps nothing alive until the deadline.
+    ///
+    /// The timer also runs on the job's queue: on a serial queue (such as
+    /// `.main`) that is blocked, the timeout cannot fire until the queue is
+    /// free again, however late that is. Give a job that may block its
+    /// queue a concurrent queue, or time it out from another one.
+    ///
     /// - Parameter duration: How long this job may take.
     public func timeout(after duration: Duration) -> Job<Success> {
         Job { controller in
-            let child = controller.state.performChild(self) { controller.complete(with: $0) }
-            controller.queue.enqueue(after: duration) {
-                if controller.fail(with: JobError.timedOut) {
-                    child.cancel()
-                }
+            let timer = TimerSlot()
+            let child = controller.state.performChild(self) { outcome in
+                timer.close()
+                controller.complete(with: outcome)
             }
+            timer.arm(
+                controller.queue.enqueue(after: duration) {
+                    if controller.fail(with: JobError.timedOut) {
+                        child.cancel()
+                    }
+                }
+            )
         }
     }
 }
@@ -66,8 +80,9 @@ extension Job {
     /// the first success, or fails with the last attempt's error. Waits
     /// between attempts run on the job's queue, so a `TestQueue` drives
     /// them in virtual time. Cancelling the returned job cancels the
-    /// running attempt and any pending retry. Cancellation of an attempt
-    /// itself (`CancellationError`) is not retried.
+    /// running attempt, or the wait for the next one (the queue releases
+    /// it at once). Cancellation of an attempt itself (`CancellationError`)
+    /// is not retried.
     ///
     /// ```swift
     /// upload.retry(attempts: 3, delay: .exponential(initial: .seconds(1), maximum: .seconds(8)))
@@ -89,8 +104,17 @@ extension Job {
                 controller.fail(with: JobError.invalidArgument("attempts must be at least 1, got \(attempts)"))
                 return
             }
-            RetryRun(job: self, attempts: attempts, delay: delay, shouldRetry: shouldRetry, controller: controller)
-                .attempt(1)
+            let timer = TimerSlot()
+            controller.onCancel { timer.close() }
+            RetryRun(
+                job: self,
+                attempts: attempts,
+                delay: delay,
+                shouldRetry: shouldRetry,
+                controller: controller,
+                timer: timer
+            )
+            .attempt(1)
         }
     }
 }
@@ -102,6 +126,8 @@ private struct RetryRun<Success: Sendable>: Sendable {
     let delay: RetryDelay
     let shouldRetry: @Sendable (any Error) -> Bool
     let controller: Job<Success>.Controller
+    /// The wait before the next attempt, closed when the job is cancelled.
+    let timer: TimerSlot
 
     func attempt(_ number: Int) {
         guard !controller.isCompleted else { return }
@@ -118,7 +144,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
                 if wait <= .zero {
                     controller.queue.enqueue { attempt(number + 1) }
                 } else {
-                    controller.queue.enqueue(after: wait) { attempt(number + 1) }
+                    timer.arm(controller.queue.enqueue(after: wait) { attempt(number + 1) })
                 }
             }
         }

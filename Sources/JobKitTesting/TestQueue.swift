@@ -49,6 +49,36 @@ public final class TestQueue: JobQueue, Sendable {
         var now: Duration = .zero
         var nextSequence: UInt64 = 0
         var items = ItemHeap()
+        /// The work of items enqueued with a delay, by sequence number,
+        /// while they wait: cancelling one removes it from here, which
+        /// releases the work, and leaves a stale entry in `items`.
+        var delayedWork: [UInt64: @Sendable () -> Void] = [:]
+        /// Entries of `items` whose delayed work was cancelled.
+        var staleCount = 0
+
+        /// Removes and returns the first item due by `time`, dropping stale
+        /// entries on the way, or returns `nil` if none is due. Throws
+        /// instead, leaving the item pending, once `steps` reached
+        /// `maxSteps`.
+        mutating func popFirst(
+            dueBy time: Duration,
+            steps: Int = 0,
+            maxSteps: Int = .max
+        ) throws(RunawayError) -> (due: Duration, work: @Sendable () -> Void)? {
+            while let item = items.first, item.due <= time {
+                if item.work == nil && delayedWork[item.sequence] == nil {
+                    _ = items.popFirst(dueBy: time)
+                    staleCount -= 1
+                    continue
+                }
+                if steps >= maxSteps { throw RunawayError(steps: steps, now: now, pendingCount: pendingCount) }
+                _ = items.popFirst(dueBy: time)
+                return (item.due, item.work ?? delayedWork.removeValue(forKey: item.sequence)!)
+            }
+            return nil
+        }
+
+        var pendingCount: Int { items.count - staleCount }
     }
 
     private let lock = Lock(State())
@@ -70,28 +100,50 @@ public final class TestQueue: JobQueue, Sendable {
         lock.withLock { $0.now }
     }
 
-    /// The number of items waiting, due or not.
+    /// The number of items waiting, due or not. Cancelled delayed work is
+    /// not waiting.
     public var pendingCount: Int {
-        lock.withLock { $0.items.count }
+        lock.withLock { $0.pendingCount }
     }
 
-    /// Whether no work is waiting.
+    /// Whether no work is waiting: every job performed on this queue that
+    /// completed left nothing behind (a timeout's timer or a retry's wait
+    /// is cancelled with its job).
     public var isIdle: Bool {
         pendingCount == 0
     }
 
     /// Queues `work` to run at the current virtual time.
     public func enqueue(_ work: @escaping @Sendable () -> Void) {
-        enqueue(after: .zero, work)
+        lock.withLock { state in
+            state.items.insert(Item(due: state.now, sequence: state.nextSequence, work: work))
+            state.nextSequence += 1
+        }
     }
 
     /// Queues `work` to run once the clock reaches now + `delay`.
-    public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) {
-        lock.withLock { state in
-            let item = Item(due: state.now + max(delay, .zero), sequence: state.nextSequence, work: work)
+    ///
+    /// - Returns: A handle that cancels `work`: it is no longer pending
+    ///   (``pendingCount`` drops), and it is released at once.
+    @discardableResult
+    public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        let sequence = lock.withLock { state in
+            let sequence = state.nextSequence
             state.nextSequence += 1
-            state.items.insert(item)
+            state.items.insert(Item(due: state.now + max(delay, .zero), sequence: sequence, work: nil))
+            state.delayedWork[sequence] = work
+            return sequence
         }
+        return DelayedWork { [weak self] in self?.cancelDelayedWork(sequence) }
+    }
+
+    private func cancelDelayedWork(_ sequence: UInt64) {
+        let work = lock.withLock { state in
+            let work = state.delayedWork.removeValue(forKey: sequence)
+            if work != nil { state.staleCount += 1 }
+            return work
+        }
+        _ = work  // released here, outside the lock
     }
 
     /// Runs every item that is due now, in order, including items enqueued
@@ -115,7 +167,7 @@ public final class TestQueue: JobQueue, Sendable {
     /// - Returns: Whether an item ran.
     @discardableResult
     public func runNext() -> Bool {
-        guard let item = lock.withLock({ $0.items.popFirst(dueBy: $0.now) }) else { return false }
+        guard let item = lock.withLock({ try? $0.popFirst(dueBy: $0.now) }) else { return false }
         item.work()
         return true
     }
@@ -123,9 +175,9 @@ public final class TestQueue: JobQueue, Sendable {
     private func runItems(until target: Duration?) throws(RunawayError) {
         var steps = 0
         while true {
-            let item = lock.withLock { state -> Item? in
-                let limit = target ?? state.now
-                guard let item = state.items.popFirst(dueBy: limit) else {
+            let item = try lock.withLock {
+                (state) throws(RunawayError) -> (due: Duration, work: @Sendable () -> Void)? in
+                guard let item = try state.popFirst(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps) else {
                     if let target { state.now = max(state.now, target) }
                     return nil
                 }
@@ -133,12 +185,6 @@ public final class TestQueue: JobQueue, Sendable {
                 return item
             }
             guard let item else { return }
-            if steps == maxSteps {
-                // Put it back: a runaway leaves its work pending.
-                lock.withLock { $0.items.insert(item) }
-                let (now, count) = lock.withLock { ($0.now, $0.items.count) }
-                throw RunawayError(steps: steps, now: now, pendingCount: count)
-            }
             steps += 1
             item.work()
         }
@@ -150,7 +196,8 @@ public final class TestQueue: JobQueue, Sendable {
 private struct Item: Sendable {
     let due: Duration
     let sequence: UInt64
-    let work: @Sendable () -> Void
+    /// `nil` for delayed work, which waits in `State.delayedWork`.
+    let work: (@Sendable () -> Void)?
 
     func precedes(_ other: Item) -> Bool {
         (due, sequence) < (other.due, other.sequence)
@@ -162,6 +209,8 @@ private struct ItemHeap: Sendable {
     private var storage: [Item] = []
 
     var count: Int { storage.count }
+
+    var first: Item? { storage.first }
 
     mutating func insert(_ item: Item) {
         storage.append(item)

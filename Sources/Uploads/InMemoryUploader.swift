@@ -111,7 +111,8 @@ public final class InMemoryUploader: Uploader, Sendable {
                 }
             }
             if latency > .zero {
-                controller.queue.enqueue(after: latency, finish)
+                let timer = controller.queue.enqueue(after: latency, finish)
+                controller.onCancel { timer.cancel() }
             } else {
                 finish()
             }

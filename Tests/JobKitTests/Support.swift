@@ -103,7 +103,10 @@ final class Tracked: Sendable {}
 /// instead of recursing on it.
 struct InlineQueue: JobQueue {
     func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
-    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) { work() }
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        work()
+        return DelayedWork {}
+    }
 }
 
 /// Whether this test process runs under Thread Sanitizer, which makes

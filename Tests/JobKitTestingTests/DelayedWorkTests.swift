@@ -1,0 +1,103 @@
+import Dispatch
+import JobKit
+import JobKitTesting
+import Testing
+
+private final class Captured: Sendable {}
+
+/// `enqueue(after:)` returns a handle that cancels the work, on every queue.
+@Suite("Cancelling delayed work")
+struct DelayedWorkTests {
+    @Test func onATestQueueCancelledWorkIsNoLongerPendingAndNeverRuns() throws {
+        let queue = TestQueue()
+        let ran = LockIsolated<[String]>([])
+        let first = queue.enqueue(after: .seconds(1)) { ran.withValue { $0.append("first") } }
+        queue.enqueue(after: .seconds(2)) { ran.withValue { $0.append("second") } }
+        #expect(queue.pendingCount == 2)
+        first.cancel()
+        first.cancel()  // twice does nothing more
+        #expect(queue.pendingCount == 1)
+        try queue.advance(by: .seconds(5))
+        #expect(ran.value == ["second"])
+        #expect(queue.isIdle)
+        #expect(queue.now == .seconds(5))
+    }
+
+    @Test func onATestQueueCancellingReleasesTheWorkAtOnce() {
+        let queue = TestQueue()
+        weak var weakObject: Captured?
+        let delayed: DelayedWork
+        do {
+            let object = Captured()
+            weakObject = object
+            delayed = queue.enqueue(after: .seconds(3600)) { withExtendedLifetime(object) {} }
+        }
+        #expect(weakObject != nil)
+        delayed.cancel()
+        #expect(weakObject == nil)
+    }
+
+    @Test func onATestQueueCancellingWorkThatRanDoesNothing() throws {
+        let queue = TestQueue()
+        let runs = LockIsolated(0)
+        let delayed = queue.enqueue(after: .seconds(1)) { runs.withValue { $0 += 1 } }
+        try queue.advance(by: .seconds(1))
+        delayed.cancel()
+        queue.enqueue { runs.withValue { $0 += 10 } }
+        #expect(queue.pendingCount == 1)
+        try queue.run()
+        #expect(runs.value == 11)
+        #expect(queue.isIdle)
+    }
+
+    @Test func onATestQueueCancelledItemsDoNotCountTowardsTheStepLimit() throws {
+        let queue = TestQueue(maxSteps: 3)
+        for _ in 0..<10 { queue.enqueue(after: .seconds(1)) {}.cancel() }
+        let runs = LockIsolated(0)
+        for _ in 0..<3 { queue.enqueue(after: .seconds(1)) { runs.withValue { $0 += 1 } } }
+        try queue.advance(by: .seconds(1))
+        #expect(runs.value == 3)
+    }
+
+    @Test func onAnImmediateQueueWorkCancelledWhileWaitingNeverRuns() {
+        let ran = LockIsolated(false)
+        ImmediateQueue().enqueue {
+            // Inside running work, delayed work waits behind it.
+            let delayed = ImmediateQueue().enqueue(after: .seconds(1)) { ran.setValue(true) }
+            delayed.cancel()
+        }
+        #expect(ran.value == false)
+    }
+
+    @Test func onADispatchQueueCancelledWorkNeverRuns() {
+        let queue = DispatchQueue(label: "DelayedWorkTests")
+        let ran = LockIsolated<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        // Both on one serial queue, the cancelled one due first: had it not
+        // been cancelled, it would have run before the second.
+        let cancelled = queue.enqueue(after: .milliseconds(1)) { ran.withValue { $0.append("cancelled") } }
+        cancelled.cancel()
+        queue.enqueue(after: .milliseconds(20)) {
+            ran.withValue { $0.append("kept") }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(ran.value == ["kept"])
+    }
+
+    @Test func onADispatchQueueDelayedWorkRunsOnceOnThatQueue() {
+        let queue = DispatchQueue(label: "DelayedWorkTests.once")
+        let key = DispatchSpecificKey<Int>()
+        queue.setSpecific(key: key, value: 7)
+        let runs = LockIsolated<[Int?]>([])
+        let done = DispatchSemaphore(value: 0)
+        let delayed = queue.enqueue(after: .milliseconds(1)) {
+            runs.withValue { $0.append(DispatchQueue.getSpecific(key: key)) }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        delayed.cancel()  // after it ran: nothing happens
+        queue.sync {}
+        #expect(runs.value == [7])
+    }
+}
