@@ -72,7 +72,7 @@ extension Job {
 // MARK: - Async body
 
 extension Job {
-    /// Creates a job whose body is an `async` closure.
+    /// A job whose body is an `async` closure, run in a Swift task.
     ///
     /// Each performance starts a Swift task through `scheduler` that runs
     /// `body`; the job finishes with the value `body` returns, or fails with
@@ -80,8 +80,12 @@ extension Job {
     /// sees `Task.isCancelled`; what it reports afterwards is dropped).
     ///
     /// ```swift
-    /// let profile = Job { try await api.profile(id: id) }
+    /// let profile = Job.task { try await api.profile(id: id) }
     /// ```
+    ///
+    /// The name says what it costs: a task per performance. A job whose work
+    /// reports through a callback needs no task: use ``init(_:)`` and its
+    /// controller.
     ///
     /// In tests, inject a scheduler from `JobKitTesting` to control when the
     /// task runs (`ManualTaskScheduler`) or to wait for it
@@ -93,12 +97,13 @@ extension Job {
     ///   - body: The work. It is isolated like any `@Sendable` async
     ///     closure: write `{ @MainActor in ... }` to run it on the main
     ///     actor.
-    public init(
+    /// - Returns: The job.
+    public static func task(
         scheduler: any TaskScheduling = DefaultTaskScheduler(),
         priority: TaskPriority? = nil,
         _ body: @escaping @Sendable @isolated(any) () async throws -> Success
-    ) {
-        self.init { controller in
+    ) -> Job {
+        Job { controller in
             let task = scheduler.schedule(name: nil, priority: priority) {
                 do {
                     controller.finish(with: try await body())
@@ -108,6 +113,17 @@ extension Job {
             }
             controller.onCancel { task.cancel() }
         }
+    }
+
+    /// Unavailable: a job with an `async` body starts a Swift task each time
+    /// it is performed, so it is made with ``task(scheduler:priority:_:)``,
+    /// which says so: `Job.task { try await ... }`.
+    @available(
+        *, unavailable,
+        message: "a job with an async body starts a Swift task each time it is performed: write Job.task { ... }"
+    )
+    public init(_ body: @escaping @Sendable () async throws -> Success) {
+        fatalError("unavailable")
     }
 }
 

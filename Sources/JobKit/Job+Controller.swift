@@ -53,6 +53,22 @@ extension Job {
             token.state.complete(with: outcome)
         }
 
+        /// Completes the job with a `Result` whose error type is typed, as
+        /// the completion handlers of many APIs are
+        /// (`Result<Data, NetworkError>`).
+        ///
+        /// ```swift
+        /// client.fetch(url) { (result: Result<Data, NetworkError>) in
+        ///     controller.complete(with: result)
+        /// }
+        /// ```
+        /// - Returns: `true` if this was the job's outcome, `false` if the
+        ///   job had already completed.
+        @discardableResult
+        public func complete<Failure: Error>(with result: Result<Success, Failure>) -> Bool {
+            token.state.complete(with: result.mapError { $0 })
+        }
+
         /// Registers cleanup to run if the job is cancelled: cancel a
         /// network request, close a file.
         ///

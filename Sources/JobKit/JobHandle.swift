@@ -5,7 +5,7 @@
 public struct JobHandle: Sendable {
     let state: any JobCancelling
 
-    package init(_ state: any JobCancelling) {
+    init(_ state: any JobCancelling) {
         self.state = state
     }
 

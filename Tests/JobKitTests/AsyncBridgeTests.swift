@@ -123,19 +123,19 @@ struct AsyncValueTests {
 @Suite("Job with an async body")
 struct AsyncBodyTests {
     @Test func finishesWithTheBodysValue() async throws {
-        let job = Job { try await Job.succeeded(20).value + 1 }
+        let job = Job.task { try await Job.succeeded(20).value + 1 }
         #expect(try await job.value == 21)
     }
 
     @Test func failsWithTheBodysError() async {
-        let job = Job<Int> { throw TestError(id: 2) }
+        let job = Job<Int>.task { throw TestError(id: 2) }
         await #expect(throws: TestError(id: 2)) { try await job.value }
     }
 
     @Test func runsNothingUntilPerformedAndStartsOneTaskPerPerformance() async throws {
         let scheduler = ManualTaskScheduler()
         let runs = LockIsolated(0)
-        let job = Job(scheduler: scheduler) { runs.withValue { $0 += 1 } }
+        let job = Job.task(scheduler: scheduler) { runs.withValue { $0 += 1 } }
         #expect(scheduler.pendingCount == 0)
         job.perform(on: ImmediateQueue()) { _ in }
         job.perform(on: ImmediateQueue()) { _ in }
@@ -147,7 +147,7 @@ struct AsyncBodyTests {
 
     @Test func startsItsTaskThroughTheSchedulerWithThePriority() async throws {
         let scheduler = RecordingTaskScheduler()
-        let job = Job(scheduler: scheduler, priority: .high) { Task.basePriority }
+        let job = Job.task(scheduler: scheduler, priority: .high) { Task.basePriority }
         #expect(try await job.value == .high)
         #expect(scheduler.calls == [.scheduled(priority: .high)])
     }
@@ -156,7 +156,7 @@ struct AsyncBodyTests {
         let scheduler = ManualTaskScheduler()
         let queue = TestQueue()
         let recorder = Recorder<String>()
-        Job(scheduler: scheduler) { "done" }.perform(on: queue, then: recorder.handler)
+        Job.task(scheduler: scheduler) { "done" }.perform(on: queue, then: recorder.handler)
         try queue.run()
         await scheduler.runAll()
         #expect(recorder.count == 0)  // the handler waits on the queue
@@ -168,7 +168,7 @@ struct AsyncBodyTests {
         let scheduler = ManualTaskScheduler()
         let runs = LockIsolated(0)
         let recorder = Recorder<Void>()
-        let handle = Job(scheduler: scheduler) { runs.withValue { $0 += 1 } }
+        let handle = Job.task(scheduler: scheduler) { runs.withValue { $0 += 1 } }
             .perform(on: ImmediateQueue(), then: recorder.handler)
         handle.cancel()
         await scheduler.runAll()
@@ -181,7 +181,7 @@ struct AsyncBodyTests {
         let (started, didStart) = AsyncStream<Void>.makeStream()
         let (ended, didEnd) = AsyncStream<Bool>.makeStream()
         let recorder = Recorder<Int>()
-        let job = Job<Int> {
+        let job = Job<Int>.task {
             didStart.yield()
             // Job.never ends only by cancellation: of this task.
             do {
@@ -201,22 +201,22 @@ struct AsyncBodyTests {
     }
 
     @Test func bodyCanRunOnTheMainActor() async throws {
-        let job = Job { @MainActor in
+        let job = Job.task { @MainActor in
             MainActor.assertIsolated()
             return 8
         }
         #expect(try await job.value == 8)
     }
 
-    /// Both initializers stay usable with a trailing closure: the closure's
-    /// shape picks one.
-    @Test func controllerAndAsyncInitializersBothTypeCheck() async throws {
+    /// The controller initializer and `Job.task` both take a trailing
+    /// closure; which one is chosen is written at the call site.
+    @Test func controllerInitializerAndTaskBothTypeCheck() async throws {
         let withController = Job { controller in controller.finish(with: 1) }
         let withDollarZero = Job<Int> { $0.finish(with: 2) }
         let voidController = Job<Void> { controller in controller.finish() }
-        let asyncBody = Job { try await Job.succeeded(3).value }
-        let syncBody = Job { 4 }
-        let voidAsync = Job<Void> {}
+        let asyncBody = Job.task { try await Job.succeeded(3).value }
+        let syncBody = Job.task { 4 }
+        let voidAsync = Job<Void>.task {}
         #expect(try await withController.value == 1)
         #expect(try await withDollarZero.value == 2)
         try await voidController.value

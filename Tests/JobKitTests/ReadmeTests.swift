@@ -158,7 +158,7 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
     let pixels = try await avatar.value(on: DispatchQueue.global(qos: .userInitiated))
 
     // An async body: runs in a task, cancelled with the job.
-    let greeting = Job { "Hello, \(try await user.value.name)!" }
+    let greeting = Job.task { "Hello, \(try await user.value.name)!" }
     print(try await greeting.timeout(after: .seconds(5)).value)
     // END README
     return (name, pixels)

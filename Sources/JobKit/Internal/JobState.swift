@@ -1,7 +1,7 @@
 import Synchronization
 
 /// What a handle or a parent needs of a job, whatever its value type.
-package protocol JobCancelling: AnyObject, Sendable {
+protocol JobCancelling: AnyObject, Sendable {
     /// Completes the job with `CancellationError` unless it already completed.
     @discardableResult func cancel() -> Bool
     /// Whether the job has completed, by any means.
