@@ -8,6 +8,9 @@ struct Arguments {
     var failRate = 0.0
     var seed: UInt64 = 1
     var output: URL?
+    /// Where the run makes its own folder; `nil` for the system's temporary
+    /// folder.
+    var workFolder: URL?
     var megabytesPerSecond = 10.0
     var scale = 1.0
     var showsHelp = false
@@ -26,6 +29,8 @@ struct Arguments {
           --fail-rate P      fail this share of upload attempts on purpose, 0 to 1 (default 0)
           --seed N           seed for --fail-rate (default 1)
           --output DIR       upload into DIR instead of a temporary folder
+          --work-folder DIR  make the run's folder (generated media, and uploads without --output)
+                             in DIR (default: the system's temporary folder)
           --speed MBPS       simulated speed of each folder upload in MB/s, 0 for the disk's (default 10)
           --scale S          multiply every media size by S (default 1)
           -h, --help         show this help
@@ -78,6 +83,8 @@ struct Arguments {
                 arguments.seed = seed
             case "--output":
                 arguments.output = URL(fileURLWithPath: try value(), isDirectory: true)
+            case "--work-folder":
+                arguments.workFolder = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--speed":
                 let text = try value()
                 guard let speed = Double(text), speed >= 0 else {

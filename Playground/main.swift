@@ -24,12 +24,13 @@ if arguments.showsHelp {
 
 // MARK: - The post and the uploader
 
-let workFolder = FileManager.default.temporaryDirectory
+let workFolder = (arguments.workFolder ?? FileManager.default.temporaryDirectory)
     .appendingPathComponent("JobKitPlayground-\(UUID().uuidString.prefix(8))", isDirectory: true)
 
-/// Removes what the run made in the temporary folder: the generated media
-/// always, and the uploads too when the post was not published. What stays
-/// is a published post (or whatever is in a folder given with `--output`).
+/// Removes what the run made in its folder (under `--work-folder`, or the
+/// system's temporary folder): the generated media always, and the uploads
+/// too when the post was not published. What stays is a published post (or
+/// whatever is in a folder given with `--output`).
 func cleanUp(published: Bool) {
     let fileManager = FileManager.default
     try? fileManager.removeItem(at: published ? workFolder.appendingPathComponent("media") : workFolder)

@@ -14,10 +14,14 @@ struct PlaygroundTests {
     }
 
     /// Runs the Playground with tiny media and no simulated speed, so a run
-    /// takes a fraction of a second.
-    private func playground(_ arguments: [String], fast: Bool = true, temporary: URL? = nil) throws -> Run {
-        let process = try playgroundProcess(temporary: temporary)
-        process.arguments = arguments + (fast ? ["--scale", "0.01", "--speed", "0"] : [])
+    /// takes a fraction of a second; with `workFolder`, the run makes its
+    /// folder there (`--work-folder`), so a test sees everything it leaves.
+    private func playground(_ arguments: [String], fast: Bool = true, workFolder: URL? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = try playgroundExecutable()
+        process.arguments =
+            arguments + (fast ? ["--scale", "0.01", "--speed", "0"] : [])
+            + (workFolder.map { ["--work-folder", $0.path] } ?? [])
         let output = Pipe()
         let error = Pipe()
         process.standardOutput = output
@@ -43,16 +47,16 @@ struct PlaygroundTests {
     @Test func publishesTheSamplePostIntoTheOutputFolder() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let temporary = try TemporaryFolder()
-        defer { temporary.remove() }
-        let run = try playground(["--output", folder.url.path], temporary: temporary.url)
+        let work = try TemporaryFolder()
+        defer { work.remove() }
+        let run = try playground(["--output", folder.url.path], workFolder: work.url)
 
         #expect(run.status == 0, "stderr: \(run.error)")
         #expect(run.error.isEmpty)
         #expect(run.output.contains("Published in"))
         #expect(run.output.contains("6 photos, 3 videos and the post"))
         #expect(!run.output.contains("\r"), "plain lines when the output is not a terminal")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
         let uploaded = folder.files()
         let expected =
             (1...6).map { "posts/beach-day/photo-\($0).jpg" } + (1...3).map { "posts/beach-day/video-\($0).mp4" }
@@ -73,11 +77,11 @@ struct PlaygroundTests {
     @Test func exitsWithOneErrorLineWhenEveryAttemptFails() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let temporary = try TemporaryFolder()
-        defer { temporary.remove() }
+        let work = try TemporaryFolder()
+        defer { work.remove() }
         let run = try playground(
             ["--output", folder.url.path, "--fail-rate", "1", "--retries", "1"],
-            temporary: temporary.url
+            workFolder: work.url
         )
 
         #expect(run.status == 1)
@@ -88,22 +92,25 @@ struct PlaygroundTests {
         #expect(run.output.contains("✗ posts/beach-day/photo-1.jpg: injected fault"))
         #expect(!run.output.contains("Published in"))
         #expect(folder.files().isEmpty)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
-    @Test func withoutOutputKeepsOnlyThePublishedPostInTheTemporaryFolder() throws {
-        let temporary = try TemporaryFolder()
-        defer { temporary.remove() }
-        let published = try playground([], temporary: temporary.url)
+    @Test func withoutOutputKeepsOnlyThePublishedPostInTheWorkFolder() throws {
+        let work = try TemporaryFolder()
+        defer { work.remove() }
+        let published = try playground([], workFolder: work.url)
         #expect(published.status == 0, "stderr: \(published.error)")
-        let work = try FileManager.default.contentsOfDirectory(atPath: temporary.url.path)
-        #expect(work.count == 1)
-        #expect(temporary.files().allSatisfy { $0.hasPrefix("\(work.first ?? "")/uploaded/posts/") })
-        #expect(temporary.files().count == 10)
+        let runs = try FileManager.default.contentsOfDirectory(atPath: work.url.path)
+        #expect(runs.count == 1)
+        let run = try #require(runs.first)
+        #expect(run.hasPrefix("JobKitPlayground-"))
+        #expect(published.output.contains("  into \(work.url.path)/\(run)/uploaded\n"))
+        #expect(work.files().allSatisfy { $0.hasPrefix("\(run)/uploaded/posts/") })
+        #expect(work.files().count == 10)
 
         let failing = try TemporaryFolder()
         defer { failing.remove() }
-        let failed = try playground(["--fail-rate", "1", "--retries", "0"], temporary: failing.url)
+        let failed = try playground(["--fail-rate", "1", "--retries", "0"], workFolder: failing.url)
         #expect(failed.status == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: failing.url.path).isEmpty)
     }
@@ -111,9 +118,12 @@ struct PlaygroundTests {
     @Test func retriesInjectedFailuresAndStillPublishes() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let run = try playground([
-            "--output", folder.url.path, "--fail-rate", "0.3", "--seed", "3", "--retries", "5", "--concurrency", "1",
-        ])
+        let work = try TemporaryFolder()
+        defer { work.remove() }
+        let run = try playground(
+            ["--output", folder.url.path, "--fail-rate", "0.3", "--seed", "3", "--retries", "5", "--concurrency", "1"],
+            workFolder: work.url
+        )
 
         #expect(run.status == 0, "stderr: \(run.error)")
         // One upload at a time: the attempts, and so the seeded faults, come
@@ -121,13 +131,14 @@ struct PlaygroundTests {
         #expect(run.output.contains("✗ "), "the seed makes some attempts fail")
         #expect(run.output.contains("Published in"))
         #expect(folder.files().count == 10)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
     @Test func publishesToAServerWithServer() async throws {
         try await FixtureServer.with { server in
-            let temporary = try TemporaryFolder()
-            defer { temporary.remove() }
-            let run = try playground(["--server", server.baseURL.absoluteString], temporary: temporary.url)
+            let work = try TemporaryFolder()
+            defer { work.remove() }
+            let run = try playground(["--server", server.baseURL.absoluteString], workFolder: work.url)
 
             #expect(run.status == 0, "stderr: \(run.error)")
             #expect(run.output.contains("the post: \(server.url("posts/beach-day.json").absoluteString)"))
@@ -135,7 +146,7 @@ struct PlaygroundTests {
             #expect(received.count == 10)
             #expect(received.allSatisfy { $0.method == "PUT" && $0.complete })
             #expect(received.last?.path == "/posts/beach-day.json")
-            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
             #expect(
                 received.first { $0.path == "/posts/beach-day/video-2.mp4" }?.length == SamplePost.videoSizes[1] / 100)
         }
@@ -144,11 +155,14 @@ struct PlaygroundTests {
     @Test func ctrlCCancelsEveryUploadAndExitsWithOneErrorLine() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let temporary = try TemporaryFolder()
-        defer { temporary.remove() }
-        let process = try playgroundProcess(temporary: temporary.url)
+        let work = try TemporaryFolder()
+        defer { work.remove() }
+        let process = Process()
+        process.executableURL = try playgroundExecutable()
         // About 2.5 s of uploads at 1 MB/s each: plenty of time to interrupt.
-        process.arguments = ["--output", folder.url.path, "--scale", "0.1", "--speed", "1"]
+        process.arguments = [
+            "--output", folder.url.path, "--scale", "0.1", "--speed", "1", "--work-folder", work.url.path,
+        ]
         let output = Pipe()
         let error = Pipe()
         process.standardOutput = output
@@ -178,19 +192,20 @@ struct PlaygroundTests {
         #expect(!written.isEmpty && written.count < 9)
         #expect(!written.contains("posts/beach-day.json"))
         #expect(written.allSatisfy { !$0.contains(".upload-") }, "no half-written file is left: \(written)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
     @Test func helpListsTheOptions() throws {
         let run = try playground(["--help"], fast: false)
         #expect(run.status == 0)
-        for option in ["--server", "--concurrency", "--retries", "--fail-rate", "--help"] {
+        for option in ["--server", "--concurrency", "--retries", "--fail-rate", "--output", "--work-folder", "--help"] {
             #expect(run.output.contains(option))
         }
     }
 
     @Test(arguments: [
         ["--bogus"], ["--concurrency", "0"], ["--fail-rate", "2"], ["--server", "ftp://x"], ["--retries"],
+        ["--work-folder"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
         let run = try playground(arguments, fast: false)
@@ -198,19 +213,6 @@ struct PlaygroundTests {
         #expect(run.error.hasPrefix("error: "))
         #expect(run.output.isEmpty)
     }
-}
-
-/// A process for the built Playground, with its temporary folder in
-/// `temporary` when given, so a test sees everything a run leaves behind.
-private func playgroundProcess(temporary: URL?) throws -> Process {
-    let process = Process()
-    process.executableURL = try playgroundExecutable()
-    if let temporary {
-        var environment = ProcessInfo.processInfo.environment
-        environment["TMPDIR"] = temporary.path
-        process.environment = environment
-    }
-    return process
 }
 
 /// The built Playground: next to the test bundle in the build folder.
