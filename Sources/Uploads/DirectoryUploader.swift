@@ -67,7 +67,7 @@ public struct DirectoryUploader: Uploader {
                 )
                 // Cancelling removes the partial file at once, before the
                 // cancelled job reports, not at the copy's next step.
-                controller.onCancel { copy.discard() }
+                controller.onCancel { copy.cancel() }
                 copy.step(controller: controller, pace: bytesPerSecond, progress: progress)
             } catch {
                 controller.fail(with: error)
