@@ -5,7 +5,7 @@ import Foundation
 enum BenchmarkSuite {
     /// The cases, by the name `--case` takes.
     enum Case: String, CaseIterable, Sendable {
-        case group, sequence, value, bounded, immediate, memory
+        case group, sequence, value, bounded, immediate, memory, timers
     }
 
     struct Options: Sendable {
@@ -14,7 +14,7 @@ enum BenchmarkSuite {
         /// Jobs in cases 5 and 6.
         var million = 1_000_000
         var schedule = Schedule(warmups: 2, rounds: 9)
-        /// Rounds of child processes in case 6.
+        /// Rounds of child processes in cases 6 and 7.
         var memoryRounds = 3
         var cases = Case.allCases
         /// Set by the hidden `--memory-child KIND` flag.
@@ -93,11 +93,11 @@ enum BenchmarkSuite {
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
 
           --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
-          --n N              jobs per batch in cases 1-4 (default 100000)
+          --n N              jobs per batch in cases 1-4, jobs in case 7 (default 100000)
           --million M        jobs in cases 5 and 6 (default 1000000)
           --rounds R         measured rounds, each running every variant once (default 9)
           --warmups W        unmeasured batches per variant first (default 2)
-          --memory-rounds R  child processes per variant in case 6 (default 3)
+          --memory-rounds R  child processes per variant in cases 6 and 7 (default 3)
           --case NAME,...    only these cases: \(Options.caseNames)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
         """
@@ -138,6 +138,7 @@ enum BenchmarkSuite {
         case .bounded: try TimingCases.bounded(n: options.n, schedule: options.schedule)
         case .immediate: try TestQueueCases.run(million: options.million, schedule: options.schedule)
         case .memory: try MemoryCase.run(n: options.million, rounds: options.memoryRounds, executable: executable)
+        case .timers: try MemoryCase.runTimers(n: options.n, rounds: options.memoryRounds, executable: executable)
         }
     }
 
@@ -147,7 +148,7 @@ enum BenchmarkSuite {
         return """
             # JobKit benchmarks
             \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
-            N = \(options.n) (cases 1-4), M = \(options.million) (cases 5-6), \
+            N = \(options.n) (cases 1-4 and 7), M = \(options.million) (cases 5-6), \
             \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
             """
     }

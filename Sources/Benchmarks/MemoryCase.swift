@@ -33,6 +33,16 @@ enum MemoryCase {
         case jobKitRunning = "jobkit-running"
         case dispatchGroupRunning = "dispatch-group-running"
         case taskGroupRunning = "task-group-running"
+        case timeoutCompleted = "timeout-completed"
+        case plainCompleted = "plain-completed"
+        case dispatchTimerCompleted = "dispatch-timer-completed"
+
+        /// The variants of case 6.
+        static let pendingGroup: [Kind] = [
+            .jobKitQueued, .dispatchGroupQueued, .jobKitRunning, .dispatchGroupRunning, .taskGroupRunning,
+        ]
+        /// The variants of case 7.
+        static let timers: [Kind] = [.timeoutCompleted, .plainCompleted, .dispatchTimerCompleted]
 
         var title: String {
             switch self {
@@ -41,6 +51,9 @@ enum MemoryCase {
             case .jobKitRunning: "running: JobKit `Job.group`, each body keeping its controller"
             case .dispatchGroupRunning: "running: DispatchGroup, each block keeping a `leave` closure (floor)"
             case .taskGroupRunning: "running: withTaskGroup, each child awaiting a continuation"
+            case .timeoutCompleted: "each job with `timeout(after: .seconds(3600))`"
+            case .plainCompleted: "the same jobs without a timeout"
+            case .dispatchTimerCompleted: "without a timeout, each with a dispatch timer cancelled when it completes"
             }
         }
 
@@ -49,10 +62,17 @@ enum MemoryCase {
             switch self {
             case .jobKitQueued, .dispatchGroupQueued: .jobKitQueued
             case .jobKitRunning, .dispatchGroupRunning, .taskGroupRunning: .jobKitRunning
+            case .timeoutCompleted, .plainCompleted, .dispatchTimerCompleted: .timeoutCompleted
             }
         }
 
-        var goal: Double? { self == .dispatchGroupQueued ? 1.5 : nil }
+        var goal: Double? {
+            switch self {
+            case .dispatchGroupQueued: 1.5
+            case .plainCompleted: 1.1
+            default: nil
+            }
+        }
     }
 
     /// What one child process measured, in KiB.
@@ -82,7 +102,44 @@ enum MemoryCase {
 
     // MARK: - Parent
 
-    static func run(n: Int, rounds: Int, executable: String, kinds: [Kind] = Kind.allCases) throws -> CaseReport {
+    static func run(n: Int, rounds: Int, executable: String) throws -> CaseReport {
+        let report = try measureRounds(n: n, rounds: rounds, executable: executable, kinds: Kind.pendingGroup)
+        return CaseReport(
+            title: "6. Peak memory of a pending group of \(n) jobs (one child process per measurement)",
+            unit: "MiB",
+            rows: report.rows,
+            notes: [
+                "Peak resident set (VmHWM) above the child process's resident set before it built "
+                    + "anything (about \(report.baseline / 1024) MiB). *queued*: performed on a suspended queue, no "
+                    + "child has run; *running*: every child's body ran and keeps what completes it. "
+                    + "JobKit ÷ this compares with the JobKit row of the same kind."
+            ]
+        )
+    }
+
+    /// Case 7: what a completed job's timeout leaves behind.
+    static func runTimers(n: Int, rounds: Int, executable: String) throws -> CaseReport {
+        let report = try measureRounds(n: n, rounds: rounds, executable: executable, kinds: Kind.timers)
+        return CaseReport(
+            title: "7. Resident memory after \(n) jobs with a one-hour timeout completed (one child process each)",
+            unit: "MiB",
+            rows: report.rows,
+            notes: [
+                "The process's whole resident set (VmRSS) once every job completed and the allocator returned "
+                    + "what it keeps for reuse (`malloc_trim`, so that the figure is memory still in use, not the "
+                    + "pages of the run's peak); the jobs are all performed at once on `DispatchQueue.global()`. "
+                    + "A timer that outlived its job would keep the job's state until the deadline. "
+                    + "JobKit ÷ this is with a timeout ÷ without."
+            ]
+        )
+    }
+
+    static func measureRounds(
+        n: Int,
+        rounds: Int,
+        executable: String,
+        kinds: [Kind]
+    ) throws -> (rows: [Row], baseline: Int) {
         var samples: [Kind: [Sample]] = [:]
         for round in 0..<max(rounds, 1) {
             for kind in round % 2 == 0 ? kinds : kinds.reversed() {
@@ -101,18 +158,7 @@ enum MemoryCase {
                 goal: kind.goal
             )
         }
-        let baseline = samples.values.first?.first?.baseline ?? 0
-        return CaseReport(
-            title: "6. Peak memory of a pending group of \(n) jobs (one child process per measurement)",
-            unit: "MiB",
-            rows: rows,
-            notes: [
-                "Peak resident set (VmHWM) above the child process's resident set before it built "
-                    + "anything (about \(baseline / 1024) MiB). *queued*: performed on a suspended queue, no "
-                    + "child has run; *running*: every child's body ran and keeps what completes it. "
-                    + "JobKit ÷ this compares with the JobKit row of the same kind."
-            ]
-        )
+        return (rows, samples.values.first?.first?.baseline ?? 0)
     }
 
     /// Runs this executable with `--memory-child` and reads its line.
@@ -150,10 +196,42 @@ enum MemoryCase {
     // MARK: - Child
 
     /// Builds and runs one pending group of `n` jobs in this process and
-    /// returns its memory figures. Throws if the group did not complete.
+    /// returns its memory figures (for case 7, `n` jobs with or without a
+    /// timeout, and the resident set once they completed as the "peak").
+    /// Throws if the jobs did not complete.
     static func measure(_ kind: Kind, n: Int) throws -> Sample {
         let baseline = residentKiB().current
         switch kind {
+        case .timeoutCompleted, .plainCompleted, .dispatchTimerCompleted:
+            let job =
+                kind == .dispatchTimerCompleted
+                ? Job<Void> { controller in
+                    // A timeout written by hand on dispatch: a timer source
+                    // per job, cancelled when the job completes.
+                    let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+                    timer.schedule(deadline: .now() + 3600)
+                    timer.setEventHandler {}
+                    timer.activate()
+                    timer.cancel()
+                    controller.finish()
+                }
+                : Job<Void> { $0.finish() }
+            let timed = kind == .timeoutCompleted ? job.timeout(after: .seconds(3600)) : job
+            func performAll(_ count: Int) throws {
+                let group = DispatchGroup()
+                for _ in 0..<count {
+                    group.enter()
+                    timed.perform(on: DispatchQueue.global()) { _ in group.leave() }
+                }
+                guard group.wait(timeout: .now() + 600) == .success else { throw BenchmarkFailure("jobs timed out") }
+                // Cancelled dispatch timers release their handlers on their
+                // queue, shortly after: let that happen before measuring.
+                Thread.sleep(forTimeInterval: 0.2)
+                returnFreeMemoryToTheSystem()
+            }
+            try performAll(n)
+            // The whole resident set, as the figures were.
+            return Sample(baseline: 0, peak: residentKiB().current)
         case .jobKitQueued:
             let queue = DispatchQueue(label: "jobkit.benchmarks.suspended", attributes: .concurrent)
             queue.suspend()
@@ -308,4 +386,14 @@ final class FirstInlineQueue: JobQueue {
     func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
         target.enqueue(after: delay, work)
     }
+}
+
+/// Asks the allocator to return the memory it keeps for reuse, so that the
+/// resident set counts what is still in use: glibc's `malloc_trim(0)`, where
+/// it exists. Without it, the resident set after many jobs ran at once is
+/// their peak, whatever they still hold.
+func returnFreeMemoryToTheSystem() {
+    typealias Trim = @convention(c) (Int) -> Int32
+    guard let trim = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") else { return }
+    _ = unsafeBitCast(trim, to: Trim.self)(0)
 }

@@ -57,7 +57,8 @@ struct BenchmarkSmokeTests {
         let executable = directory.appendingPathComponent("Benchmarks").path
         guard FileManager.default.isExecutableFile(atPath: executable) else { return }
         let report = try await onOwnThread {
-            try MemoryCase.run(n: 500, rounds: 1, executable: executable, kinds: [.jobKitQueued, .dispatchGroupQueued])
+            try MemoryCase.measureRounds(
+                n: 500, rounds: 1, executable: executable, kinds: [.jobKitQueued, .dispatchGroupQueued])
         }
         #expect(report.rows.count == 2)
         #expect(report.rows[1].goal == 1.5)
