@@ -13,8 +13,9 @@
 /// A queue of your own returns a handle whose closure cancels the work:
 ///
 /// ```swift
+/// @discardableResult
 /// func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-///     let timer = scheduler.schedule(after: delay, work)
+///     let timer = clock.schedule(after: delay, work)
 ///     return DelayedWork { timer.invalidate() }
 /// }
 /// ```

@@ -21,8 +21,8 @@ extension Job where Success == Void {
     /// group finishes at once.
     ///
     /// ```swift
-    /// let media = post.photos.map { Job.uploading($0, using: uploader) }
-    /// Job.group(media, maxConcurrent: 4).perform { outcome in ... }
+    /// let uploads = photos.map { photo in uploading(photo) }
+    /// Job.group(uploads, maxConcurrent: 4).perform { outcome in print(outcome) }
     /// ```
     ///
     /// - Parameters:

@@ -10,7 +10,7 @@ extension Job where Success == Void {
     /// first.
     ///
     /// ```swift
-    /// Job.sequence([.group(media), .uploading(post, using: uploader)])
+    /// Job.sequence([.group(mediaUploads), postUpload])
     /// ```
     ///
     /// - Parameter jobs: The steps, in order.

@@ -9,8 +9,8 @@ extension Job {
     /// when the test advances it:
     ///
     /// ```swift
-    /// Job<Data>.never.timeout(after: .seconds(30)).perform(on: queue) { ... }
-    /// try queue.advance(by: .seconds(30))   // the handler gets .timedOut
+    /// Job<Data>.never.timeout(after: .seconds(30)).perform(on: queue) { outcome in print(outcome) }
+    /// try queue.advance(by: .seconds(30))   // prints failure(JobKit.JobError.timedOut)
     /// ```
     ///
     /// The timer is cancelled as soon as the job completes, however it

@@ -23,9 +23,13 @@
 /// func buttonTapped() {
 ///     scheduler.schedule { @MainActor in self.label = "\(try await self.api.loadCount())" }
 /// }
+/// ```
 ///
-/// // In the test:
+/// and the test runs the task when it wants:
+///
+/// ```swift
 /// let scheduler = ManualTaskScheduler()
+/// let model = CounterModel(api: api, scheduler: scheduler)
 /// model.buttonTapped()
 /// await scheduler.runAll()
 /// #expect(model.label == "42")

@@ -1,0 +1,463 @@
+import Dispatch
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+
+// The examples of the doc comments and DocC articles, verbatim, each
+// between BEGIN DOC and END DOC, in just enough context to compile and
+// run. A test below checks that every Swift block of the sources' doc
+// comments and DocC articles appears in this file (or, for `Uploads`, in
+// UploadsTests/UploadsDocExamplesTests.swift).
+
+// MARK: - Stand-ins the examples talk about
+
+private struct Photo: Sendable { let name: String }
+private struct Profile: Sendable { let avatarURL: URL }
+private struct Avatar: Sendable, Equatable {
+    let pixels: [UInt8]
+    static let placeholder = Avatar(pixels: [])
+}
+private struct NotFound: Error {}
+private enum NetworkError: Error { case offline }
+
+private final class Renderer: Sendable {
+    func render(_ photo: Photo, completion: @escaping @Sendable (Result<Data, NetworkError>) -> Void) {
+        completion(.success(Data(photo.name.utf8)))
+    }
+}
+
+private final class ImageView: Sendable {
+    let shown = LockIsolated<[Job<Data>.Outcome]>([])
+    func show(_ outcome: Job<Data>.Outcome) { shown.withValue { $0.append(outcome) } }
+}
+
+private final class Client: Sendable {
+    func fetch(_ url: URL, completion: @escaping @Sendable (Result<Data, NetworkError>) -> Void) {
+        completion(.success(Data(url.absoluteString.utf8)))
+    }
+}
+
+/// Names the examples use that other test files use too.
+private enum DocExamples {
+    final class ProfileAPI: Sendable {
+        func profile(id: Int) async throws -> Profile { Profile(avatarURL: URL(string: "https://example.com/\(id)")!) }
+        func loadProfile(id: Int, completion: @escaping @Sendable (Result<Profile, any Error>) -> Void) {
+            completion(.success(Profile(avatarURL: URL(string: "https://example.com/\(id)")!)))
+        }
+    }
+}
+
+private final class Downloader: Sendable {
+    func fetch(_ url: URL, completion: @escaping @Sendable (Result<Data, any Error>) -> Void) -> DispatchWorkItem {
+        let item = DispatchWorkItem { completion(.success(Data(url.absoluteString.utf8))) }
+        DispatchQueue.global().async(execute: item)
+        return item
+    }
+}
+
+private final class RecordStore: Sendable {
+    let saved = LockIsolated<[String]>([])
+    func save(_ record: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        saved.withValue { $0.append(record) }
+        completion(nil)
+    }
+}
+
+private final class ImageRequest {
+    func cancel() {}
+}
+
+// BEGIN DOC
+extension ImageRequest: CancellableWork {}
+// END DOC
+
+extension Job where Success == Profile {
+    fileprivate static func loadingProfile(_ id: Int) -> Job<Profile> {
+        .succeeded(Profile(avatarURL: URL(string: "https://example.com/\(id).png")!))
+    }
+}
+
+extension Job where Success == Avatar {
+    fileprivate static func loadingImage(_ url: URL) -> Job<Avatar> {
+        .succeeded(Avatar(pixels: Array(url.lastPathComponent.utf8)))
+    }
+}
+
+/// A timer service, as a custom `JobQueue` might be built on.
+private final class ManualClock: Sendable {
+    final class Timer: Sendable {
+        let work: LockIsolated<(@Sendable () -> Void)?>
+        init(_ work: @escaping @Sendable () -> Void) { self.work = LockIsolated(work) }
+        func invalidate() { work.setValue(nil) }
+    }
+    let timers = LockIsolated<[Timer]>([])
+    func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> Timer {
+        let timer = Timer(work)
+        timers.withValue { $0.append(timer) }
+        return timer
+    }
+    func fireAll() { for timer in timers.value { timer.work.value?() } }
+}
+
+private struct ClockQueue: JobQueue {
+    let clock: ManualClock
+    func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
+    // BEGIN DOC
+    @discardableResult
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        let timer = clock.schedule(after: delay, work)
+        return DelayedWork { timer.invalidate() }
+    }
+    // END DOC
+}
+
+extension DocExamples {
+    @MainActor
+    final class CounterModel {
+        final class API: Sendable {
+            func loadCount() async throws -> Int { 42 }
+        }
+        var label = ""
+        let api: API
+        let scheduler: any TaskScheduling
+
+        init(api: API, scheduler: any TaskScheduling) {
+            self.api = api
+            self.scheduler = scheduler
+        }
+
+        // BEGIN DOC
+        func buttonTapped() {
+            scheduler.schedule { @MainActor in self.label = "\(try await self.api.loadCount())" }
+        }
+        // END DOC
+    }
+}
+
+extension DocExamples {
+    /// The model before it takes a scheduler.
+    @MainActor
+    final class CounterModelBefore {
+        var label = ""
+        let api = CounterModel.API()
+
+        // BEGIN DOC
+        func buttonTapped() {
+            Task { label = "\(try await api.loadCount())" }
+        }
+        // END DOC
+    }
+}
+
+// MARK: - The examples
+
+@Suite("Doc comment examples: JobKit")
+struct JobKitDocExamplesTests {
+    private typealias CounterModel = DocExamples.CounterModel
+
+    @Test func jobTypeExample() async throws {
+        let renderer = Renderer()
+        let photo = Photo(name: "beach")
+        let imageView = ImageView()
+        let shown = DispatchSemaphore(value: 0)
+        DispatchQueue.main.async { shown.signal() }  // the main queue runs in tests
+        // BEGIN DOC
+        let thumbnail = Job<Data> { controller in
+            renderer.render(photo) { result in controller.complete(with: result) }
+        }
+        thumbnail.perform(on: .main) { outcome in
+            imageView.show(outcome)
+        }
+        // END DOC
+        try await withTimeout(.seconds(10)) {
+            while imageView.shown.value.isEmpty { await Task.yield() }
+        }
+        #expect(try imageView.shown.value.first?.get() == Data("beach".utf8))
+        _ = shown
+    }
+
+    @Test func delayedWorkExample() throws {
+        let clock = ManualClock()
+        let ran = LockIsolated(0)
+        let queue = ClockQueue(clock: clock)
+        queue.enqueue(after: .seconds(1)) { ran.withValue { $0 += 1 } }.cancel()
+        queue.enqueue(after: .seconds(1)) { ran.withValue { $0 += 10 } }
+        clock.fireAll()
+        #expect(ran.value == 10)
+    }
+
+    @Test func jobErrorExample() throws {
+        let queue = TestQueue()
+        let job = Job<Int>.never.timeout(after: .seconds(1))
+        let shownRetry = LockIsolated(false)
+        @Sendable func showRetryButton() { shownRetry.setValue(true) }
+        // BEGIN DOC
+        job.perform(on: queue) { outcome in
+            if case .failure(JobError.timedOut) = outcome { showRetryButton() }
+        }
+        // END DOC
+        try queue.advance(by: .seconds(1))
+        #expect(shownRetry.value)
+    }
+
+    @Test func thenExample() async throws {
+        let id = 7
+        // BEGIN DOC
+        let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
+        // END DOC
+        #expect(try await avatar.value == Avatar(pixels: Array("7.png".utf8)))
+    }
+
+    @Test func recoverExample() async throws {
+        let cachedAvatar = Job<Avatar>.failed(NotFound())
+        // BEGIN DOC
+        let avatar = cachedAvatar.recover { error in
+            guard error is NotFound else { throw error }
+            return .placeholder
+        }
+        // END DOC
+        #expect(try await avatar.value == .placeholder)
+    }
+
+    @Test func timeoutExample() throws {
+        let queue = TestQueue()
+        // BEGIN DOC
+        Job<Data>.never.timeout(after: .seconds(30)).perform(on: queue) { outcome in print(outcome) }
+        try queue.advance(by: .seconds(30))  // prints failure(JobKit.JobError.timedOut)
+        // END DOC
+        #expect(queue.isIdle)
+    }
+
+    @Test func retryExample() throws {
+        let attempts = LockIsolated(0)
+        let upload = Job<Void> { controller in
+            attempts.withValue { $0 += 1 }
+            controller.fail(with: NetworkError.offline)
+        }
+        let queue = TestQueue()
+        // BEGIN DOC
+        let retried = upload.retry(attempts: 3, delay: .exponential(initial: .seconds(1), maximum: .seconds(8)))
+        // END DOC
+        retried.perform(on: queue) { _ in }
+        try queue.advance(by: .seconds(3))
+        #expect(attempts.value == 3)
+    }
+
+    @Test func typedResultExample() async throws {
+        let client = Client()
+        let url = URL(string: "https://example.com/a")!
+        let job = Job<Data> { controller in
+            // BEGIN DOC
+            client.fetch(url) { (result: Result<Data, NetworkError>) in
+                controller.complete(with: result)
+            }
+            // END DOC
+        }
+        #expect(try await job.value == Data("https://example.com/a".utf8))
+    }
+
+    @Test func asyncExamples() async throws {
+        let download = Job<Data>.succeeded(Data([1]))
+        let api = DocExamples.ProfileAPI()
+        let id = 3
+        // BEGIN DOC
+        let data = try await download.value
+        // END DOC
+        // BEGIN DOC
+        let profile = Job.task { try await api.profile(id: id) }
+        // END DOC
+        #expect(data == Data([1]))
+        #expect(try await profile.value.avatarURL.lastPathComponent == "3")
+    }
+
+    @Test func bridgingExamples() async throws {
+        let api = DocExamples.ProfileAPI()
+        let id = 4
+        let downloader = Downloader()
+        let url = URL(string: "https://example.com/b")!
+        let store = RecordStore()
+        let record = "milk"
+        // BEGIN DOC
+        let profile = Job.bridging { completion in api.loadProfile(id: id, completion: completion) }
+        // END DOC
+        // BEGIN DOC
+        let download = Job.bridgingCancellable { completion in
+            downloader.fetch(url, completion: completion)  // returns a DispatchWorkItem
+        }
+        // END DOC
+        // BEGIN DOC
+        let save = Job.bridging { completion in store.save(record, completion: completion) }
+        // END DOC
+        #expect(try await profile.value.avatarURL.lastPathComponent == "4")
+        #expect(try await download.value == Data("https://example.com/b".utf8))
+        try await save.value
+        #expect(store.saved.value == ["milk"])
+    }
+
+    @Test func combinatorExamples() async throws {
+        let uploaded = LockIsolated<[String]>([])
+        func uploading(_ name: String) -> Job<Void> {
+            Job { controller in
+                uploaded.withValue { $0.append(name) }
+                controller.finish()
+            }
+        }
+        let photos = ["a.jpg", "b.jpg"]
+        let mediaUploads = photos.map(uploading)
+        let postUpload = uploading("post.json")
+        let files = ["x", "yy"]
+        func measure(_ file: String) -> Job<Int> { .succeeded(file.count) }
+        // BEGIN DOC
+        let uploads = photos.map { photo in uploading(photo) }
+        Job.group(uploads, maxConcurrent: 4).perform { outcome in print(outcome) }
+        // END DOC
+        // BEGIN DOC
+        let sizes: Job<[Int]> = Job.collect(files.map(measure))
+        // END DOC
+        // BEGIN DOC
+        let sequence = Job.sequence([.group(mediaUploads), postUpload])
+        // END DOC
+        #expect(try await sizes.value == [1, 2])
+        try await sequence.value
+        #expect(uploaded.value.last == "post.json")
+    }
+
+    @Test func landingPageExample() async throws {
+        let mediaUploads = [Job<Void>.succeeded, .succeeded]
+        let postUpload = Job<Void>.succeeded
+        let shown = LockIsolated<[String]>([])
+        let done = LockIsolated(false)
+        @Sendable func show(_ error: any Error) { shown.withValue { $0.append("\(error)") } }
+        // BEGIN DOC
+        let publish = Job.sequence([
+            .group(mediaUploads, maxConcurrent: 4),
+            postUpload,
+        ])
+        publish.timeout(after: .seconds(60)).perform(on: .main) { outcome in
+            if case .failure(let error) = outcome { show(error) }
+        }
+        // END DOC
+        publish.perform(on: .main) { _ in done.setValue(true) }
+        try await withTimeout(.seconds(10)) {
+            while !done.value { await Task.yield() }
+        }
+        #expect(shown.value.isEmpty)
+    }
+
+    @MainActor
+    @Test func taskSchedulingExamples() async throws {
+        let api = DocExamples.CounterModel.API()
+        DocExamples.CounterModelBefore().buttonTapped()
+        // BEGIN DOC
+        let scheduler = ManualTaskScheduler()
+        let model = CounterModel(api: api, scheduler: scheduler)
+        model.buttonTapped()
+        await scheduler.runAll()
+        #expect(model.label == "42")
+        // END DOC
+        let refreshed = LockIsolated(false)
+        let recording = RecordingTaskScheduler()
+        struct Model: Sendable {
+            let refreshed: LockIsolated<Bool>
+            func refresh() async { refreshed.setValue(true) }
+        }
+        do {
+            let scheduler = recording
+            let model = Model(refreshed: refreshed)
+            // BEGIN DOC
+            scheduler.schedule { await model.refresh() }
+            // END DOC
+        }
+        try await recording.waitForTasks(timeout: .seconds(10))
+        #expect(refreshed.value)
+    }
+}
+
+// MARK: - Every example is here
+
+@Suite("Doc comment examples compile")
+struct DocExamplesCompileTests {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The files where examples are compiled.
+    static let exampleFiles = [
+        "Tests/JobKitTests/DocExamplesTests.swift"
+    ]
+
+    /// The modules whose examples are checked.
+    static let modules = ["JobKit"]
+
+    @Test(arguments: modules)
+    func everyExampleIsCompiledInATest(module: String) throws {
+        let examples = try Self.exampleFiles.map {
+            try String(contentsOf: Self.root.appendingPathComponent($0), encoding: .utf8)
+        }
+        .map(normalize).joined(separator: "\n")
+        let blocks = try DocBlocks.find(in: Self.root.appendingPathComponent("Sources/\(module)"))
+        #expect(!blocks.isEmpty)
+        for block in blocks {
+            let isCompiled = examples.contains(normalize(block.code))
+            #expect(isCompiled, "the example at \(block.location) is not compiled in a test:\n\(block.code)")
+        }
+    }
+
+    /// Lines trimmed of indentation, runs of spaces made one, blank lines
+    /// dropped: what a formatter may change.
+    private func normalize(_ text: String) -> String {
+        text.split(separator: "\n")
+            .map { $0.split(separator: " ").joined(separator: " ") }
+            .filter { !$0.isEmpty }
+            .joined(separator: "\n")
+    }
+}
+
+/// The Swift code blocks of a folder's doc comments (`///`) and DocC
+/// articles (`.md`).
+enum DocBlocks {
+    struct Block {
+        let location: String
+        let code: String
+    }
+
+    static func find(in folder: URL) throws -> [Block] {
+        var blocks: [Block] = []
+        let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil)
+        while let file = files?.nextObject() as? URL {
+            let text = try? String(contentsOf: file, encoding: .utf8)
+            guard let text else { continue }
+            let isSwift = file.pathExtension == "swift"
+            guard isSwift || file.pathExtension == "md" else { continue }
+            var current: [String]?
+            var start = 0
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                var content = line.trimmingCharacters(in: .whitespaces)
+                if isSwift {
+                    guard content.hasPrefix("///") else {
+                        current = nil
+                        continue
+                    }
+                    content = String(content.dropFirst(3))
+                    if content.hasPrefix(" ") { content.removeFirst() }
+                } else {
+                    content = String(line)
+                }
+                let fence = content.trimmingCharacters(in: .whitespaces)
+                if fence.hasPrefix("```") {
+                    if let lines = current {
+                        blocks.append(
+                            Block(location: "\(file.lastPathComponent):\(start)", code: lines.joined(separator: "\n")))
+                        current = nil
+                    } else if fence == "```" || fence == "```swift" {
+                        current = []
+                        start = number + 1
+                    }
+                    continue
+                }
+                current?.append(content)
+            }
+        }
+        return blocks
+    }
+}
