@@ -11,7 +11,7 @@ import JobKit
 /// let uploader = InMemoryUploader(latency: .seconds(1))
 /// uploader.fail(beach.media.destination, with: URLError(.timedOut), times: 1)
 /// Job.publishing(post, using: uploader, options: PublishOptions(attempts: 2))
-///     .perform(on: queue) { outcome = $0 }
+///     .perform(on: queue) { outcome in print(outcome) }
 /// try queue.advance(by: .seconds(5))
 /// #expect(uploader.uploads.map(\.destination).last == post.destination)
 /// ```

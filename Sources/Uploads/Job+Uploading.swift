@@ -82,7 +82,7 @@ extension Job where Success == Void {
     /// Job.publishing(post, using: uploader, options: PublishOptions(attempts: 3)) { progress in
     ///     print("\(Int(progress.fractionCompleted * 100))%")
     /// }
-    /// .perform { outcome in ... }
+    /// .perform { outcome in print(outcome) }
     /// ```
     ///
     /// - Parameters:

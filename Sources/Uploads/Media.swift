@@ -7,9 +7,10 @@ import Foundation
 /// read whole: uploaders stream it, so a large video costs little memory.
 ///
 /// ```swift
-/// let clip = Media(file: URL(fileURLWithPath: "/videos/surf.mov"),
-///                  destination: URL(string: "https://uploads.example.com/surf.mov")!,
-///                  contentType: "video/quicktime")
+/// let clip = Media(
+///     file: URL(fileURLWithPath: "/videos/surf.mov"),
+///     destination: URL(string: "https://uploads.example.com/surf.mov")!,
+///     contentType: "video/quicktime")
 /// let size = try clip.byteCount()
 /// ```
 public struct Media: Sendable, Hashable {

@@ -8,11 +8,12 @@ import Foundation
 /// there.
 ///
 /// ```swift
-/// let post = Post(text: "Surf's up",
-///                 photos: [beach, sunset],
-///                 videos: [surf],
-///                 destination: URL(string: "https://uploads.example.com/posts/42.json")!)
-/// Job.publishing(post, using: uploader).perform { outcome in ... }
+/// let post = Post(
+///     text: "Surf's up",
+///     photos: [beach, sunset],
+///     videos: [surf],
+///     destination: URL(string: "https://uploads.example.com/posts/42.json")!)
+/// Job.publishing(post, using: uploader).perform { outcome in print(outcome) }
 /// ```
 public struct Post: Sendable, Hashable {
     /// The text of the post.
