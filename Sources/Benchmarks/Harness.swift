@@ -109,7 +109,7 @@ func measureInterleaved(
 
 /// Waits for a callback-style completion on the calling thread.
 final class Completion<Value: Sendable>: Sendable {
-    private let box = LockIsolated<Value?>(nil)
+    private let box = LockedValue<Value?>(nil)
     private let semaphore = DispatchSemaphore(value: 0)
 
     func complete(_ value: Value) {

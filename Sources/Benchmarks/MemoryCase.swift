@@ -328,7 +328,7 @@ enum MemoryCase {
 
 /// Where pending jobs park what completes them, until all `capacity` have.
 final class Parking<Item: Sendable>: Sendable {
-    private let items: LockIsolated<[Item]>
+    private let items: LockedValue<[Item]>
     private let full = DispatchSemaphore(value: 0)
     private let capacity: Int
 
@@ -336,7 +336,7 @@ final class Parking<Item: Sendable>: Sendable {
         self.capacity = capacity
         var items: [Item] = []
         items.reserveCapacity(capacity)
-        self.items = LockIsolated(items)
+        self.items = LockedValue(items)
     }
 
     func park(_ item: Item) {
@@ -365,7 +365,7 @@ final class Parking<Item: Sendable>: Sendable {
 /// `target` when `perform` returns.
 final class FirstInlineQueue: JobQueue {
     private let target: DispatchQueue
-    private let isFirst = LockIsolated(true)
+    private let isFirst = LockedValue(true)
 
     init(target: DispatchQueue) {
         self.target = target

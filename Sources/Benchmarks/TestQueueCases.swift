@@ -34,7 +34,7 @@ enum TestQueueCases {
             },
             Variant(name: "`Job.sequence` of \(million) on TestQueue") { _ in
                 let queue = TestQueue(maxSteps: .max)
-                let outcome = LockIsolated<Result<Void, any Error>?>(nil)
+                let outcome = LockedValue<Result<Void, any Error>?>(nil)
                 Job.sequence(jobs).perform(on: queue) { outcome.setValue($0) }
                 try queue.run()
                 guard let result = outcome.value else { throw BenchmarkFailure("sequence on TestQueue did not finish") }
@@ -66,7 +66,7 @@ enum TestQueueCases {
     /// Performs `job` on an `ImmediateQueue`, so it completes before this
     /// returns; throws its error, or when it did not complete.
     static func performImmediately<T>(_ job: Job<T>) throws {
-        let outcome = LockIsolated<Result<T, any Error>?>(nil)
+        let outcome = LockedValue<Result<T, any Error>?>(nil)
         job.perform(on: ImmediateQueue()) { outcome.setValue($0) }
         guard let result = outcome.value else { throw BenchmarkFailure("job did not complete on ImmediateQueue") }
         _ = try result.get()
@@ -76,7 +76,7 @@ enum TestQueueCases {
     /// synchronous sequence ran, in bytes. Throws if the stack grew with
     /// the sequence (more than 256 KiB).
     static func sequenceStackDepth(count: Int) throws -> Int {
-        let addresses = LockIsolated<(top: UInt, lowest: UInt)?>(nil)
+        let addresses = LockedValue<(top: UInt, lowest: UInt)?>(nil)
         let step = Job<Void> { controller in
             let address = currentStackAddress()
             addresses.withValue { value in
@@ -97,7 +97,7 @@ enum TestQueueCases {
 /// A counter touched from one thread at a time (the thread that runs the
 /// test queue), kept behind a lock so the compiler can check it.
 final class Counter: Sendable {
-    private let box = LockIsolated(0)
+    private let box = LockedValue(0)
 
     var value: Int { box.value }
 

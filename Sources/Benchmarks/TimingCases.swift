@@ -161,7 +161,7 @@ enum TimingCases {
             },
             Variant(name: "4 chains, each completion `async`s the next job (hand-written)") { n in
                 let group = DispatchGroup()
-                let nextIndex = LockIsolated(0)
+                let nextIndex = LockedValue(0)
                 @Sendable func startNext() {
                     let index = nextIndex.withValue { next in
                         defer { next += 1 }

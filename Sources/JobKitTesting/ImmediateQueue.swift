@@ -15,9 +15,9 @@ import Musl
 /// assert right after performing:
 ///
 /// ```swift
-/// var outcome: Job<Int>.Outcome?
-/// job.perform(on: ImmediateQueue()) { outcome = $0 }
-/// #expect(try outcome?.get() == 42)
+/// let outcome = LockedValue<Job<Int>.Outcome?>(nil)
+/// job.perform(on: ImmediateQueue()) { outcome.setValue($0) }
+/// #expect(try outcome.value?.get() == 42)
 /// ```
 ///
 /// Delayed work runs at once too: time collapses to now. Use ``TestQueue``

@@ -99,8 +99,8 @@ public final class RecordingTaskScheduler: TaskScheduling, Sendable {
         }
         guard let idle else { return }
         do {
-            try await withTimeout(timeout) { try await idle.cancellableValue() }
-        } catch is TimeoutError {
+            try await withTimeLimit(timeout) { try await idle.cancellableValue() }
+        } catch is TimeLimitExceeded {
             throw WaitTimeout(runningCount: runningCount, timeout: timeout)
         }
     }

@@ -10,12 +10,12 @@ import JobKit
 ///
 /// ```swift
 /// let queue = TestQueue()
-/// var outcome: Job<Data>.Outcome?
-/// download.timeout(after: .seconds(30)).perform(on: queue) { outcome = $0 }
+/// let outcome = LockedValue<Job<Data>.Outcome?>(nil)
+/// download.timeout(after: .seconds(30)).perform(on: queue) { outcome.setValue($0) }
 /// try queue.run()
-/// #expect(outcome == nil)              // started, not finished
+/// #expect(outcome.value == nil)   // started, not finished
 /// try queue.advance(by: .seconds(30))
-/// // outcome is .failure(JobError.timedOut)
+/// #expect(throws: JobError.timedOut) { try outcome.value?.get() }
 /// ```
 ///
 /// Work runs in order of due time, and in enqueue order among work due at
@@ -28,8 +28,10 @@ import JobKit
 /// Thread-safe: work can be enqueued from any thread. Work runs on the
 /// thread that calls ``run()`` or ``advance(by:)``, outside the queue's lock.
 public final class TestQueue: JobQueue, Sendable {
-    /// Thrown when one call to ``run()`` or ``advance(by:)`` ran more than
-    /// ``TestQueue/maxSteps`` items: some work re-enqueues itself forever.
+    /// Thrown when one call to ``run()`` or ``advance(by:)`` reached
+    /// ``TestQueue/maxSteps`` items with more still due: work that
+    /// re-enqueues itself forever, or a long but finite run (a 1 ms ticker
+    /// over an hour) that needs a higher limit.
     public struct RunawayError: Error, CustomStringConvertible, Sendable {
         /// The number of items run before the call gave up.
         public let steps: Int
@@ -38,10 +40,11 @@ public final class TestQueue: JobQueue, Sendable {
         /// The number of items still waiting.
         public let pendingCount: Int
 
-        /// What happened, in one line.
+        /// What happened, in one line: what is known, and how to go on.
         public var description: String {
-            "TestQueue ran \(steps) items in one call without becoming idle (now \(now), "
-                + "\(pendingCount) pending): some work keeps enqueueing work forever"
+            "TestQueue stopped after running \(steps) items in one call, its step limit (maxSteps), with work "
+                + "still due (now \(now), \(pendingCount) pending): either some work keeps enqueueing work, "
+                + "or the run is longer than the limit; raise it with TestQueue(maxSteps:)"
         }
     }
 

@@ -11,7 +11,7 @@ import Testing
 /// does), and some await Swift tasks meanwhile: run on the test runner's
 /// cooperative threads, they could starve the tasks they wait for. So each
 /// test runs its case on a thread of its own, and the suite runs serialized.
-@Suite("Benchmarks smoke", .serialized)
+@Suite("Benchmarks smoke", .serialized, .timeLimit(.minutes(1)))
 struct BenchmarkSmokeTests {
     static let tiny = Schedule(warmups: 1, rounds: 2)
 
@@ -50,12 +50,16 @@ struct BenchmarkSmokeTests {
         #expect(MemoryCase.Sample(line: sample.line) == sample)
     }
 
-    @Test func memoryCaseSpawnsTheExecutableWhenItIsBuilt() async throws {
-        // `swift build` puts the executable next to the test runner; skip
-        // when it is not there (a build of the tests alone).
+    @Test func memoryCaseSpawnsTheBuiltExecutable() async throws {
+        // `swift test` (and `swift build --build-tests`) builds the
+        // executable next to the test runner; without it this test would
+        // check nothing, so it fails.
         let directory = URL(fileURLWithPath: MemoryCase.currentExecutable).deletingLastPathComponent()
         let executable = directory.appendingPathComponent("Benchmarks").path
-        guard FileManager.default.isExecutableFile(atPath: executable) else { return }
+        try #require(
+            FileManager.default.isExecutableFile(atPath: executable),
+            "no Benchmarks executable at \(executable): build it with `swift build --build-tests`"
+        )
         let report = try await onOwnThread {
             try MemoryCase.measureRounds(
                 n: 500, rounds: 1, executable: executable, kinds: [.jobKitQueued, .dispatchGroupQueued])

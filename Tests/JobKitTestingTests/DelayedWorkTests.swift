@@ -6,11 +6,11 @@ import Testing
 private final class Captured: Sendable {}
 
 /// `enqueue(after:)` returns a handle that cancels the work, on every queue.
-@Suite("Cancelling delayed work")
+@Suite("Cancelling delayed work", .timeLimit(.minutes(1)))
 struct DelayedWorkTests {
     @Test func onATestQueueCancelledWorkIsNoLongerPendingAndNeverRuns() throws {
         let queue = TestQueue()
-        let ran = LockIsolated<[String]>([])
+        let ran = LockedValue<[String]>([])
         let first = queue.enqueue(after: .seconds(1)) { ran.withValue { $0.append("first") } }
         queue.enqueue(after: .seconds(2)) { ran.withValue { $0.append("second") } }
         #expect(queue.pendingCount == 2)
@@ -39,7 +39,7 @@ struct DelayedWorkTests {
 
     @Test func onATestQueueCancellingWorkThatRanDoesNothing() throws {
         let queue = TestQueue()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let delayed = queue.enqueue(after: .seconds(1)) { runs.withValue { $0 += 1 } }
         try queue.advance(by: .seconds(1))
         delayed.cancel()
@@ -53,14 +53,14 @@ struct DelayedWorkTests {
     @Test func onATestQueueCancelledItemsDoNotCountTowardsTheStepLimit() throws {
         let queue = TestQueue(maxSteps: 3)
         for _ in 0..<10 { queue.enqueue(after: .seconds(1)) {}.cancel() }
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         for _ in 0..<3 { queue.enqueue(after: .seconds(1)) { runs.withValue { $0 += 1 } } }
         try queue.advance(by: .seconds(1))
         #expect(runs.value == 3)
     }
 
     @Test func onAnImmediateQueueWorkCancelledWhileWaitingNeverRuns() {
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         ImmediateQueue().enqueue {
             // Inside running work, delayed work waits behind it.
             let delayed = ImmediateQueue().enqueue(after: .seconds(1)) { ran.setValue(true) }
@@ -71,7 +71,7 @@ struct DelayedWorkTests {
 
     @Test func onADispatchQueueCancelledWorkNeverRuns() {
         let queue = DispatchQueue(label: "DelayedWorkTests")
-        let ran = LockIsolated<[String]>([])
+        let ran = LockedValue<[String]>([])
         let done = DispatchSemaphore(value: 0)
         // Both on one serial queue, the cancelled one due first: had it not
         // been cancelled, it would have run before the second.
@@ -89,7 +89,7 @@ struct DelayedWorkTests {
         let queue = DispatchQueue(label: "DelayedWorkTests.once")
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
-        let runs = LockIsolated<[Int?]>([])
+        let runs = LockedValue<[Int?]>([])
         let done = DispatchSemaphore(value: 0)
         let delayed = queue.enqueue(after: .milliseconds(1)) {
             runs.withValue { $0.append(DispatchQueue.getSpecific(key: key)) }

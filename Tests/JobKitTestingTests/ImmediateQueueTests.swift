@@ -3,23 +3,23 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("ImmediateQueue")
+@Suite("ImmediateQueue", .timeLimit(.minutes(1)))
 struct ImmediateQueueTests {
     @Test func runsWorkInlineBeforeEnqueueReturns() {
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         ImmediateQueue().enqueue { ran.setValue(true) }
         #expect(ran.value)
     }
 
     @Test func delayedWorkRunsAtOnce() {
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         ImmediateQueue().enqueue(after: .seconds(3600)) { ran.setValue(true) }
         #expect(ran.value)
     }
 
     @Test func workEnqueuedWhileRunningRunsRightAfterInOrder() {
         let queue = ImmediateQueue()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         queue.enqueue {
             log.withValue { $0.append("outer start") }
             queue.enqueue { log.withValue { $0.append("first") } }
@@ -35,8 +35,8 @@ struct ImmediateQueueTests {
     @Test func aLongChainOfReenqueuedWorkKeepsAFlatStack() {
         let queue = ImmediateQueue()
         let top = currentStackAddress()
-        let deepest = LockIsolated(top)
-        let remaining = LockIsolated(200_000)
+        let deepest = LockedValue(top)
+        let remaining = LockedValue(200_000)
         @Sendable func step() {
             let address = currentStackAddress()
             deepest.withValue { $0 = min($0, address) }
@@ -53,7 +53,7 @@ struct ImmediateQueueTests {
 
     @Test func eachThreadDrainsItsOwnWork() {
         let queue = ImmediateQueue()
-        let counts = LockIsolated([Int](repeating: 0, count: 8))
+        let counts = LockedValue([Int](repeating: 0, count: 8))
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
             for _ in 0..<1_000 {
                 queue.enqueue {

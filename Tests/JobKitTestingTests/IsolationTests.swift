@@ -2,10 +2,10 @@ import Dispatch
 import JobKitTesting
 import Testing
 
-@Suite("LockIsolated")
+@Suite("LockedValue", .timeLimit(.minutes(1)))
 struct LockIsolatedTests {
     @Test func readsWritesAndMutatesInPlace() {
-        let box = LockIsolated([1])
+        let box = LockedValue([1])
         box.setValue([2])
         let count = box.withValue { value -> Int in
             value.append(3)
@@ -16,7 +16,7 @@ struct LockIsolatedTests {
     }
 
     @Test func incrementsFromManyThreadsAreNeverLost() {
-        let counter = LockIsolated(0)
+        let counter = LockedValue(0)
         DispatchQueue.concurrentPerform(iterations: 10_000) { _ in
             counter.withValue { $0 += 1 }
         }
@@ -24,10 +24,10 @@ struct LockIsolatedTests {
     }
 }
 
-@Suite("ActorIsolated")
+@Suite("ActorValue", .timeLimit(.minutes(1)))
 struct ActorIsolatedTests {
     @Test func readsWritesAndMutatesInPlace() async {
-        let box = ActorIsolated([1])
+        let box = ActorValue([1])
         await box.setValue([2])
         let count = await box.withValue { value -> Int in
             value.append(3)
@@ -38,7 +38,7 @@ struct ActorIsolatedTests {
     }
 
     @Test func incrementsFromManyTasksAreNeverLost() async {
-        let counter = ActorIsolated(0)
+        let counter = ActorValue(0)
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<1000 {
                 group.addTask { await counter.withValue { $0 += 1 } }

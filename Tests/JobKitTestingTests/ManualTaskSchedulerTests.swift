@@ -3,11 +3,11 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("ManualTaskScheduler")
+@Suite("ManualTaskScheduler", .timeLimit(.minutes(1)))
 struct ManualTaskSchedulerTests {
     @Test func capturesOperationsWithoutRunningThem() {
         let scheduler = ManualTaskScheduler()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         scheduler.schedule { runs.withValue { $0 += 1 } }
         #expect(scheduler.pendingCount == 1)
         #expect(!scheduler.isIdle)
@@ -16,7 +16,7 @@ struct ManualTaskSchedulerTests {
 
     @Test func runAllRunsEachOperationToCompletionInOrder() async {
         let scheduler = ManualTaskScheduler()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         for index in 0..<3 {
             scheduler.schedule {
                 log.withValue { $0.append("start \(index)") }
@@ -31,7 +31,7 @@ struct ManualTaskSchedulerTests {
 
     @Test func operationsScheduledWhileRunningWaitForTheNextCall() async {
         let scheduler = ManualTaskScheduler()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         scheduler.schedule {
             log.withValue { $0.append("first") }
             scheduler.schedule { log.withValue { $0.append("second") } }
@@ -46,7 +46,7 @@ struct ManualTaskSchedulerTests {
 
     @Test func runUntilIdleRunsOperationsScheduledByOperations() async throws {
         let scheduler = ManualTaskScheduler()
-        let steps = LockIsolated(0)
+        let steps = LockedValue(0)
         @Sendable func step() {
             let count = steps.withValue { value -> Int in
                 value += 1
@@ -73,7 +73,7 @@ struct ManualTaskSchedulerTests {
 
     @Test func cancellingACapturedHandleMeansItNeverRuns() async {
         let scheduler = ManualTaskScheduler()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let cancelled = scheduler.schedule { runs.withValue { $0 += 1 } }
         scheduler.schedule { runs.withValue { $0 += 10 } }
         cancelled.cancel()
@@ -128,7 +128,7 @@ struct ManualTaskSchedulerTests {
 
     @Test func operationsCanBeScheduledAndCancelledFromManyThreads() async {
         let scheduler = ManualTaskScheduler()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         DispatchQueue.concurrentPerform(iterations: 1000) { index in
             let handle = scheduler.schedule { runs.withValue { $0 += 1 } }
             if index.isMultiple(of: 2) { handle.cancel() }

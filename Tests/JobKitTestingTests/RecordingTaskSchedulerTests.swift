@@ -3,7 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("RecordingTaskScheduler")
+@Suite("RecordingTaskScheduler", .timeLimit(.minutes(1)))
 struct RecordingTaskSchedulerTests {
     @Test func recordsEveryCallInOrder() async throws {
         let scheduler = RecordingTaskScheduler()
@@ -41,7 +41,7 @@ struct RecordingTaskSchedulerTests {
     @Test func waitsForTasksStartedByItsTasks() async throws {
         let scheduler = RecordingTaskScheduler()
         let (gate, openGate) = AsyncStream<Void>.makeStream()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         scheduler.schedule {
             scheduler.schedule {
                 _ = await gate.first { true }
@@ -98,7 +98,7 @@ struct RecordingTaskSchedulerTests {
 
     @Test func countsTasksStartedFromManyThreadsAtOnce() async throws {
         let scheduler = RecordingTaskScheduler()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         DispatchQueue.concurrentPerform(iterations: 200) { _ in
             scheduler.schedule {
                 runs.withValue { $0 += 1 }

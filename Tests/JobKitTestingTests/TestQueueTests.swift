@@ -3,11 +3,11 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("TestQueue")
+@Suite("TestQueue", .timeLimit(.minutes(1)))
 struct TestQueueTests {
     @Test func enqueueDoesNotRunWork() {
         let queue = TestQueue()
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         queue.enqueue { ran.setValue(true) }
         #expect(!ran.value)
         #expect(queue.pendingCount == 1)
@@ -16,7 +16,7 @@ struct TestQueueTests {
 
     @Test func runRunsPendingWorkInFIFOOrder() throws {
         let queue = TestQueue()
-        let log = LockIsolated<[Int]>([])
+        let log = LockedValue<[Int]>([])
         for index in 0..<5 { queue.enqueue { log.withValue { $0.append(index) } } }
         try queue.run()
         #expect(log.value == [0, 1, 2, 3, 4])
@@ -25,7 +25,7 @@ struct TestQueueTests {
 
     @Test func runPicksUpWorkEnqueuedWhileRunning() throws {
         let queue = TestQueue()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         queue.enqueue {
             log.withValue { $0.append("a") }
             queue.enqueue {
@@ -40,7 +40,7 @@ struct TestQueueTests {
 
     @Test func runDoesNotRunDelayedWorkOrMoveTheClock() throws {
         let queue = TestQueue()
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         queue.enqueue(after: .seconds(1)) { ran.setValue(true) }
         try queue.run()
         #expect(!ran.value)
@@ -50,7 +50,7 @@ struct TestQueueTests {
 
     @Test func advanceRunsByDueTimeThenEnqueueOrderWithNowAtEachDueTime() throws {
         let queue = TestQueue()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         func record(_ name: String) -> @Sendable () -> Void {
             { log.withValue { $0.append("\(name)@\(queue.now.components.seconds)") } }
         }
@@ -69,7 +69,7 @@ struct TestQueueTests {
 
     @Test func advanceRunsWorkThatFallsDueWhileAdvancing() throws {
         let queue = TestQueue()
-        let times = LockIsolated<[Duration]>([])
+        let times = LockedValue<[Duration]>([])
         @Sendable func tick() {
             times.withValue { $0.append(queue.now) }
             if times.value.count < 4 { queue.enqueue(after: .seconds(1), tick) }
@@ -81,7 +81,7 @@ struct TestQueueTests {
 
     @Test func runNextRunsOneItemForStepByStepTests() {
         let queue = TestQueue()
-        let log = LockIsolated<[Int]>([])
+        let log = LockedValue<[Int]>([])
         queue.enqueue { log.withValue { $0.append(1) } }
         queue.enqueue { log.withValue { $0.append(2) } }
         #expect(queue.runNext())
@@ -100,15 +100,49 @@ struct TestQueueTests {
         } throws: { error in
             guard let runaway = error as? TestQueue.RunawayError else { return false }
             return runaway.steps == 1_000 && runaway.pendingCount == 1
-                && runaway.description.contains("keeps enqueueing work forever")
+                && runaway.description.contains("maxSteps")
+                && runaway.description.contains("TestQueue(maxSteps:)")
         }
+    }
+
+    @Test func aLongButFiniteRunIsToldHowToRaiseTheLimit() throws {
+        // A 1 ms ticker over a minute: 60,000 steps, more than the limit,
+        // though it ends.
+        let queue = TestQueue(maxSteps: 10_000)
+        let ticks = LockedValue(0)
+        @Sendable func tick() {
+            let count = ticks.withValue { count -> Int in
+                count += 1
+                return count
+            }
+            if count < 60_000 { queue.enqueue(after: .milliseconds(1), tick) }
+        }
+        queue.enqueue(after: .milliseconds(1), tick)
+        let error = #expect(throws: TestQueue.RunawayError.self) { try queue.advance(by: .seconds(60)) }
+        #expect(error?.steps == 10_000)
+        #expect(error?.description.contains("raise it with TestQueue(maxSteps:)") == true)
+        #expect(error?.description.contains("keeps enqueueing work forever") == false)
+        // A queue with room for the whole run gets to the end.
+        let roomy = TestQueue(maxSteps: 10)
+        let count = LockedValue(0)
+        @Sendable func step() {
+            if count.withValue({ count -> Int in
+                count += 1
+                return count
+            }) < 10 {
+                roomy.enqueue(after: .milliseconds(1), step)
+            }
+        }
+        roomy.enqueue(after: .milliseconds(1), step)
+        try roomy.advance(by: .seconds(1))
+        #expect(count.value == 10)
     }
 
     @Test func runsWorkOutsideItsLock() throws {
         // Work that reads the queue's state while running would deadlock
         // if the queue held its lock while running work.
         let queue = TestQueue()
-        let seen = LockIsolated<Int?>(nil)
+        let seen = LockedValue<Int?>(nil)
         queue.enqueue { seen.setValue(queue.pendingCount) }
         queue.enqueue {}
         try queue.run()
@@ -117,7 +151,7 @@ struct TestQueueTests {
 
     @Test func enqueueingFromManyThreadsLosesNothing() throws {
         let queue = TestQueue()
-        let count = LockIsolated(0)
+        let count = LockedValue(0)
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
             for _ in 0..<1_000 { queue.enqueue { count.withValue { $0 += 1 } } }
         }
@@ -128,14 +162,14 @@ struct TestQueueTests {
 
     @Test func drivesAJobStepByStep() throws {
         let queue = TestQueue()
-        let log = LockIsolated<[String]>([])
+        let log = LockedValue<[String]>([])
         let step = { (name: String) in
             Job<Void> { controller in
                 log.withValue { $0.append(name) }
                 controller.queue.enqueue(after: .seconds(1)) { controller.finish() }
             }
         }
-        let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+        let outcome = LockedValue<Job<Void>.Outcome?>(nil)
         Job.sequence([step("one"), step("two")]).perform(on: queue) { outcome.setValue($0) }
         try queue.run()
         #expect(log.value == ["one"])

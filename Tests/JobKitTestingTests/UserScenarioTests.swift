@@ -34,7 +34,7 @@ private final class CounterViewModel {
 // MARK: - An object that saves in a background-priority task
 
 private final class NotesStore: Sendable {
-    private let notes = LockIsolated<[String]>([])
+    private let notes = LockedValue<[String]>([])
     private let scheduler: any TaskScheduling
 
     init(scheduler: any TaskScheduling = DefaultTaskScheduler()) {
@@ -53,7 +53,7 @@ private final class NotesStore: Sendable {
 // MARK: - A model with a loading flag
 
 private final class ProfileModel: Sendable {
-    private let state = LockIsolated<(isLoading: Bool, name: String?)>((false, nil))
+    private let state = LockedValue<(isLoading: Bool, name: String?)>((false, nil))
     private let queue: any JobQueue
     private let fetchName: Job<String>
 
@@ -100,7 +100,7 @@ private final class SilentServer: Sendable {
         func cancel() { onCancel() }
     }
 
-    private let pending = LockIsolated<[@Sendable (Result<String, any Error>) -> Void]>([])
+    private let pending = LockedValue<[@Sendable (Result<String, any Error>) -> Void]>([])
     private let cancelled: AsyncStream<Void>.Continuation
     let cancellations: AsyncStream<Void>
 
@@ -116,7 +116,7 @@ private final class SilentServer: Sendable {
 
 // MARK: - The tests
 
-@Suite("User scenarios")
+@Suite("User scenarios", .timeLimit(.minutes(1)))
 struct UserScenarioTests {
     @MainActor
     @Test func buttonActionLoadsTheNumberIntoTheLabel() async {
@@ -174,8 +174,8 @@ struct UserScenarioTests {
         let clock = ContinuousClock()
         let start = clock.now
         let queue = TestQueue()
-        let messages = LockIsolated<[String]>([])
-        let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+        let messages = LockedValue<[String]>([])
+        let outcome = LockedValue<Job<Void>.Outcome?>(nil)
 
         countdown { message in messages.withValue { $0.append(message) } }
             .perform(on: queue) { outcome.setValue($0) }
@@ -196,7 +196,7 @@ struct UserScenarioTests {
     @Test func requestThatNeverAnswersTimesOutInVirtualTime() throws {
         let server = SilentServer()
         let queue = TestQueue()
-        let outcome = LockIsolated<Job<String>.Outcome?>(nil)
+        let outcome = LockedValue<Job<String>.Outcome?>(nil)
         Job.bridgingCancellable { completion in server.request(completion: completion) }
             .timeout(after: .seconds(30))
             .perform(on: queue) { outcome.setValue($0) }
@@ -211,11 +211,11 @@ struct UserScenarioTests {
         let server = SilentServer()
         let request = Job.bridgingCancellable { completion in server.request(completion: completion) }
 
-        await #expect(throws: TimeoutError(duration: .milliseconds(50))) {
-            try await withTimeout(.milliseconds(50)) { try await request.value }
+        await #expect(throws: TimeLimitExceeded(duration: .milliseconds(50))) {
+            try await withTimeLimit(.milliseconds(50)) { try await request.value }
         }
         // The loser is cancelled: the task, the job, then the request.
-        try await withTimeout(.seconds(30)) { _ = await server.cancellations.first { true } }
+        try await withTimeLimit(.seconds(30)) { _ = await server.cancellations.first { true } }
     }
 }
 

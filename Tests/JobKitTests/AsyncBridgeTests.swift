@@ -3,7 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("Job.value")
+@Suite("Job.value", .timeLimit(.minutes(1)))
 struct AsyncValueTests {
     @Test func returnsTheJobsValue() async throws {
         #expect(try await Job.succeeded(42).value == 42)
@@ -33,13 +33,17 @@ struct AsyncValueTests {
     }
 
     @Test func abandonedJobThrowsAbandoned() async {
+        // Bounded: without the abandonment report this await would never
+        // end; it fails with TimeLimitExceeded instead.
         await #expect(throws: JobError.abandoned) {
-            try await Job<Int> { _ in }.value(on: ImmediateQueue())
+            try await withTimeLimit(.seconds(10)) {
+                try await Job<Int> { _ in }.value(on: ImmediateQueue())
+            }
         }
     }
 
     @Test func cancellingTheAwaitingTaskCancelsTheJobOnce() async throws {
-        let cancels = LockIsolated(0)
+        let cancels = LockedValue(0)
         let (started, didStart) = AsyncStream<Void>.makeStream()
         let job = Job<Int> { controller in
             controller.onCancel { cancels.withValue { $0 += 1 } }
@@ -56,7 +60,7 @@ struct AsyncValueTests {
 
     @Test func alreadyCancelledTaskNeverStartsTheJobAndThrows() async throws {
         let queue = TestQueue()
-        let starts = LockIsolated(0)
+        let starts = LockedValue(0)
         let job = Job<Int> { controller in
             starts.withValue { $0 += 1 }
             controller.finish(with: 1)
@@ -71,7 +75,7 @@ struct AsyncValueTests {
     }
 
     @Test func cancellingAfterTheJobFinishedChangesNothing() async throws {
-        let cancels = LockIsolated(0)
+        let cancels = LockedValue(0)
         let job = Job<Int> { controller in
             controller.onCancel { cancels.withValue { $0 += 1 } }
             controller.finish(with: 3)
@@ -84,8 +88,8 @@ struct AsyncValueTests {
 
     @Test func cancelRacingWithStartIsNeverLostAndRunsOnCancelAtMostOnce() async throws {
         for _ in 0..<500 {
-            let starts = LockIsolated(0)
-            let cancels = LockIsolated(0)
+            let starts = LockedValue(0)
+            let cancels = LockedValue(0)
             let job = Job<Int> { controller in
                 starts.withValue { $0 += 1 }
                 controller.onCancel { cancels.withValue { $0 += 1 } }
@@ -96,7 +100,7 @@ struct AsyncValueTests {
             // Never hangs: the job never finishes by itself, so only the
             // cancel can end the wait.
             await #expect(throws: CancellationError.self) {
-                try await withTimeout(.seconds(10)) { try await task.value }
+                try await withTimeLimit(.seconds(10)) { try await task.value }
             }
             #expect(cancels.value <= starts.value)
             #expect(starts.value <= 1)
@@ -120,7 +124,7 @@ struct AsyncValueTests {
     }
 }
 
-@Suite("Job with an async body")
+@Suite("Job with an async body", .timeLimit(.minutes(1)))
 struct AsyncBodyTests {
     @Test func finishesWithTheBodysValue() async throws {
         let job = Job.task { try await Job.succeeded(20).value + 1 }
@@ -134,7 +138,7 @@ struct AsyncBodyTests {
 
     @Test func runsNothingUntilPerformedAndStartsOneTaskPerPerformance() async throws {
         let scheduler = ManualTaskScheduler()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let job = Job.task(scheduler: scheduler) { runs.withValue { $0 += 1 } }
         #expect(scheduler.pendingCount == 0)
         job.perform(on: ImmediateQueue()) { _ in }
@@ -166,7 +170,7 @@ struct AsyncBodyTests {
 
     @Test func cancellingTheJobBeforeItsTaskRanMeansTheBodyNeverRuns() async throws {
         let scheduler = ManualTaskScheduler()
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let recorder = Recorder<Void>()
         let handle = Job.task(scheduler: scheduler) { runs.withValue { $0 += 1 } }
             .perform(on: ImmediateQueue(), then: recorder.handler)

@@ -4,22 +4,18 @@ import JobKit
 import JobKitTesting
 import Testing
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// A completion-handler API, as apps have them: it keeps each completion
 /// handler so the test decides when and how it is called, and returns a
 /// cancellable request.
 private final class FakeAPI: Sendable {
     final class Request: CancellableWork, Sendable {
-        let cancels = LockIsolated(0)
+        let cancels = LockedValue(0)
         func cancel() { cancels.withValue { $0 += 1 } }
     }
 
-    private let resultCompletions = LockIsolated<[@Sendable (Result<Int, any Error>) -> Void]>([])
-    private let errorCompletions = LockIsolated<[@Sendable ((any Error)?) -> Void]>([])
-    let requests = LockIsolated<[Request]>([])
+    private let resultCompletions = LockedValue<[@Sendable (Result<Int, any Error>) -> Void]>([])
+    private let errorCompletions = LockedValue<[@Sendable ((any Error)?) -> Void]>([])
+    let requests = LockedValue<[Request]>([])
 
     func load(completion: @escaping @Sendable (Result<Int, any Error>) -> Void) {
         resultCompletions.withValue { $0.append(completion) }
@@ -56,7 +52,7 @@ private final class FakeAPI: Sendable {
 
 private enum LoadError: Error, Equatable { case notFound }
 
-@Suite("Callback bridges")
+@Suite("Callback bridges", .timeLimit(.minutes(1)))
 struct CallbackBridgeTests {
     // MARK: - (Result<T, Error>) -> Void
 
@@ -150,7 +146,7 @@ struct CallbackBridgeTests {
     @Test func cancelThatArrivesBeforeTheWorkExistedCancelsItOnArrival() throws {
         let api = FakeAPI()
         let queue = TestQueue()
-        let handle = LockIsolated<JobHandle?>(nil)
+        let handle = LockedValue<JobHandle?>(nil)
         let recorder = Recorder<Int>()
         let job = Job.bridgingCancellable { completion in
             handle.value?.cancel()  // the cancel comes while the API call runs
@@ -189,7 +185,7 @@ struct CallbackBridgeTests {
     func cancelsADispatchWorkItem(cancelling: Bool) {
         let queue = DispatchQueue(label: "suspended")
         queue.suspend()
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         let handle = Job.bridgingCancellable { completion in
             let work = DispatchWorkItem {
                 ran.setValue(true)
@@ -205,11 +201,50 @@ struct CallbackBridgeTests {
         #expect(ran.value == !cancelling)
     }
 
-    @Test func foundationDispatchAndJobKitHandlesAreCancellableWork() {
-        let types: [any CancellableWork.Type] = [
-            DispatchWorkItem.self, Task<Int, any Error>.self, JobHandle.self, ScheduledTask<Int>.self,
-        ]
-        #expect(types.count == 4)
+    /// Performs a bridged job whose start returns `work`, cancels the job,
+    /// and returns `work`, which the job should have cancelled. (For
+    /// `DispatchWorkItem`, which is not `Sendable`, see the test above that
+    /// makes one in the start closure.)
+    private func cancelBridgedJob<Work: CancellableWork & Sendable>(returning work: Work) throws -> Work {
+        // Holding on to the completion keeps the job from being abandoned.
+        let completion = LockedValue<(@Sendable (Result<Int, any Error>) -> Void)?>(nil)
+        let queue = TestQueue()
+        let handle = Job<Int>.bridgingCancellable { handler in
+            completion.setValue(handler)
+            return work
+        }
+        .perform(on: queue) { _ in }
+        try queue.run()
+        handle.cancel()
+        return work
+    }
+
+    @Test func cancellingTheJobCancelsATask() async throws {
+        let task = Task { try await Task.sleep(for: .seconds(3600)) }
+        #expect(!task.isCancelled)
+        #expect(try cancelBridgedJob(returning: task).isCancelled)
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+
+    @Test func cancellingTheJobCancelsAnotherJobsHandle() throws {
+        let queue = TestQueue()
+        let inner = Recorder<Int>()
+        let handle = Job<Int>.never.perform(on: queue, then: inner.handler)
+        try queue.run()
+        #expect(!handle.isCompleted)
+        #expect(try cancelBridgedJob(returning: handle).isCompleted)
+        try queue.run()
+        #expect(isCancellation(inner.last?.failure))
+    }
+
+    @Test func cancellingTheJobCancelsAScheduledTask() async throws {
+        let scheduler = ManualTaskScheduler()
+        let ran = LockedValue(false)
+        let scheduled = scheduler.schedule { ran.setValue(true) }
+        _ = try cancelBridgedJob(returning: scheduled)
+        await scheduler.runAll()
+        #expect(ran.value == false)  // a cancelled handle never runs
+        await #expect(throws: CancellationError.self) { try await scheduled.value }
     }
 
     @Test func cancelRacingWithTheAPICallAlwaysCancelsTheWork() throws {

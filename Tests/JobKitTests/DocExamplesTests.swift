@@ -28,7 +28,7 @@ private final class Renderer: Sendable {
 }
 
 private final class ImageView: Sendable {
-    let shown = LockIsolated<[Job<Data>.Outcome]>([])
+    let shown = LockedValue<[Job<Data>.Outcome]>([])
     func show(_ outcome: Job<Data>.Outcome) { shown.withValue { $0.append(outcome) } }
 }
 
@@ -39,10 +39,12 @@ private final class Client: Sendable {
 }
 
 /// Names the examples use that other test files use too.
-private enum DocExamples {
+enum DocExamples {
     final class ProfileAPI: Sendable {
-        func profile(id: Int) async throws -> Profile { Profile(avatarURL: URL(string: "https://example.com/\(id)")!) }
-        func loadProfile(id: Int, completion: @escaping @Sendable (Result<Profile, any Error>) -> Void) {
+        fileprivate func profile(id: Int) async throws -> Profile {
+            Profile(avatarURL: URL(string: "https://example.com/\(id)")!)
+        }
+        fileprivate func loadProfile(id: Int, completion: @escaping @Sendable (Result<Profile, any Error>) -> Void) {
             completion(.success(Profile(avatarURL: URL(string: "https://example.com/\(id)")!)))
         }
     }
@@ -57,7 +59,7 @@ private final class Downloader: Sendable {
 }
 
 private final class RecordStore: Sendable {
-    let saved = LockIsolated<[String]>([])
+    let saved = LockedValue<[String]>([])
     func save(_ record: String, completion: @escaping @Sendable ((any Error)?) -> Void) {
         saved.withValue { $0.append(record) }
         completion(nil)
@@ -87,11 +89,11 @@ extension Job where Success == Avatar {
 /// A timer service, as a custom `JobQueue` might be built on.
 private final class ManualClock: Sendable {
     final class Timer: Sendable {
-        let work: LockIsolated<(@Sendable () -> Void)?>
-        init(_ work: @escaping @Sendable () -> Void) { self.work = LockIsolated(work) }
+        let work: LockedValue<(@Sendable () -> Void)?>
+        init(_ work: @escaping @Sendable () -> Void) { self.work = LockedValue(work) }
         func invalidate() { work.setValue(nil) }
     }
-    let timers = LockIsolated<[Timer]>([])
+    let timers = LockedValue<[Timer]>([])
     func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> Timer {
         let timer = Timer(work)
         timers.withValue { $0.append(timer) }
@@ -152,7 +154,7 @@ extension DocExamples {
 
 // MARK: - The examples
 
-@Suite("Doc comment examples: JobKit")
+@Suite("Doc comment examples: JobKit", .timeLimit(.minutes(1)))
 struct JobKitDocExamplesTests {
     private typealias CounterModel = DocExamples.CounterModel
 
@@ -170,7 +172,7 @@ struct JobKitDocExamplesTests {
             imageView.show(outcome)
         }
         // END DOC
-        try await withTimeout(.seconds(10)) {
+        try await withTimeLimit(.seconds(10)) {
             while imageView.shown.value.isEmpty { await Task.yield() }
         }
         #expect(try imageView.shown.value.first?.get() == Data("beach".utf8))
@@ -179,7 +181,7 @@ struct JobKitDocExamplesTests {
 
     @Test func delayedWorkExample() throws {
         let clock = ManualClock()
-        let ran = LockIsolated(0)
+        let ran = LockedValue(0)
         let queue = ClockQueue(clock: clock)
         queue.enqueue(after: .seconds(1)) { ran.withValue { $0 += 1 } }.cancel()
         queue.enqueue(after: .seconds(1)) { ran.withValue { $0 += 10 } }
@@ -190,7 +192,7 @@ struct JobKitDocExamplesTests {
     @Test func jobErrorExample() throws {
         let queue = TestQueue()
         let job = Job<Int>.never.timeout(after: .seconds(1))
-        let shownRetry = LockIsolated(false)
+        let shownRetry = LockedValue(false)
         @Sendable func showRetryButton() { shownRetry.setValue(true) }
         // BEGIN DOC
         job.perform(on: queue) { outcome in
@@ -230,7 +232,7 @@ struct JobKitDocExamplesTests {
     }
 
     @Test func retryExample() throws {
-        let attempts = LockIsolated(0)
+        let attempts = LockedValue(0)
         let upload = Job<Void> { controller in
             attempts.withValue { $0 += 1 }
             controller.fail(with: NetworkError.offline)
@@ -296,7 +298,7 @@ struct JobKitDocExamplesTests {
     }
 
     @Test func combinatorExamples() async throws {
-        let uploaded = LockIsolated<[String]>([])
+        let uploaded = LockedValue<[String]>([])
         func uploading(_ name: String) -> Job<Void> {
             Job { controller in
                 uploaded.withValue { $0.append(name) }
@@ -326,8 +328,8 @@ struct JobKitDocExamplesTests {
     @Test func landingPageExample() async throws {
         let mediaUploads = [Job<Void>.succeeded, .succeeded]
         let postUpload = Job<Void>.succeeded
-        let shown = LockIsolated<[String]>([])
-        let done = LockIsolated(false)
+        let shown = LockedValue<[String]>([])
+        let done = LockedValue(false)
         @Sendable func show(_ error: any Error) { shown.withValue { $0.append("\(error)") } }
         // BEGIN DOC
         let publish = Job.sequence([
@@ -339,7 +341,7 @@ struct JobKitDocExamplesTests {
         }
         // END DOC
         publish.perform(on: .main) { _ in done.setValue(true) }
-        try await withTimeout(.seconds(10)) {
+        try await withTimeLimit(.seconds(10)) {
             while !done.value { await Task.yield() }
         }
         #expect(shown.value.isEmpty)
@@ -356,10 +358,10 @@ struct JobKitDocExamplesTests {
         await scheduler.runAll()
         #expect(model.label == "42")
         // END DOC
-        let refreshed = LockIsolated(false)
+        let refreshed = LockedValue(false)
         let recording = RecordingTaskScheduler()
         struct Model: Sendable {
-            let refreshed: LockIsolated<Bool>
+            let refreshed: LockedValue<Bool>
             func refresh() async { refreshed.setValue(true) }
         }
         do {
@@ -374,9 +376,136 @@ struct JobKitDocExamplesTests {
     }
 }
 
+// MARK: - JobKitTesting's examples
+
+extension DocExamples {
+    struct Note: Sendable, Equatable { let text: String }
+
+    final class Store: Sendable {
+        let scheduler: any TaskScheduling
+        private let saved = LockedValue<[Note]>([])
+        var savedNotes: [Note] { saved.value }
+
+        init(scheduler: any TaskScheduling) { self.scheduler = scheduler }
+
+        func save(_ note: Note) {
+            scheduler.schedule(name: nil, priority: .background) { self.saved.withValue { $0.append(note) } }
+        }
+    }
+
+    struct UserProfile: Sendable { let name: String }
+
+    final class ProfileClient: Sendable {
+        func profile() async throws -> UserProfile { UserProfile(name: "Ada") }
+    }
+}
+
+@Suite("Doc comment examples: JobKitTesting", .timeLimit(.minutes(1)))
+struct JobKitTestingDocExamplesTests {
+    let client = DocExamples.ProfileClient()
+
+    // BEGIN DOC
+    @Test func loadsTheProfile() async throws {
+        let profile = try await withTimeLimit(.seconds(5)) { try await client.profile() }
+        #expect(profile.name == "Ada")
+    }
+    // END DOC
+
+    @Test func recordingTaskSchedulerExample() async throws {
+        let note = DocExamples.Note(text: "milk")
+        // BEGIN DOC
+        let scheduler = RecordingTaskScheduler()
+        let store = Store(scheduler: scheduler)
+        store.save(note)  // starts a background task
+        try await scheduler.waitForTasks()
+        #expect(store.savedNotes == [note])
+        #expect(scheduler.calls == [.scheduled(priority: .background)])
+        // END DOC
+    }
+
+    @Test func taskSchedulingCallExample() async throws {
+        let scheduler = RecordingTaskScheduler()
+        scheduler.schedule(name: "save", priority: .background) {}
+        try await scheduler.waitForTasks()
+        // BEGIN DOC
+        #expect(scheduler.calls == [.scheduled(name: "save", priority: .background)])
+        // END DOC
+    }
+
+    @Test func testQueueExample() throws {
+        let download = Job<Data>.never
+        // BEGIN DOC
+        let queue = TestQueue()
+        let outcome = LockedValue<Job<Data>.Outcome?>(nil)
+        download.timeout(after: .seconds(30)).perform(on: queue) { outcome.setValue($0) }
+        try queue.run()
+        #expect(outcome.value == nil)  // started, not finished
+        try queue.advance(by: .seconds(30))
+        #expect(throws: JobError.timedOut) { try outcome.value?.get() }
+        // END DOC
+    }
+
+    @Test func landingPageExample() throws {
+        // BEGIN DOC
+        let queue = TestQueue()
+        let outcome = LockedValue<Job<Int>.Outcome?>(nil)
+        Job<Int>.never.timeout(after: .seconds(30)).perform(on: queue) { outcome.setValue($0) }
+        try queue.advance(by: .seconds(30))  // microseconds of real time
+        #expect(throws: JobError.timedOut) { try outcome.value?.get() }
+        // END DOC
+    }
+
+    @Test func immediateQueueExample() throws {
+        let job = Job.succeeded(42)
+        // BEGIN DOC
+        let outcome = LockedValue<Job<Int>.Outcome?>(nil)
+        job.perform(on: ImmediateQueue()) { outcome.setValue($0) }
+        #expect(try outcome.value?.get() == 42)
+        // END DOC
+    }
+
+    @Test func lockedValueExample() throws {
+        let job = Job.succeeded(42)
+        let queue = TestQueue()
+        // BEGIN DOC
+        let outcome = LockedValue<Job<Int>.Outcome?>(nil)
+        job.perform(on: queue) { result in outcome.setValue(result) }
+        try queue.run()
+        #expect(try outcome.value?.get() == 42)
+        // END DOC
+    }
+
+    @Test func actorValueExample() async throws {
+        // BEGIN DOC
+        let events = ActorValue<[String]>([])
+        let scheduler = RecordingTaskScheduler()
+        scheduler.schedule { await events.withValue { $0.append("saved") } }
+        try await scheduler.waitForTasks()
+        #expect(await events.value == ["saved"])
+        // END DOC
+    }
+
+    @MainActor
+    @Test func manualTaskSchedulerExample() async {
+        // The README's CounterModel.
+        // BEGIN DOC
+        let scheduler = ManualTaskScheduler()
+        let model = CounterModel(scheduler: scheduler)
+        model.buttonTapped()  // schedules the load
+        #expect(model.label == "")  // not yet
+        await scheduler.runAll()
+        #expect(model.label == "42")
+        // END DOC
+    }
+}
+
+extension JobKitTestingDocExamplesTests {
+    typealias Store = DocExamples.Store
+}
+
 // MARK: - Every example is here
 
-@Suite("Doc comment examples compile")
+@Suite("Doc comment examples compile", .timeLimit(.minutes(1)))
 struct DocExamplesCompileTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -6,7 +6,7 @@ import Testing
 /// What users type first compiles and works: dispatch queues written as
 /// `.main` or `.global(qos:)` where a `JobQueue` is expected, completion
 /// handlers whose `Result` has a typed error.
-@Suite("What users type first")
+@Suite("What users type first", .timeLimit(.minutes(1)))
 struct FirstUseTests {
     @Test func performOnGlobalWithAQualityOfService() async throws {
         let value = try await withCheckedThrowingContinuation { continuation in
@@ -37,7 +37,7 @@ extension FirstUseTests {
         let fetch = Job<[UInt8]> { controller in
             Self.fetch(succeeding: succeeding) { result in controller.complete(with: result) }
         }
-        let outcome = LockIsolated<Job<[UInt8]>.Outcome?>(nil)
+        let outcome = LockedValue<Job<[UInt8]>.Outcome?>(nil)
         fetch.perform(on: ImmediateQueue()) { outcome.setValue($0) }
         if succeeding {
             #expect(try outcome.value?.get() == [1, 2])

@@ -3,7 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("Group")
+@Suite("Group", .timeLimit(.minutes(1)))
 struct GroupTests {
     @Test func emptyGroupFinishesAtOnce() throws {
         #expect(outcome(of: Job.group([]))?.isSuccess == true)
@@ -73,8 +73,8 @@ struct GroupTests {
 
     @Test(arguments: [1, 2, 3, 7])
     func neverRunsMoreThanMaxConcurrent(limit: Int) throws {
-        let running = LockIsolated(0)
-        let peak = LockIsolated(0)
+        let running = LockedValue(0)
+        let peak = LockedValue(0)
         let queue = TestQueue()
         let jobs = (0..<20).map { index in
             Job<Void> { controller in
@@ -106,8 +106,8 @@ struct GroupTests {
 
     @Test func maxConcurrentHoldsOnRealThreads() throws {
         for _ in 0..<20 {
-            let running = LockIsolated(0)
-            let peak = LockIsolated(0)
+            let running = LockedValue(0)
+            let peak = LockedValue(0)
             let done = DispatchSemaphore(value: 0)
             let jobs = (0..<200).map { _ in
                 Job<Void> { controller in
@@ -171,7 +171,7 @@ struct GroupTests {
     }
 
     @Test func groupsFitInASequenceArrayLiteral() throws {
-        let order = LockIsolated<[String]>([])
+        let order = LockedValue<[String]>([])
         func step(_ name: String) -> Job<Void> {
             Job { controller in
                 order.withValue { $0.append(name) }
@@ -185,8 +185,8 @@ struct GroupTests {
 
     @Test func millionSynchronousChildrenOnAnImmediateQueueFinishWithAFlatStack() throws {
         let top = currentStackAddress()
-        let deepest = LockIsolated(top)
-        let count = LockIsolated(0)
+        let deepest = LockedValue(top)
+        let count = LockedValue(0)
         let child = Job<Void> { controller in
             let address = currentStackAddress()
             deepest.withValue { $0 = min($0, address) }
@@ -201,7 +201,7 @@ struct GroupTests {
 
     @Test func boundedGroupOfSynchronousChildrenDoesNotRecurse() throws {
         let top = currentStackAddress()
-        let deepest = LockIsolated(top)
+        let deepest = LockedValue(top)
         let child = Job<Void> { controller in
             let address = currentStackAddress()
             deepest.withValue { $0 = min($0, address) }
@@ -217,8 +217,8 @@ struct GroupTests {
         // a completion that frees room must not start the next child inside
         // itself.
         let top = currentStackAddress()
-        let deepest = LockIsolated(top)
-        let count = LockIsolated(0)
+        let deepest = LockedValue(top)
+        let count = LockedValue(0)
         let recorder = Recorder<Void>()
         let child = Job<Void> { controller in
             deepest.withValue { $0 = min($0, currentStackAddress()) }

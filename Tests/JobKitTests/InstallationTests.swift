@@ -9,7 +9,7 @@ import Testing
 /// These check what that build cannot see: on Linux SwiftPM ignores
 /// `platforms:`, so a snippet declaring lower versions than JobKit builds here
 /// and fails on a Mac; and the prose lists the libraries and platforms by hand.
-@Suite("README installation")
+@Suite("README installation", .timeLimit(.minutes(1)))
 struct InstallationTests {
     private let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -3,12 +3,12 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("Job")
+@Suite("Job", .timeLimit(.minutes(1)))
 struct JobTests {
     // MARK: - Laziness
 
     @Test func creatingAJobRunsNothing() throws {
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let job = Job<Void> { controller in
             runs.withValue { $0 += 1 }
             controller.finish()
@@ -20,7 +20,7 @@ struct JobTests {
     }
 
     @Test func performingTwiceRunsTwiceWithNoSharedState() throws {
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let job = Job<Int> { controller in
             let run = runs.withValue { value -> Int in
                 value += 1
@@ -54,7 +54,7 @@ struct JobTests {
 
     @Test func firstOutcomeWinsAndLaterReportsReturnFalse() throws {
         let recorder = Recorder<Int>()
-        let results = LockIsolated<[Bool]>([])
+        let results = LockedValue<[Bool]>([])
         Job<Int> { controller in
             results.withValue {
                 $0.append(controller.finish(with: 1))
@@ -88,7 +88,7 @@ struct JobTests {
             let recorder = Recorder<Int>()
             manual.job.perform(on: ImmediateQueue(), then: recorder.handler)
             let controller = try #require(manual.controller)
-            let wins = LockIsolated(0)
+            let wins = LockedValue(0)
             DispatchQueue.concurrentPerform(iterations: 16) { index in
                 let won: Bool
                 switch index % 3 {
@@ -162,13 +162,13 @@ struct JobTests {
         let handle = manual.job.perform(on: queue) { _ in }
         try queue.run()
         handle.cancel()
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         manual.controller?.onCancel { ran.setValue(true) }
         #expect(ran.value)
     }
 
     @Test func onCancelDoesNotRunWhenTheJobFinishes() throws {
-        let ran = LockIsolated(false)
+        let ran = LockedValue(false)
         let recorder = Recorder<Void>()
         let handle = Job<Void> { controller in
             controller.onCancel { ran.setValue(true) }
@@ -181,7 +181,7 @@ struct JobTests {
     }
 
     @Test func jobCancelledBeforeItsBodyStartedNeverStarts() throws {
-        let started = LockIsolated(false)
+        let started = LockedValue(false)
         let queue = TestQueue()
         let recorder = Recorder<Void>()
         let handle = Job<Void> { controller in
@@ -243,7 +243,7 @@ struct JobTests {
         let queue = DispatchQueue(label: "jobkit.tests.performing")
         queue.setSpecific(key: key, value: "performing")
         let elsewhere = DispatchQueue(label: "jobkit.tests.elsewhere")
-        let seen = LockIsolated<[String?]>([])
+        let seen = LockedValue<[String?]>([])
         let done = DispatchSemaphore(value: 0)
         Job<Int> { controller in
             seen.withValue { $0.append(DispatchQueue.getSpecific(key: key)) }
@@ -259,7 +259,7 @@ struct JobTests {
 
     @Test func controllerExposesItsQueueForChildren() throws {
         let queue = TestQueue()
-        let same = LockIsolated(false)
+        let same = LockedValue(false)
         Job<Void> { controller in
             same.setValue((controller.queue as? TestQueue) === queue)
             controller.finish()

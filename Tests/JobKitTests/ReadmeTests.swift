@@ -12,7 +12,7 @@ import Testing
 /// Stands in for a real server in the README's example: each upload
 /// succeeds at once, from a background queue, and is recorded.
 final class FakeServer: Sendable {
-    let uploaded = LockIsolated<[String]>([])
+    let uploaded = LockedValue<[String]>([])
 
     func upload(_ name: String, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         DispatchQueue.global().async {
@@ -23,7 +23,7 @@ final class FakeServer: Sendable {
 }
 
 /// The README example prints its result; here `print` records it instead.
-private let printed = LockIsolated<[String]>([])
+private let printed = LockedValue<[String]>([])
 private let printedSignal = DispatchSemaphore(value: 0)
 private func print(_ line: String) {
     printed.withValue { $0.append(line) }
@@ -60,7 +60,7 @@ private func runReadmeExample() -> FakeServer {
     return server
 }
 
-@Suite("README")
+@Suite("README", .timeLimit(.minutes(1)))
 struct ReadmeTests {
     @Test func completeExamplePublishesMediaThenThePost() throws {
         let server = runReadmeExample()
@@ -74,7 +74,7 @@ struct ReadmeTests {
     // BEGIN README: testing example
     @Test func timesOutAfterThirtySeconds() throws {
         let queue = TestQueue()
-        let outcome = LockIsolated<Job<Int>.Outcome?>(nil)
+        let outcome = LockedValue<Job<Int>.Outcome?>(nil)
         Job<Int>.never.timeout(after: .seconds(30)).perform(on: queue) { outcome.setValue($0) }
 
         try queue.advance(by: .seconds(29))
@@ -142,7 +142,7 @@ final class ProfileAPI: Sendable {
 }
 
 /// The async/await example prints its result; here `print` records it.
-private let printedAsync = LockIsolated<[String]>([])
+private let printedAsync = LockedValue<[String]>([])
 
 private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UInt8]) {
     func print(_ line: String) { printedAsync.withValue { $0.append(line) } }
@@ -197,7 +197,7 @@ final class CounterModel {
 
 @Test func savesInABackgroundTask() async throws {
     let scheduler = RecordingTaskScheduler()
-    let saved = LockIsolated<[String]>([])
+    let saved = LockedValue<[String]>([])
     scheduler.schedule(name: "save", priority: .background) { saved.withValue { $0.append("milk") } }
 
     try await scheduler.waitForTasks(timeout: .seconds(5))
@@ -206,13 +206,13 @@ final class CounterModel {
 }
 
 @Test func requestThatNeverAnswersFails() async {
-    await #expect(throws: TimeoutError.self) {
-        try await withTimeout(.milliseconds(100)) { try await Job<Int>.never.value }
+    await #expect(throws: TimeLimitExceeded.self) {
+        try await withTimeLimit(.milliseconds(100)) { try await Job<Int>.never.value }
     }
 }
 // END README
 
-@Suite("README async/await")
+@Suite("README async/await", .timeLimit(.minutes(1)))
 struct ReadmeAsyncTests {
     @Test func asyncExampleBridgesAwaitsAndGreets() async throws {
         let (name, pixels) = try await runAsyncReadmeExample()

@@ -3,7 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("Sequence")
+@Suite("Sequence", .timeLimit(.minutes(1)))
 struct SequenceTests {
     @Test func emptySequenceFinishesAtOnce() throws {
         #expect(outcome(of: Job.sequence([]))?.isSuccess == true)
@@ -55,7 +55,7 @@ struct SequenceTests {
     }
 
     @Test func performingTwiceRunsEveryStepTwice() throws {
-        let runs = LockIsolated([0, 0, 0])
+        let runs = LockedValue([0, 0, 0])
         let steps = (0..<3).map { index in
             Job<Void> { controller in
                 runs.withValue { $0[index] += 1 }
@@ -69,8 +69,8 @@ struct SequenceTests {
     }
 
     @Test func aRetriedSequenceStartsFromItsFirstStep() throws {
-        let firstRuns = LockIsolated(0)
-        let secondRuns = LockIsolated(0)
+        let firstRuns = LockedValue(0)
+        let secondRuns = LockedValue(0)
         let first = Job<Void> { controller in
             firstRuns.withValue { $0 += 1 }
             controller.finish()
@@ -89,8 +89,8 @@ struct SequenceTests {
 
     @Test func aMillionSynchronousStepsOnAnImmediateQueueKeepAFlatStack() throws {
         let top = currentStackAddress()
-        let deepest = LockIsolated(top)
-        let count = LockIsolated(0)
+        let deepest = LockedValue(top)
+        let count = LockedValue(0)
         let step = Job<Void> { controller in
             let address = currentStackAddress()
             deepest.withValue { $0 = min($0, address) }
@@ -106,7 +106,7 @@ struct SequenceTests {
         // A queue that runs work inline, at once, with no queue of its own:
         // the sequence must still loop instead of recursing.
         let top = currentStackAddress()
-        let deepest = LockIsolated(top)
+        let deepest = LockedValue(top)
         let step = Job<Void> { controller in
             let address = currentStackAddress()
             deepest.withValue { $0 = min($0, address) }
@@ -123,8 +123,8 @@ struct SequenceTests {
         // their body, others later from another queue, so the step loop and
         // completions on other threads interleave.
         for round in 0..<200 {
-            let log = LockIsolated<[Int]>([])
-            let running = LockIsolated(0)
+            let log = LockedValue<[Int]>([])
+            let running = LockedValue(0)
             let steps = (0..<20).map { index in
                 Job<Void> { controller in
                     let overlapping = running.withValue { value -> Bool in

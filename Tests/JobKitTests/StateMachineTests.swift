@@ -6,7 +6,7 @@ import Testing
 
 /// The combinators' state machines, event by event, without queues or
 /// threads: what each event decides.
-@Suite("Group state machine")
+@Suite("Group state machine", .timeLimit(.minutes(1)))
 struct GroupStateMachineTests {
     typealias Machine = GroupStateMachine<Int, String>
 
@@ -132,7 +132,7 @@ struct GroupStateMachineTests {
     }
 }
 
-@Suite("Sequence state machine")
+@Suite("Sequence state machine", .timeLimit(.minutes(1)))
 struct SequenceStateMachineTests {
     @Test func emptySequenceFinishesAtStart() {
         var sequence = SequenceStateMachine<String>(count: 0)

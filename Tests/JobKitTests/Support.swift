@@ -15,14 +15,14 @@ struct TestError: Error, Equatable {
 /// Performs `job` on an `ImmediateQueue` and returns its outcome, which is
 /// known when `perform` returns.
 func outcome<T>(of job: Job<T>) -> Job<T>.Outcome? {
-    let box = LockIsolated<Job<T>.Outcome?>(nil)
+    let box = LockedValue<Job<T>.Outcome?>(nil)
     job.perform(on: ImmediateQueue()) { box.setValue($0) }
     return box.value
 }
 
 /// Records the outcomes a handler receives, in order.
 final class Recorder<T: Sendable>: Sendable {
-    private let box = LockIsolated<[Job<T>.Outcome]>([])
+    private let box = LockedValue<[Job<T>.Outcome]>([])
 
     var outcomes: [Job<T>.Outcome] { box.value }
     var count: Int { outcomes.count }
@@ -36,8 +36,8 @@ final class Recorder<T: Sendable>: Sendable {
 /// A job that counts its starts and keeps its controllers, so a test can
 /// complete each performance when it wants.
 final class ManualJob<T: Sendable>: Sendable {
-    private let controllers = LockIsolated<[Job<T>.Controller]>([])
-    private let cancels = LockIsolated(0)
+    private let controllers = LockedValue<[Job<T>.Controller]>([])
+    private let cancels = LockedValue(0)
 
     var job: Job<T> {
         Job { controller in

@@ -6,7 +6,7 @@ private enum Context {
     @TaskLocal static var requestID: String?
 }
 
-@Suite("DefaultTaskScheduler")
+@Suite("DefaultTaskScheduler", .timeLimit(.minutes(1)))
 struct DefaultTaskSchedulerTests {
     let scheduler = DefaultTaskScheduler()
 
@@ -72,7 +72,7 @@ struct DefaultTaskSchedulerTests {
     #endif
 }
 
-@Suite("ScheduledTask")
+@Suite("ScheduledTask", .timeLimit(.minutes(1)))
 struct ScheduledTaskTests {
     @Test func wrapsATask() async throws {
         let task = Task<Int, any Error> { 3 }
@@ -80,7 +80,7 @@ struct ScheduledTaskTests {
     }
 
     @Test func customHandleForwardsCancelAndResult() async throws {
-        let cancels = LockIsolated(0)
+        let cancels = LockedValue(0)
         let handle = ScheduledTask<String>(
             cancel: { cancels.withValue { $0 += 1 } },
             result: { .success("custom") }

@@ -2,7 +2,7 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("Timeout")
+@Suite("Timeout", .timeLimit(.minutes(1)))
 struct TimeoutTests {
     @Test func failsWithTimedOutAndCancelsTheJobWhenTimeRunsOut() throws {
         let manual = ManualJob<Int>()
@@ -49,12 +49,12 @@ struct TimeoutTests {
     }
 }
 
-@Suite("Retry")
+@Suite("Retry", .timeLimit(.minutes(1)))
 struct RetryTests {
     /// A job that fails `failures` times, then finishes with the attempt
     /// number; it counts its attempts.
     final class Flaky: Sendable {
-        let attempts = LockIsolated(0)
+        let attempts = LockedValue(0)
         let failures: Int
 
         init(failures: Int) { self.failures = failures }
@@ -109,7 +109,7 @@ struct RetryTests {
 
         let flaky = Flaky(failures: 3)
         let queue = TestQueue()
-        let times = LockIsolated<[Duration]>([])
+        let times = LockedValue<[Duration]>([])
         let timed = Job<Int> { controller in
             times.withValue { $0.append(queue.now) }
             flaky.job.perform(on: controller.queue) { controller.complete(with: $0) }

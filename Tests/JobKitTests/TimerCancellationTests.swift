@@ -4,7 +4,7 @@ import Testing
 
 /// Timers die with their jobs: a `timeout` or a `retry` leaves nothing
 /// pending on its queue once the job completed or was cancelled.
-@Suite("Timers die with their jobs")
+@Suite("Timers die with their jobs", .timeLimit(.minutes(1)))
 struct TimerCancellationTests {
     @Test func aTimeoutLeavesNothingPendingOnceItsJobFinished() throws {
         let manual = ManualJob<Int>()
@@ -58,7 +58,7 @@ struct TimerCancellationTests {
     }
 
     @Test func aRetryCancelledDuringItsDelayLeavesNothingPending() throws {
-        let attempts = LockIsolated(0)
+        let attempts = LockedValue(0)
         let failing = Job<Int> { controller in
             attempts.withValue { $0 += 1 }
             controller.fail(with: TestError())

@@ -2,7 +2,7 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("Transform")
+@Suite("Transform", .timeLimit(.minutes(1)))
 struct TransformTests {
     @Test func thenPerformsTheNextJobWithThePreviousValue() throws {
         let job = Job.succeeded(2).then { value in Job.succeeded(value * 10) }
@@ -10,7 +10,7 @@ struct TransformTests {
     }
 
     @Test func thenDoesNotBuildTheNextJobAfterAFailure() throws {
-        let built = LockIsolated(false)
+        let built = LockedValue(false)
         let job = Job<Int>.failed(TestError(id: 1)).then { value -> Job<Int> in
             built.setValue(true)
             return .succeeded(value)

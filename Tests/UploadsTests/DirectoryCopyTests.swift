@@ -8,7 +8,7 @@ import Testing
 /// `DirectoryCopy` and cancellation, with the cancel forced between a
 /// step's copy and the moment it hands the files back: the interleaving
 /// that real threads hit only by chance.
-@Suite("DirectoryCopy")
+@Suite("DirectoryCopy", .timeLimit(.minutes(1)))
 struct DirectoryCopyTests {
     /// A file of 3 chunks takes 4 steps: 3 chunks, then the read of 0 bytes
     /// that ends it. Cancelling inside each of them, the last included,
@@ -22,8 +22,8 @@ struct DirectoryCopyTests {
         try FileManager.default.createDirectory(
             at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
 
-        let handle = LockIsolated<JobHandle?>(nil)
-        let steps = LockIsolated(0)
+        let handle = LockedValue<JobHandle?>(nil)
+        let steps = LockedValue(0)
         let copy = try DirectoryCopy(
             media: Media(file: source, destination: destination("video.mov"), contentType: "video/quicktime"),
             size: 12,
@@ -59,7 +59,7 @@ struct DirectoryCopyTests {
         defer { folder.remove() }
         let source = try folder.file("source.mov", bytes: patternedBytes(12))
         let target = folder.url.appendingPathComponent("video.mov")
-        let steps = LockIsolated(0)
+        let steps = LockedValue(0)
         let copy = try DirectoryCopy(
             media: Media(file: source, destination: destination("video.mov"), contentType: "video/quicktime"),
             size: 12,

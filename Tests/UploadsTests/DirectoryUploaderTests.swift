@@ -4,7 +4,7 @@ import JobKitTesting
 import Testing
 import Uploads
 
-@Suite("DirectoryUploader")
+@Suite("DirectoryUploader", .timeLimit(.minutes(1)))
 struct DirectoryUploaderTests {
     @Test func writesBytesAndFilesBelowTheRootCreatingFolders() throws {
         let folder = try TemporaryFolder()
@@ -33,7 +33,7 @@ struct DirectoryUploaderTests {
         let uploader = DirectoryUploader(root: folder.url, chunkSize: 100)
         let target = folder.url.appendingPathComponent("photos/a.jpg")
         _ = try folder.file("photos/a.jpg", bytes: Data("old".utf8))
-        let reports = LockIsolated<[UploadProgress]>([])
+        let reports = LockedValue<[UploadProgress]>([])
         let recorder = OutcomeRecorder()
         Job.uploading(Photo(bytes: patternedBytes(250), destination: destination("photos/a.jpg")), using: uploader) {
             progress in reports.withValue { $0.append(progress) }

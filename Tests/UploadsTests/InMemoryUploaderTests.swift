@@ -4,7 +4,7 @@ import JobKitTesting
 import Testing
 import Uploads
 
-@Suite("InMemoryUploader")
+@Suite("InMemoryUploader", .timeLimit(.minutes(1)))
 struct InMemoryUploaderTests {
     @Test func recordsUploadsInCompletionOrderAfterTheLatencyInTheQueuesTime() throws {
         let queue = TestQueue()
@@ -64,7 +64,7 @@ struct InMemoryUploaderTests {
     }
 }
 
-@Suite("FaultInjectingUploader")
+@Suite("FaultInjectingUploader", .timeLimit(.minutes(1)))
 struct FaultInjectingUploaderTests {
     private func failures(rate: Double, seed: UInt64, count: Int = 200) -> [Bool] {
         let uploader = FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: rate, seed: seed)

@@ -29,7 +29,7 @@ struct PlaygroundTests {
         try process.run()
         // Read both pipes to the end before waiting, so a full pipe never
         // blocks the child.
-        let errorData = LockIsolated(Data())
+        let errorData = LockedValue(Data())
         let readingErrors = DispatchGroup()
         DispatchQueue.global().async(group: readingErrors) {
             errorData.setValue(error.fileHandleForReading.readDataToEndOfFile())

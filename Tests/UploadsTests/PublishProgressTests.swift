@@ -5,7 +5,7 @@ import JobKitTesting
 import Testing
 import Uploads
 
-@Suite("Publish progress")
+@Suite("Publish progress", .timeLimit(.minutes(1)))
 struct PublishProgressTests {
     @Test func isTheByteWeightedSumOfTheUploads() throws {
         let queue = TestQueue()
@@ -90,7 +90,7 @@ struct PublishProgressTests {
     @Test func isReportedOneAtATimeWhenUploadsReportFromManyThreads() throws {
         for _ in 0..<20 {
             let post = samplePost(photoSizes: Array(repeating: 10_000, count: 8))
-            let concurrentCalls = LockIsolated((now: 0, most: 0))
+            let concurrentCalls = LockedValue((now: 0, most: 0))
             let progress = ProgressRecorder()
             let done = DispatchSemaphore(value: 0)
             Job.publishing(
@@ -119,7 +119,7 @@ struct PublishProgressTests {
 final class ScriptedProgressUploader: Uploader {
     let script: [[Int64]]
     let failing: Int
-    private let attempts = LockIsolated(0)
+    private let attempts = LockedValue(0)
 
     init(script: [[Int64]], failing: Int) {
         self.script = script

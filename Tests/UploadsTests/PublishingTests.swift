@@ -4,7 +4,7 @@ import JobKitTesting
 import Testing
 import Uploads
 
-@Suite("Publishing")
+@Suite("Publishing", .timeLimit(.minutes(1)))
 struct PublishingTests {
     @Test func creatingThePublishingJobUploadsNothingAndEachPerformanceUploadsAgain() throws {
         let uploader = InMemoryUploader()

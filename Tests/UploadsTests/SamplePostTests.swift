@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import Uploads
 
-@Suite("SamplePost")
+@Suite("SamplePost", .timeLimit(.minutes(1)))
 struct SamplePostTests {
     @Test func makesSixPhotosAndThreeVideosOfTheScaledSizes() throws {
         let folder = try TemporaryFolder()

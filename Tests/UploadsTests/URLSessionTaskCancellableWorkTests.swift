@@ -11,12 +11,12 @@ import FoundationNetworking
 
 /// `URLSessionTask` conforms to `CancellableWork` in `Uploads`, where
 /// Foundation is imported, not in the JobKit core.
-@Suite("URLSessionTask as CancellableWork")
+@Suite("URLSessionTask as CancellableWork", .timeLimit(.minutes(1)))
 struct URLSessionTaskCancellableWorkTests {
     @Test func cancellingTheJobCancelsTheTask() throws {
         let session = URLSession(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
-        let taskError = LockIsolated<(any Error)?>(nil)
+        let taskError = LockedValue<(any Error)?>(nil)
         let taskCompleted = DispatchSemaphore(value: 0)
         // Never resumed, so no request is sent: the task completes only
         // when it is cancelled.
@@ -26,8 +26,8 @@ struct URLSessionTaskCancellableWorkTests {
         }
         let queue = TestQueue()
         // Holding on to the completion keeps the job from being abandoned.
-        let completion = LockIsolated<(@Sendable (Result<Data, any Error>) -> Void)?>(nil)
-        let outcome = LockIsolated<Result<Data, any Error>?>(nil)
+        let completion = LockedValue<(@Sendable (Result<Data, any Error>) -> Void)?>(nil)
+        let outcome = LockedValue<Result<Data, any Error>?>(nil)
         let handle = Job<Data>.bridgingCancellable { handler in
             completion.setValue(handler)
             return task

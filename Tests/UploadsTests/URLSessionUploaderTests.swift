@@ -16,7 +16,7 @@ struct URLSessionUploaderTests {
         try await FixtureServer.with { server in
             let uploader = URLSessionUploader(headers: ["Authorization": "Bearer s3cret"])
             let photo = Photo(bytes: Data("a tiny jpeg".utf8), destination: server.url("photos/a.jpg"))
-            try await withTimeout(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
+            try await withTimeLimit(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
 
             let received = try await server.received()
             #expect(received.count == 1)
@@ -36,9 +36,9 @@ struct URLSessionUploaderTests {
         let file = try folder.file("clip.mp4", bytes: patternedBytes(3_000_000))
         try await FixtureServer.with { server in
             let uploader = URLSessionUploader(method: .post, headers: ["Content-Type": "video/x-test"])
-            let reports = LockIsolated<[UploadProgress]>([])
+            let reports = LockedValue<[UploadProgress]>([])
             let video = Video(file: file, destination: server.url("videos/clip.mp4"))
-            try await withTimeout(.seconds(20)) {
+            try await withTimeLimit(.seconds(20)) {
                 try await Job.uploading(video, using: uploader) { progress in reports.withValue { $0.append(progress) }
                 }
                 .value
@@ -60,7 +60,7 @@ struct URLSessionUploaderTests {
             try await server.setRule("broken.jpg", ["status": 500, "times": 100])
             let photo = Photo(bytes: Data("x".utf8), destination: server.url("broken.jpg"))
             let error = await #expect(throws: UploadError.self) {
-                try await withTimeout(.seconds(20)) {
+                try await withTimeLimit(.seconds(20)) {
                     try await Job.uploading(photo, using: URLSessionUploader()).value
                 }
             }
@@ -76,7 +76,7 @@ struct URLSessionUploaderTests {
                 photos: [Photo(bytes: patternedBytes(10_000), destination: server.url("photos/flaky.jpg"))],
                 destination: server.url("posts/1.json")
             )
-            try await withTimeout(.seconds(20)) {
+            try await withTimeLimit(.seconds(20)) {
                 try await Job.publishing(
                     post,
                     using: URLSessionUploader(),
@@ -95,7 +95,7 @@ struct URLSessionUploaderTests {
             try await server.setRule("slow.jpg", ["delay": 2.0])
             let photo = Photo(bytes: Data("x".utf8), destination: server.url("slow.jpg"))
             let error = await #expect(throws: JobError.self) {
-                try await withTimeout(.seconds(20)) {
+                try await withTimeLimit(.seconds(20)) {
                     try await Job.uploading(photo, using: URLSessionUploader())
                         .timeout(after: .milliseconds(300))
                         .value
@@ -113,8 +113,8 @@ struct URLSessionUploaderTests {
             // The server reads slowly, so the upload is still going when
             // the first progress report cancels it.
             try await server.setRule("big.mp4", ["read_delay": 0.01])
-            let handle = LockIsolated<JobHandle?>(nil)
-            let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+            let handle = LockedValue<JobHandle?>(nil)
+            let outcome = LockedValue<Job<Void>.Outcome?>(nil)
             let done = AsyncStream<Void>.makeStream()
             let upload = Job.uploading(
                 Video(file: file, destination: server.url("big.mp4")), using: URLSessionUploader()
@@ -128,11 +128,11 @@ struct URLSessionUploaderTests {
                     done.continuation.finish()
                 }
             }
-            try await withTimeout(.seconds(20)) { for await _ in done.stream {} }
+            try await withTimeLimit(.seconds(20)) { for await _ in done.stream {} }
             #expect(throws: CancellationError.self) { try outcome.value?.get() }
 
             // The server saw the connection go away before the body ended.
-            let received = try await withTimeout(.seconds(20)) { try await server.waitForUpload(of: "big.mp4") }
+            let received = try await withTimeLimit(.seconds(20)) { try await server.waitForUpload(of: "big.mp4") }
             #expect(received.count == 1)
             #expect(received.first?.complete == false)
             #expect((received.first?.length ?? .max) < 8_000_000)
@@ -142,7 +142,7 @@ struct URLSessionUploaderTests {
     @Test func aJobCancelledBeforeItStartsSendsNothing() async throws {
         try await FixtureServer.with { server in
             let queue = TestQueue()
-            let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+            let outcome = LockedValue<Job<Void>.Outcome?>(nil)
             let photo = Photo(bytes: Data("x".utf8), destination: server.url("never.jpg"))
             let handle = Job.uploading(photo, using: URLSessionUploader()).perform(on: queue) { outcome.setValue($0) }
             handle.cancel()
@@ -150,7 +150,7 @@ struct URLSessionUploaderTests {
 
             #expect(throws: CancellationError.self) { try outcome.value?.get() }
             // A request sent after this one would reach the server after it.
-            try await withTimeout(.seconds(20)) {
+            try await withTimeLimit(.seconds(20)) {
                 try await Job.uploading(
                     Photo(bytes: Data("y".utf8), destination: server.url("after.jpg")), using: URLSessionUploader()
                 ).value
@@ -165,7 +165,7 @@ struct URLSessionUploaderTests {
             try await server.setRule("dropped.jpg", ["drop": true])
             let photo = Photo(bytes: patternedBytes(1_000_000), destination: server.url("dropped.jpg"))
             await #expect(throws: (any Error).self) {
-                try await withTimeout(.seconds(20)) {
+                try await withTimeLimit(.seconds(20)) {
                     try await Job.uploading(photo, using: URLSessionUploader()).value
                 }
             }
@@ -182,9 +182,9 @@ struct URLSessionUploaderTests {
         try writePatternedFile(file, size: size)
         try await FixtureServer.with { server in
             let before = residentMemory()
-            let peak = LockIsolated(before)
+            let peak = LockedValue(before)
             let video = Video(file: file, destination: server.url("videos/large.mp4"))
-            try await withTimeout(.seconds(45)) {
+            try await withTimeLimit(.seconds(45)) {
                 try await Job.uploading(video, using: URLSessionUploader()) { _ in
                     let now = residentMemory()
                     peak.withValue { $0 = max($0, now) }

@@ -12,7 +12,7 @@ import FoundationNetworking
 // verbatim, each between BEGIN DOC and END DOC. JobKitTests'
 // DocExamplesCompileTests checks that every one of them is in this file.
 
-@Suite("Doc comment examples: Uploads")
+@Suite("Doc comment examples: Uploads", .timeLimit(.minutes(1)))
 struct UploadsDocExamplesTests {
     private static func photo(_ name: String) -> Photo {
         Photo(bytes: Data(name.utf8), destination: URL(string: "https://uploads.example.com/\(name).jpg")!)
@@ -63,7 +63,7 @@ struct UploadsDocExamplesTests {
             text: "hello", photos: [Self.photo("a")], videos: [],
             destination: URL(string: "https://uploads.example.com/posts/1.json")!)
         let uploader = InMemoryUploader()
-        let done = LockIsolated(false)
+        let done = LockedValue(false)
         // BEGIN DOC
         Job.publishing(post, using: uploader, options: PublishOptions(attempts: 3)) { progress in
             print("\(Int(progress.fractionCompleted * 100))%")
@@ -71,7 +71,7 @@ struct UploadsDocExamplesTests {
         .perform { outcome in print(outcome) }
         // END DOC
         Job.publishing(post, using: uploader).perform { _ in done.setValue(true) }
-        try await withTimeout(.seconds(10)) {
+        try await withTimeLimit(.seconds(10)) {
             while !done.value { await Task.yield() }
         }
     }

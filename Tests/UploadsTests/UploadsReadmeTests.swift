@@ -8,7 +8,7 @@ import Uploads
 // JobKitTests' ReadmeTests checks that every Swift block of README.md
 // appears in its own file or in this one.
 
-private let printedLines = LockIsolated<[String]>([])
+private let printedLines = LockedValue<[String]>([])
 private func print(_ line: String) { printedLines.withValue { $0.append(line) } }
 
 private func publishReadmePost(into root: URL, beachJPEG: Data, surfMovie: URL) async throws {
@@ -28,14 +28,14 @@ private func publishReadmePost(into root: URL, beachJPEG: Data, surfMovie: URL) 
     // END README
 }
 
-@Suite("README uploads")
+@Suite("README uploads", .timeLimit(.minutes(1)))
 struct UploadsReadmeTests {
     @Test func uploadsExamplePublishesIntoTheFolder() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let movie = try folder.file("surf.mp4", bytes: patternedBytes(300_000))
         let root = folder.url.appendingPathComponent("uploads")
-        try await withTimeout(.seconds(30)) {
+        try await withTimeLimit(.seconds(30)) {
             try await publishReadmePost(into: root, beachJPEG: patternedBytes(1_000), surfMovie: movie)
         }
 
@@ -53,7 +53,7 @@ struct UploadsReadmeTests {
         let post = Post(text: "Hi", photos: [beach], destination: URL(string: "https://example.com/post.json")!)
         uploader.fail(beach.media.destination, with: URLError(.networkConnectionLost), times: 1)
 
-        let outcome = LockIsolated<Job<Void>.Outcome?>(nil)
+        let outcome = LockedValue<Job<Void>.Outcome?>(nil)
         Job.publishing(post, using: uploader, options: PublishOptions(attempts: 2, retryDelay: .fixed(.seconds(5))))
             .perform(on: queue) { outcome.setValue($0) }
 

@@ -72,7 +72,7 @@ func samplePost(
 
 /// Records the outcomes a handler receives.
 final class OutcomeRecorder: Sendable {
-    private let box = LockIsolated<[Job<Void>.Outcome]>([])
+    private let box = LockedValue<[Job<Void>.Outcome]>([])
 
     var handler: @Sendable (Job<Void>.Outcome) -> Void {
         { outcome in self.box.withValue { $0.append(outcome) } }
@@ -93,7 +93,7 @@ final class OutcomeRecorder: Sendable {
 
 /// Records the progress reports of a publishing job.
 final class ProgressRecorder: Sendable {
-    private let box = LockIsolated<[PublishProgress]>([])
+    private let box = LockedValue<[PublishProgress]>([])
 
     var handler: @Sendable (PublishProgress) -> Void {
         { progress in self.box.withValue { $0.append(progress) } }

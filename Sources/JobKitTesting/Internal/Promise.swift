@@ -2,7 +2,7 @@ import JobKit
 
 /// A value that is set once and awaited by any number of tasks, for the
 /// test doubles: a `ManualTaskScheduler` operation's result, the end of a
-/// race in `withTimeout`, the moment a `RecordingTaskScheduler` is idle.
+/// race in `withTimeLimit`, the moment a `RecordingTaskScheduler` is idle.
 ///
 /// Waiters suspend on continuations, never poll. ``fulfill(_:)`` resumes
 /// them after the lock is released.

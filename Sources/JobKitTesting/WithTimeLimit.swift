@@ -1,8 +1,8 @@
 import JobKit
 
-/// Thrown by ``withTimeout(_:operation:)`` when the operation did not
+/// Thrown by ``withTimeLimit(_:operation:)`` when the operation did not
 /// finish in time.
-public struct TimeoutError: Error, Equatable, CustomStringConvertible, Sendable {
+public struct TimeLimitExceeded: Error, Equatable, CustomStringConvertible, Sendable {
     /// The time the operation was given.
     public let duration: Duration
 
@@ -13,24 +13,28 @@ public struct TimeoutError: Error, Equatable, CustomStringConvertible, Sendable 
 
     /// What happened, in one line.
     public var description: String {
-        "the operation did not finish within \(duration)"
+        "the operation did not finish within its time limit of \(duration)"
     }
 }
 
-/// Runs `operation` and returns its value, or throws ``TimeoutError`` if it
-/// has not finished after `duration`: a test of async code fails instead of
-/// hanging.
+/// Runs `operation` and returns its value, or throws ``TimeLimitExceeded``
+/// if it has not finished after `duration`: a test of async code fails
+/// instead of hanging.
+///
+/// (Not `withTimeout`: swift-async-algorithms and many other packages a test
+/// target may import declare a function of that name, and two would make
+/// every call in the test file ambiguous.)
 ///
 /// ```swift
 /// @Test func loadsTheProfile() async throws {
-///     let profile = try await withTimeout(.seconds(5)) { try await client.profile() }
+///     let profile = try await withTimeLimit(.seconds(5)) { try await client.profile() }
 ///     #expect(profile.name == "Ada")
 /// }
 /// ```
 ///
 /// - If `operation` returns or throws first, this returns its value or
 ///   rethrows its error at once, and the timer is cancelled.
-/// - If the time passes first, this throws ``TimeoutError`` at once and
+/// - If the time passes first, this throws ``TimeLimitExceeded`` at once and
 ///   cancels `operation`'s task. It does not wait for `operation` to
 ///   notice: an operation that ignores cancellation cannot make the test
 ///   hang.
@@ -48,9 +52,9 @@ public struct TimeoutError: Error, Equatable, CustomStringConvertible, Sendable 
 ///   - duration: How long `operation` may take.
 ///   - operation: The work to run.
 /// - Returns: The value `operation` returned.
-/// - Throws: The error `operation` threw, ``TimeoutError``, or
+/// - Throws: The error `operation` threw, ``TimeLimitExceeded``, or
 ///   `CancellationError`.
-public func withTimeout<Success: Sendable>(
+public func withTimeLimit<Success: Sendable>(
     _ duration: Duration,
     operation: @escaping @Sendable () async throws -> Success
 ) async throws -> Success {
@@ -71,7 +75,7 @@ public func withTimeout<Success: Sendable>(
         } catch {
             return  // cancelled: the operation finished first
         }
-        outcome.fulfill(.failure(TimeoutError(duration: duration)))
+        outcome.fulfill(.failure(TimeLimitExceeded(duration: duration)))
     }
     let result = await withTaskCancellationHandler {
         await outcome.value

@@ -1,10 +1,10 @@
 import JobKit
 
 /// A value protected by an actor, for state that async code under test
-/// shares with the test: the async counterpart of ``LockIsolated``.
+/// shares with the test: the async counterpart of ``LockedValue``.
 ///
 /// ```swift
-/// let events = ActorIsolated<[String]>([])
+/// let events = ActorValue<[String]>([])
 /// let scheduler = RecordingTaskScheduler()
 /// scheduler.schedule { await events.withValue { $0.append("saved") } }
 /// try await scheduler.waitForTasks()
@@ -12,8 +12,10 @@ import JobKit
 /// ```
 ///
 /// Every access suspends instead of blocking a thread. From synchronous
-/// code (a completion handler, a `TestQueue` step), use ``LockIsolated``.
-public actor ActorIsolated<Value: Sendable> {
+/// code (a completion handler, a `TestQueue` step), use ``LockedValue``.
+/// (Not named `ActorIsolated`: swift-concurrency-extras, which test targets
+/// often import too, has a type of that name.)
+public actor ActorValue<Value: Sendable> {
     /// The current value.
     public private(set) var value: Value
 

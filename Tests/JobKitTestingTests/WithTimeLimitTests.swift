@@ -2,25 +2,25 @@ import JobKit
 import JobKitTesting
 import Testing
 
-@Suite("withTimeout")
+@Suite("withTimeLimit", .timeLimit(.minutes(1)))
 struct WithTimeoutTests {
     @Test func returnsTheValueWhenTheOperationFinishesInTime() async throws {
-        #expect(try await withTimeout(.seconds(60)) { 42 } == 42)
+        #expect(try await withTimeLimit(.seconds(60)) { 42 } == 42)
     }
 
     @Test func rethrowsTheOperationsErrorAtOnce() async {
         let clock = ContinuousClock()
         let start = clock.now
         await #expect(throws: TestError(id: 1)) {
-            try await withTimeout(.seconds(3600)) { () async throws -> Int in throw TestError(id: 1) }
+            try await withTimeLimit(.seconds(3600)) { () async throws -> Int in throw TestError(id: 1) }
         }
         #expect(clock.now - start < .seconds(60))
     }
 
-    @Test func throwsTimeoutErrorAndCancelsTheOperation() async {
+    @Test func throwsTimeLimitExceededAndCancelsTheOperation() async {
         let (cancelled, didCancel) = AsyncStream<Bool>.makeStream()
-        await #expect(throws: TimeoutError(duration: .milliseconds(20))) {
-            try await withTimeout(.milliseconds(20)) {
+        await #expect(throws: TimeLimitExceeded(duration: .milliseconds(20))) {
+            try await withTimeLimit(.milliseconds(20)) {
                 do {
                     return try await Job<Int>.never.value
                 } catch {
@@ -33,10 +33,10 @@ struct WithTimeoutTests {
     }
 
     @Test func doesNotWaitForAnOperationThatIgnoresCancellation() async {
-        let stuck = LockIsolated<CheckedContinuation<Void, Never>?>(nil)
+        let stuck = LockedValue<CheckedContinuation<Void, Never>?>(nil)
         let (started, didStart) = AsyncStream<Void>.makeStream()
-        await #expect(throws: TimeoutError.self) {
-            try await withTimeout(.milliseconds(20)) {
+        await #expect(throws: TimeLimitExceeded.self) {
+            try await withTimeLimit(.milliseconds(20)) {
                 await withCheckedContinuation { continuation in
                     stuck.setValue(continuation)
                     didStart.yield()
@@ -51,7 +51,7 @@ struct WithTimeoutTests {
         let (started, didStart) = AsyncStream<Void>.makeStream()
         let (cancelled, didCancel) = AsyncStream<Bool>.makeStream()
         let caller = Task {
-            try await withTimeout(.seconds(3600)) {
+            try await withTimeLimit(.seconds(3600)) {
                 didStart.yield()
                 do {
                     return try await Job<Int>.never.value
@@ -68,10 +68,10 @@ struct WithTimeoutTests {
     }
 
     @Test func alreadyCancelledCallerNeverStartsTheOperation() async {
-        let runs = LockIsolated(0)
+        let runs = LockedValue(0)
         let caller = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await withTimeout(.seconds(3600)) { runs.withValue { $0 += 1 } }
+            return try await withTimeLimit(.seconds(3600)) { runs.withValue { $0 += 1 } }
         }
         await #expect(throws: CancellationError.self) { try await caller.value }
         #expect(runs.value == 0)
@@ -80,7 +80,7 @@ struct WithTimeoutTests {
     @Test func operationAndTimeoutFinishingTogetherReportOneOutcome() async throws {
         for index in 0..<1000 {
             do {
-                let value = try await withTimeout(.zero) {
+                let value = try await withTimeLimit(.zero) {
                     if index.isMultiple(of: 2) { throw TestError(id: index) }
                     return index
                 }
@@ -88,12 +88,14 @@ struct WithTimeoutTests {
             } catch let error as TestError {
                 #expect(error.id == index)
             } catch {
-                #expect(error as? TimeoutError == TimeoutError(duration: .zero))
+                #expect(error as? TimeLimitExceeded == TimeLimitExceeded(duration: .zero))
             }
         }
     }
 
     @Test func timeoutErrorSaysHowLongTheOperationHad() {
-        #expect(TimeoutError(duration: .seconds(2)).description == "the operation did not finish within 2.0 seconds")
+        #expect(
+            TimeLimitExceeded(duration: .seconds(2)).description
+                == "the operation did not finish within its time limit of 2.0 seconds")
     }
 }
