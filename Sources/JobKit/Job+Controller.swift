@@ -2,7 +2,7 @@ extension Job {
     /// The handle a job's closure reports through.
     ///
     /// A controller reports the job's outcome once: the first of
-    /// ``finish(with:)``, ``fail(with:)`` or ``complete(with:)`` (or a
+    /// ``finish(with:)``, ``fail(with:)`` or ``complete(with:)-(Outcome)`` (or a
     /// cancellation of the job) wins, and every later call returns `false`
     /// and does nothing. It may be called from any thread.
     ///

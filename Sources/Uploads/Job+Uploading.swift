@@ -38,7 +38,7 @@ extension Job where Success == Void {
     ///
     /// To upload the media first and the post only if they all succeeded,
     /// use ``publishing(_:using:options:progress:)``. A post without a
-    /// destination fails with ``UploadError/missingDestination``.
+    /// destination fails with `UploadError.missingDestination`.
     ///
     /// - Parameters:
     ///   - post: The post.
