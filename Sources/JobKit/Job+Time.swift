@@ -142,7 +142,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
                 }
                 let wait = delay.delay(beforeRetry: number)
                 if wait <= .zero {
-                    controller.queue.enqueue { attempt(number + 1) }
+                    Trampoline.enqueue({ attempt(number + 1) }, on: controller.queue)
                 } else {
                     timer.arm(controller.queue.enqueue(after: wait) { attempt(number + 1) })
                 }

@@ -16,12 +16,12 @@ struct GroupStateMachineTests {
 
     @Test func startHandsOutTicketsUpToTheLimit() {
         var bounded = machine(count: 5, maxConcurrent: 2)
-        guard case .launchTickets(2) = bounded.start() else {
+        guard case .enqueueTickets(2) = bounded.start() else {
             Issue.record("expected 2 tickets")
             return
         }
         var unbounded = machine(count: 5)
-        guard case .launchTickets(5) = unbounded.start() else {
+        guard case .enqueueTickets(5) = unbounded.start() else {
             Issue.record("expected 5 tickets")
             return
         }
@@ -40,27 +40,22 @@ struct GroupStateMachineTests {
         }
     }
 
-    @Test func aCompletionDuringTheLaunchIsCountedForTheLauncher() {
+    @Test func aCompletionThatFreesRoomCallsForOneMoreTicket() {
         var group = machine(count: 3, maxConcurrent: 1)
         _ = group.start()
         let first = group.ticketRan { "child in slot \($0)" }
         #expect(first?.index == 0)
         #expect(first?.child == "child in slot 0")
-        // The launcher has not reported back yet: the freed room is counted.
-        guard case .none = group.childCompleted(slot: 0, outcome: .success(10)) else {
-            Issue.record("expected the launcher to take the ticket")
+        guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(10)) else {
+            Issue.record("expected one more ticket")
             return
         }
-        #expect(group.ticketsEnqueued() == 1)
-        #expect(group.ticketsEnqueued() == 0)  // the launcher stops
-        _ = group.ticketRan { "child in slot \($0)" }
-        // No launcher runs now: the completion becomes one.
-        guard case .launchTicket = group.childCompleted(slot: 0, outcome: .success(20)) else {
-            Issue.record("expected a new launcher")
+        #expect(group.ticketRan { "child in slot \($0)" }?.index == 1)
+        guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(20)) else {
+            Issue.record("expected one more ticket")
             return
         }
-        #expect(group.ticketsEnqueued() == 0)
-        _ = group.ticketRan { "child in slot \($0)" }
+        #expect(group.ticketRan { "child in slot \($0)" }?.index == 2)
         guard case .finish(.success(let values), let cancelling) = group.childCompleted(slot: 0, outcome: .success(30))
         else {
             Issue.record("expected the group to finish")
@@ -70,11 +65,21 @@ struct GroupStateMachineTests {
         #expect(cancelling.isEmpty)
     }
 
+    @Test func noTicketIsCalledForOnceEveryChildHasOne() {
+        var group = machine(count: 2)
+        _ = group.start()
+        _ = group.ticketRan { "\($0)" }
+        _ = group.ticketRan { "\($0)" }
+        guard case .none = group.childCompleted(slot: 1, outcome: .success(2)) else {
+            Issue.record("every child has its ticket already")
+            return
+        }
+    }
+
     @Test func valuesComeInInputOrderWhateverTheCompletionOrder() {
         var group = machine(count: 3)
         _ = group.start()
         let slots = (0..<3).compactMap { _ in group.ticketRan { "\($0)" } }.map { Int($0.child)! }
-        #expect(group.ticketsEnqueued() == 0)
         _ = group.childCompleted(slot: slots[2], outcome: .success(3))
         _ = group.childCompleted(slot: slots[0], outcome: .success(1))
         guard case .finish(.success(let values), _) = group.childCompleted(slot: slots[1], outcome: .success(2)) else {
@@ -128,7 +133,7 @@ struct GroupStateMachineTests {
         let started = (0..<2).compactMap { _ in group.ticketRan { "child \($0)" } }
         #expect(Set(group.cancel()) == Set(started.map(\.child)))
         #expect(group.cancel().isEmpty)
-        #expect(group.ticketsEnqueued() == 0)
+        #expect(group.ticketRan { "late \($0)" } == nil)
     }
 }
 
@@ -142,43 +147,17 @@ struct SequenceStateMachineTests {
         }
     }
 
-    @Test func aStepThatSucceedsAfterItsStartReturnedStartsTheNext() {
+    @Test func eachSuccessStartsTheNextStepUntilTheLast() {
         var sequence = SequenceStateMachine<String>(count: 2)
         guard case .startStep(0, "step 0") = sequence.start("step 0") else {
             Issue.record("expected step 0")
-            return
-        }
-        guard case .none = sequence.stepStarted(next: "unused") else {
-            Issue.record("the loop ends")
             return
         }
         guard case .startStep(1, "step 1") = sequence.stepSucceeded(next: "step 1") else {
             Issue.record("expected step 1")
             return
         }
-        guard case .none = sequence.stepStarted(next: "unused") else {
-            Issue.record("the loop ends")
-            return
-        }
         guard case .finish = sequence.stepSucceeded(next: "unused") else {
-            Issue.record("expected finish")
-            return
-        }
-    }
-
-    @Test func aStepThatSucceedsInsideItsStartLetsTheLoopGoOn() {
-        var sequence = SequenceStateMachine<String>(count: 2)
-        _ = sequence.start("step 0")
-        guard case .none = sequence.stepSucceeded(next: "not yet") else {
-            Issue.record("the completion leaves the next step to the loop")
-            return
-        }
-        guard case .startStep(1, "step 1") = sequence.stepStarted(next: "step 1") else {
-            Issue.record("expected the loop to start step 1")
-            return
-        }
-        _ = sequence.stepSucceeded(next: "unused")
-        guard case .finish = sequence.stepStarted(next: "unused") else {
             Issue.record("expected finish")
             return
         }
@@ -192,8 +171,7 @@ struct SequenceStateMachineTests {
         }
         var sequence = SequenceStateMachine<String>(count: 1)
         _ = sequence.start(make())
-        _ = sequence.stepStarted(next: make())
-        _ = sequence.stepSucceeded(next: make())
+        _ = sequence.stepSucceeded(next: make())  // the last step: nothing follows
         #expect(made == 1)
     }
 
@@ -205,8 +183,8 @@ struct SequenceStateMachineTests {
             return
         }
         #expect(error as? TestError == TestError(id: 7))
-        guard case .none = sequence.stepStarted(next: "unused") else {
-            Issue.record("the loop ends")
+        guard case .none = sequence.stepSucceeded(next: "unused") else {
+            Issue.record("a late success does nothing")
             return
         }
         guard case .none = sequence.cancel() else {
@@ -218,7 +196,6 @@ struct SequenceStateMachineTests {
     @Test func cancelCancelsTheRunningStepAndItsFailureIsNotReported() {
         var sequence = SequenceStateMachine<String>(count: 3)
         _ = sequence.start("step 0")
-        _ = sequence.stepStarted(next: "unused")
         guard case .cancelStep("step 0") = sequence.cancel() else {
             Issue.record("expected cancelStep")
             return

@@ -11,8 +11,8 @@
 /// bookkeeping exists only while it runs: a million queued children cost a
 /// million queued blocks and nothing more.
 ///
-/// There is one code path whatever the queue: tickets are enqueued by one
-/// launcher loop at a time (see ``GroupStateMachine``), so children that
+/// There is one code path whatever the queue: a completion that frees room
+/// enqueues the next ticket through ``Trampoline``, so children that
 /// complete synchronously never recurse, even on a queue that runs work
 /// inline.
 ///
@@ -58,25 +58,15 @@ final class GroupRun<Element: Sendable>: Sendable {
             break
         case .finish(let result):
             report(result)
-        case .launchTickets(let count):
+        case .enqueueTickets(let count):
             registerCancel { [self] in cancel() }
-            launch(count)
-        }
-    }
-
-    /// Enqueues `count` tickets, then those counted meanwhile, until none
-    /// is left.
-    private func launch(_ count: Int) {
-        var count = count
-        while count > 0 {
             for _ in 0..<count { enqueueTicket() }
-            count = lock.withLock { $0.ticketsEnqueued() }
         }
     }
 
     private func enqueueTicket() {
         // Captures the run alone: no allocation for the closure.
-        queue.enqueue { [self] in ticketRan() }
+        Trampoline.enqueue({ [self] in ticketRan() }, on: queue)
     }
 
     /// A ticket runs: starts the next child here, unless the group is over.
@@ -96,8 +86,8 @@ final class GroupRun<Element: Sendable>: Sendable {
         switch lock.withLock({ $0.childCompleted(slot: slot, outcome: outcome) }) {
         case .none:
             break
-        case .launchTicket:
-            launch(1)
+        case .enqueueTicket:
+            enqueueTicket()
         case .finish(let result, let cancelling):
             for child in cancelling { child.cancel() }
             report(result)

@@ -10,20 +10,13 @@
 /// counting is `DispatchGroup`'s: a ticket enters, a completion leaves, and
 /// the group finishes when every child left.
 ///
-/// Tickets are enqueued by one *launcher* loop at a time. A completion that
-/// frees room while a launcher runs only counts one more ticket for it
-/// (``ticketsEnqueued()`` hands them over), so on a queue that runs work
-/// inline, even without queueing what is enqueued meanwhile, children that
-/// complete synchronously never make the launcher recurse.
-///
 /// `Child` is what the group holds of a running child, to cancel it: a
 /// `JobState` in ``GroupRun``, anything in the state machine's own tests.
 struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     /// What the owner does after unlocking, when the group starts.
     enum StartAction: Sendable {
-        /// Become the launcher: enqueue this many tickets, then those
-        /// ``ticketsEnqueued()`` hands over.
-        case launchTickets(Int)
+        /// Enqueue this many tickets.
+        case enqueueTickets(Int)
         /// Report `result`: the group is over before any child started
         /// (no children, a bad argument, or cancelled already).
         case finish(Result<[Element], any Error>)
@@ -35,13 +28,15 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     enum CompletionAction: Sendable {
         /// Nothing.
         case none
-        /// Become the launcher: enqueue one ticket, then those
-        /// ``ticketsEnqueued()`` hands over.
-        case launchTicket
+        /// Enqueue one more ticket.
+        case enqueueTicket
         /// Report `result` and cancel `cancelling`: the group is over.
         case finish(Result<[Element], any Error>, cancelling: [Child])
     }
 
+    /// The bookkeeping of a running group. It sits beside ``State`` rather
+    /// than in a `running` case's payload: taking a payload out to change
+    /// it copies its arrays (a retain and a release each, twice per child).
     private struct Running: Sendable {
         /// The input index of the child the next ticket starts.
         var nextIndex = 0
@@ -53,23 +48,18 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         /// The first error, under ``FailurePolicy/waitForAll``.
         var firstError: (any Error)?
         /// Each child's value, in input order, when the group collects them.
-        var values: [Element?]
+        var values: [Element?] = []
         /// The running children with their input index, each in the slot
         /// the child was told when it started.
         var children = Slots<(index: Int, child: Child)>()
-        /// Whether a launcher loop is enqueueing tickets.
-        var isLaunching = true
-        /// Tickets counted for the running launcher to enqueue next.
-        var pendingTickets = 0
     }
 
     private enum State: Sendable {
         case idle
-        case running(Running)
+        /// Children run; `running` holds the bookkeeping.
+        case running
+        /// Done: reported, or cancelled. `running` is empty.
         case finished
-        /// Only while an event changes `running` in place (so its arrays
-        /// are not copied); never seen outside an event.
-        case modifying
     }
 
     let count: Int
@@ -77,6 +67,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     let failurePolicy: FailurePolicy
     let collectsValues: Bool
     private var state = State.idle
+    private var running = Running()
 
     init(count: Int, maxConcurrent: Int, failurePolicy: FailurePolicy, collectsValues: Bool) {
         self.count = count
@@ -100,17 +91,14 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
                 return .finish(.success([]))
             }
             let tickets = Swift.min(maxConcurrent, count)
-            state = .running(
-                Running(
-                    ticketCount: tickets,
-                    activeCount: tickets,
-                    values: collectsValues ? Array(repeating: nil, count: count) : []
-                )
-            )
-            return .launchTickets(tickets)
+            state = .running
+            running.ticketCount = tickets
+            running.activeCount = tickets
+            if collectsValues { running.values = Array(repeating: nil, count: count) }
+            return .enqueueTickets(tickets)
         case .finished:
             return .none
-        case .running, .modifying:
+        case .running:
             preconditionFailure("Internal inconsistency: a group started twice")
         }
     }
@@ -120,18 +108,16 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     /// over.
     mutating func ticketRan(makeChild: (_ slot: Int) -> Child) -> (index: Int, child: Child)? {
         switch state {
-        case .running(var running):
-            state = .modifying
+        case .running:
             let index = running.nextIndex
             precondition(index < count, "Internal inconsistency: more tickets than children")
             running.nextIndex += 1
             let child = makeChild(running.children.nextSlot)
             _ = running.children.insert((index, child))
-            state = .running(running)
             return (index, child)
         case .finished:
             return nil
-        case .idle, .modifying:
+        case .idle:
             preconditionFailure("Internal inconsistency: a ticket ran before the group started")
         }
     }
@@ -139,8 +125,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     /// The child in `slot` completed with `outcome`.
     mutating func childCompleted(slot: Int, outcome: Result<Element, any Error>) -> CompletionAction {
         switch state {
-        case .running(var running):
-            state = .modifying
+        case .running:
             guard let (index, _) = running.children.remove(at: slot) else {
                 preconditionFailure("Internal inconsistency: a running child had no slot")
             }
@@ -151,54 +136,28 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
                 if collectsValues { running.values[index] = value }
             case .failure(let error):
                 if failurePolicy == .failFast {
-                    state = .finished
-                    return .finish(.failure(error), cancelling: running.children.removeAll().map(\.child))
+                    var done = finish()
+                    return .finish(.failure(error), cancelling: done.children.removeAll().map(\.child))
                 }
                 if running.firstError == nil { running.firstError = error }
             }
             if running.completedCount == count {
-                state = .finished
-                if let error = running.firstError { return .finish(.failure(error), cancelling: []) }
-                return .finish(.success(collectsValues ? running.values.map { $0! } : []), cancelling: [])
+                let done = finish()
+                if let error = done.firstError { return .finish(.failure(error), cancelling: []) }
+                return .finish(.success(collectsValues ? done.values.map { $0! } : []), cancelling: [])
             }
-            var action = CompletionAction.none
             if running.ticketCount < count && running.activeCount < maxConcurrent {
                 running.ticketCount += 1
                 running.activeCount += 1
-                if running.isLaunching {
-                    running.pendingTickets += 1
-                } else {
-                    running.isLaunching = true
-                    action = .launchTicket
-                }
+                return .enqueueTicket
             }
-            state = .running(running)
-            return action
+            return .none
         case .finished:
             // A child that completed after the group failed fast or was
             // cancelled: nothing is left to do.
             return .none
-        case .idle, .modifying:
+        case .idle:
             preconditionFailure("Internal inconsistency: a child completed before the group started")
-        }
-    }
-
-    /// The launcher enqueued the tickets it was given: the number to
-    /// enqueue next. At zero the launcher stops, and the next completion
-    /// that frees room starts another.
-    mutating func ticketsEnqueued() -> Int {
-        switch state {
-        case .running(var running):
-            state = .modifying
-            let tickets = running.pendingTickets
-            running.pendingTickets = 0
-            if tickets == 0 { running.isLaunching = false }
-            state = .running(running)
-            return tickets
-        case .finished:
-            return 0
-        case .idle, .modifying:
-            preconditionFailure("Internal inconsistency: a launcher ran before the group started")
         }
     }
 
@@ -209,13 +168,18 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         case .idle:
             state = .finished
             return []
-        case .running(var running):
-            state = .finished
-            return running.children.removeAll().map(\.child)
+        case .running:
+            var done = finish()
+            return done.children.removeAll().map(\.child)
         case .finished:
             return []
-        case .modifying:
-            preconditionFailure("Internal inconsistency: a group was cancelled in the middle of an event")
         }
+    }
+
+    /// Moves to `finished` and hands over the bookkeeping, leaving none.
+    private mutating func finish() -> Running {
+        state = .finished
+        defer { running = Running() }
+        return running
     }
 }

@@ -98,11 +98,14 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// cancelled) by then. Call it once.
     func start(_ body: @escaping Body) {
         pendingBody = body
-        queue.enqueue { [self] in
-            let body = pendingBody
-            pendingBody = nil
-            if let body { run(body) }
-        }
+        Trampoline.enqueue(
+            { [self] in
+                let body = pendingBody
+                pendingBody = nil
+                if let body { run(body) }
+            },
+            on: queue
+        )
     }
 
     /// Runs `body` now, on this thread, with a fresh controller, unless the
@@ -160,7 +163,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         if let handler {
             self.handler = nil
             if hopsToQueue {
-                queue.enqueue { handler(outcome) }
+                Trampoline.enqueue({ handler(outcome) }, on: queue)
             } else {
                 handler(outcome)
             }

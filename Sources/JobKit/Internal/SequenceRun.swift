@@ -3,11 +3,11 @@
 /// Each event (start, a step succeeded or failed, cancel) is decided by
 /// ``SequenceStateMachine`` under the lock and acted on after unlocking.
 ///
-/// There is one code path whatever the queue. A step starts by enqueueing
-/// its body, like a hand-written chain where each step `async`s the next,
-/// and one loop at a time starts steps (see ``SequenceStateMachine``), so a
-/// million steps that complete synchronously never recurse, even on a queue
-/// that runs work inline.
+/// There is one code path whatever the queue. A step's completion starts
+/// the next step by enqueueing its body, like a hand-written chain where
+/// each step `async`s the next, through ``Trampoline``, so a million steps
+/// that complete synchronously never recurse, even on a queue that runs
+/// work inline.
 final class SequenceRun: Sendable {
     private let jobs: [Job<Void>]
     private let controller: Job<Void>.Controller
@@ -52,14 +52,8 @@ final class SequenceRun: Sendable {
 
     private func perform(_ action: SequenceStateMachine<JobState<Void>>.Action) {
         switch action {
-        case .startStep(var index, var child):
-            // The loop: start steps until the state machine says stop.
-            while true {
-                child.start(jobs[index].body)
-                let next = lock.withLock { $0.stepStarted(next: makeStep()) }
-                guard case .startStep(let nextIndex, let nextChild) = next else { return perform(next) }
-                (index, child) = (nextIndex, nextChild)
-            }
+        case .startStep(let index, let child):
+            child.start(jobs[index].body)
         case .finish:
             controller.finish()
         case .fail(let error):

@@ -2,13 +2,6 @@
 /// event changes the state and returns the action to take once the lock
 /// is released. ``SequenceRun`` holds it under its lock and acts.
 ///
-/// Steps are started by one loop at a time. A step that succeeds while the
-/// loop is still inside its start (it completed synchronously, on a queue
-/// that runs work inline) only marks that the loop goes on
-/// (``stepStarted(next:)`` then starts the next step), so the stack stays
-/// flat however long the sequence, whatever the queue. A step that succeeds
-/// after its start returned starts the next step itself, becoming the loop.
-///
 /// `Child` is what the sequence holds of the running step, to cancel it: a
 /// `JobState` in ``SequenceRun``, anything in the state machine's own tests.
 /// The owner passes the next step's child as an autoclosure, evaluated only
@@ -16,7 +9,7 @@
 struct SequenceStateMachine<Child: Sendable>: Sendable {
     /// What the owner does after unlocking.
     enum Action: Sendable {
-        /// Start step `index` as `child`, then report ``stepStarted(next:)``.
+        /// Start step `index` as `child`.
         case startStep(index: Int, child: Child)
         /// Finish the sequence: every step succeeded.
         case finish
@@ -28,22 +21,10 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
         case none
     }
 
-    /// Where the loop that starts steps is.
-    private enum Loop: Sendable {
-        /// Inside the running step's start.
-        case starting
-        /// Inside the running step's start, and the step already succeeded:
-        /// the loop goes on when the start returns.
-        case continuing
-        /// No loop runs: the step's start returned, and its completion
-        /// starts the next step.
-        case idle
-    }
-
     private enum State: Sendable {
         case idle
         /// Step `index` runs as `child`.
-        case running(index: Int, child: Child, loop: Loop)
+        case running(index: Int, child: Child)
         case finished
     }
 
@@ -66,34 +47,15 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
         }
     }
 
-    /// The loop's start of the running step returned; `next` is the
-    /// following step's child.
-    mutating func stepStarted(next: @autoclosure () -> Child) -> Action {
-        switch state {
-        case .running(let index, let child, .starting):
-            state = .running(index: index, child: child, loop: .idle)
-            return .none
-        case .running(let index, _, .continuing):
-            return startStep(index + 1, next)
-        case .finished:
-            return .none  // failed or cancelled meanwhile
-        case .idle, .running(_, _, .idle):
-            preconditionFailure("Internal inconsistency: a step's start returned twice")
-        }
-    }
-
     /// The running step succeeded; `next` is the following step's child.
     mutating func stepSucceeded(next: @autoclosure () -> Child) -> Action {
         switch state {
-        case .running(let index, let child, .starting):
-            state = .running(index: index, child: child, loop: .continuing)
-            return .none
-        case .running(let index, _, .idle):
+        case .running(let index, _):
             return startStep(index + 1, next)
         case .finished:
             return .none  // cancelled meanwhile
-        case .idle, .running(_, _, .continuing):
-            preconditionFailure("Internal inconsistency: a step completed twice, or before it started")
+        case .idle:
+            preconditionFailure("Internal inconsistency: a step completed before the sequence started")
         }
     }
 
@@ -116,7 +78,7 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
         case .idle, .finished:
             state = .finished
             return .none
-        case .running(_, let child, _):
+        case .running(_, let child):
             state = .finished
             return .cancelStep(child)
         }
@@ -128,7 +90,7 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
             return .finish
         }
         let child = child()
-        state = .running(index: index, child: child, loop: .starting)
+        state = .running(index: index, child: child)
         return .startStep(index: index, child: child)
     }
 }

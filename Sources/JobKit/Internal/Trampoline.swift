@@ -1,0 +1,97 @@
+// The C library's module has a different name on each platform; only the
+// thread-specific data functions are used from it.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How JobKit enqueues its own work (a job's body, a handler's hop, a
+/// group's ticket) so that it never recurses, whatever the queue.
+///
+/// A queue may run work before `enqueue` returns. If that work enqueues
+/// more, and that runs at once too, a chain of a million synchronous steps
+/// would nest a million calls. So while a thread is inside one of JobKit's
+/// `enqueue` calls, JobKit's further `enqueue` calls on that thread are
+/// held back, in order, and made when the outer call returns: the stack
+/// stays flat, and each work item still goes to its queue. On a queue that
+/// never runs work inline (`DispatchQueue`, `TestQueue`) nothing is ever
+/// held back, and the cost is one thread-local read and two stores.
+///
+/// This is the one code path of every combinator on every queue; their
+/// state machines need no loop of their own.
+enum Trampoline {
+    /// Calls `queue.enqueue(work)` now, or, inside another such call on this
+    /// thread, as soon as that call returns.
+    static func enqueue(_ work: @escaping @Sendable () -> Void, on queue: any JobQueue) {
+        let thread = ThreadState.current
+        if thread.pointee.isInsideEnqueue {
+            thread.pointee.held.append(HeldWork(queue: queue, work: work))
+            return
+        }
+        thread.pointee.isInsideEnqueue = true
+        queue.enqueue(work)
+        // Work held back meanwhile, and work held back while making it.
+        while let next = thread.pointee.popFirst() {
+            next.queue.enqueue(next.work)
+        }
+        thread.pointee.isInsideEnqueue = false
+    }
+
+    private struct HeldWork {
+        let queue: any JobQueue
+        let work: @Sendable () -> Void
+    }
+
+    /// One thread's state, made the first time the thread enqueues, freed
+    /// when it exits. Only that thread touches it, through a pointer (so
+    /// without the exclusivity checks of a class's properties).
+    private struct ThreadState {
+        var isInsideEnqueue = false
+        var held: [HeldWork] = []
+        var head = 0
+
+        mutating func popFirst() -> HeldWork? {
+            guard head < held.count else {
+                if head > 0 {
+                    held.removeAll(keepingCapacity: true)
+                    head = 0
+                }
+                return nil
+            }
+            let item = held[head]
+            head += 1
+            if head >= 4096 && head * 2 >= held.count {
+                held.removeFirst(head)
+                head = 0
+            }
+            return item
+        }
+
+        static var current: UnsafeMutablePointer<ThreadState> {
+            if let raw = pthread_getspecific(key) {
+                return raw.assumingMemoryBound(to: ThreadState.self)
+            }
+            let state = UnsafeMutablePointer<ThreadState>.allocate(capacity: 1)
+            state.initialize(to: ThreadState())
+            pthread_setspecific(key, state)
+            return state
+        }
+
+        private static let key: pthread_key_t = {
+            var key = pthread_key_t()
+            // The destructor's parameter is optional on Linux and not on
+            // Apple platforms; `as UnsafeMutableRawPointer?` fits both.
+            let status = pthread_key_create(&key) { raw in
+                guard let raw = raw as UnsafeMutableRawPointer? else { return }
+                let state = raw.assumingMemoryBound(to: ThreadState.self)
+                state.deinitialize(count: 1)
+                state.deallocate()
+            }
+            precondition(status == 0, "JobKit: pthread_key_create failed with \(status)")
+            return key
+        }()
+    }
+}
