@@ -1,13 +1,5 @@
 import JobKit
 
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// A queue that runs work at once, on the calling thread: the *immediate*
 /// double of a `DispatchQueue`.
 ///
@@ -35,6 +27,8 @@ public struct ImmediateQueue: JobQueue {
 
     /// Runs `work` now, or right after the work running on this thread.
     public func enqueue(_ work: @escaping @Sendable () -> Void) {
+        // JobKit's own per-thread trampoline: work on this queue and the
+        // jobs' own enqueues keep one first-in, first-out order.
         Trampoline.run(work)
     }
 
@@ -64,62 +58,6 @@ private final class WaitingWork: Sendable {
         work.withLock { work in
             defer { work = nil }
             return work
-        }
-    }
-}
-
-/// The per-thread list of work waiting behind the work that runs now.
-private enum Trampoline {
-    /// Work waiting on one thread. Only that thread touches it.
-    final class Pending {
-        /// Wrapped in a struct so the closures are stored as they come:
-        /// an array of bare closures re-abstracts (allocates a thunk for)
-        /// each one on the way in and again on the way out.
-        struct Work {
-            let run: @Sendable () -> Void
-        }
-
-        private var items: [Work] = []
-        private var head = 0
-
-        func append(_ work: @escaping @Sendable () -> Void) {
-            items.append(Work(run: work))
-        }
-
-        func popFirst() -> Work? {
-            guard head < items.count else {
-                items.removeAll(keepingCapacity: true)
-                head = 0
-                return nil
-            }
-            let work = items[head]
-            head += 1
-            if head >= 4096 && head * 2 >= items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-            return work
-        }
-    }
-
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let status = pthread_key_create(&key, nil)
-        precondition(status == 0, "ImmediateQueue: pthread_key_create failed with \(status)")
-        return key
-    }()
-
-    static func run(_ work: @escaping @Sendable () -> Void) {
-        if let raw = pthread_getspecific(key) {
-            Unmanaged<Pending>.fromOpaque(raw).takeUnretainedValue().append(work)
-            return
-        }
-        let pending = Pending()
-        pthread_setspecific(key, Unmanaged.passUnretained(pending).toOpaque())
-        defer { pthread_setspecific(key, nil) }
-        work()
-        while let next = pending.popFirst() {
-            next.run()
         }
     }
 }

@@ -63,6 +63,28 @@ struct ImmediateQueueTests {
         }
         #expect(counts.value == Array(repeating: 1_000, count: 8))
     }
+
+    @Test func aJobsOwnEnqueuesAndPlainWorkKeepOneOrder() {
+        let log = LockedValue<[String]>([])
+        let child = Job<Void> { controller in
+            log.withValue { $0.append("child runs") }
+            controller.finish()
+        }
+        let parent = Job<Void> { controller in
+            controller.perform(child) { _ in
+                log.withValue { $0.append("child's handler") }
+                controller.finish()
+            }
+            controller.queue.enqueue { log.withValue { $0.append("work enqueued after the child") } }
+            log.withValue { $0.append("parent returns") }
+        }
+        parent.perform(on: ImmediateQueue()) { _ in log.withValue { $0.append("parent's handler") } }
+        #expect(
+            log.value == [
+                "parent returns", "child runs", "work enqueued after the child", "child's handler",
+                "parent's handler",
+            ])
+    }
 }
 
 @inline(never)

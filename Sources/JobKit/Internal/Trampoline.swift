@@ -9,39 +9,67 @@ import Darwin
 #endif
 
 /// How JobKit enqueues its own work (a job's body, a handler's hop, a
-/// group's ticket) so that it never recurses, whatever the queue.
+/// group's ticket) so that it never recurses, whatever the queue; and how
+/// `ImmediateQueue` runs work inline.
 ///
 /// A queue may run work before `enqueue` returns. If that work enqueues
 /// more, and that runs at once too, a chain of a million synchronous steps
 /// would nest a million calls. So while a thread is inside one of JobKit's
-/// `enqueue` calls, JobKit's further `enqueue` calls on that thread are
-/// held back, in order, and made when the outer call returns: the stack
-/// stays flat, and each work item still goes to its queue. On a queue that
-/// never runs work inline (`DispatchQueue`, `TestQueue`) nothing is ever
-/// held back, and the cost is one thread-local read and two stores.
+/// `enqueue` calls (or running `ImmediateQueue` work), further such calls on
+/// that thread are held back, in order, and made when the outer call
+/// returns: the stack stays flat, each work item still goes to its queue,
+/// and work enqueued on an `ImmediateQueue` and JobKit's own enqueues keep
+/// one first-in, first-out order. On a queue that never runs work inline
+/// (`DispatchQueue`, `TestQueue`) nothing is ever held back, and the cost is
+/// one thread-local read and two stores.
 ///
 /// This is the one code path of every combinator on every queue; their
 /// state machines need no loop of their own.
-enum Trampoline {
-    /// Calls `queue.enqueue(work)` now, or, inside another such call on this
+package enum Trampoline {
+    /// Calls `queue.enqueue(work)` now, or, inside another call on this
     /// thread, as soon as that call returns.
     static func enqueue(_ work: @escaping @Sendable () -> Void, on queue: any JobQueue) {
+        perform(HeldWork(queue: queue, work: work))
+    }
+
+    /// Runs `work` now, on this thread, or, inside another call on this
+    /// thread, as soon as that call returns: a queue that runs work inline.
+    package static func run(_ work: @escaping @Sendable () -> Void) {
+        perform(HeldWork(queue: nil, work: work))
+    }
+
+    private static func perform(_ item: HeldWork) {
         let thread = ThreadState.current
-        if thread.pointee.isInsideEnqueue {
-            thread.pointee.held.append(HeldWork(queue: queue, work: work))
+        if thread.pointee.isInsideCall {
+            if item.queue == nil && thread.pointee.runsEnqueuedWorkInline {
+                // An inline queue running the very work this thread is
+                // enqueueing on it: that is its turn, so it runs now.
+                thread.pointee.runsEnqueuedWorkInline = false
+                item.work()
+            } else {
+                thread.pointee.held.append(item)
+            }
             return
         }
-        thread.pointee.isInsideEnqueue = true
-        queue.enqueue(work)
-        // Work held back meanwhile, and work held back while making it.
+        thread.pointee.isInsideCall = true
+        execute(item, on: thread)
+        // Work held back meanwhile, and work held back while doing it.
         while let next = thread.pointee.popFirst() {
-            next.queue.enqueue(next.work)
+            execute(next, on: thread)
         }
-        thread.pointee.isInsideEnqueue = false
+        thread.pointee.isInsideCall = false
+    }
+
+    private static func execute(_ item: HeldWork, on thread: UnsafeMutablePointer<ThreadState>) {
+        guard let queue = item.queue else { return item.work() }
+        thread.pointee.runsEnqueuedWorkInline = true
+        queue.enqueue(item.work)
+        thread.pointee.runsEnqueuedWorkInline = false
     }
 
     private struct HeldWork {
-        let queue: any JobQueue
+        /// Where to enqueue `work`; `nil` to run it here.
+        let queue: (any JobQueue)?
         let work: @Sendable () -> Void
     }
 
@@ -49,7 +77,10 @@ enum Trampoline {
     /// when it exits. Only that thread touches it, through a pointer (so
     /// without the exclusivity checks of a class's properties).
     private struct ThreadState {
-        var isInsideEnqueue = false
+        var isInsideCall = false
+        /// Set while `execute` enqueues held work: an inline queue may run
+        /// that work at once, as its turn has come.
+        var runsEnqueuedWorkInline = false
         var held: [HeldWork] = []
         var head = 0
 
