@@ -74,10 +74,11 @@ struct DelayedWorkTests {
         let ran = LockedValue<[String]>([])
         let done = DispatchSemaphore(value: 0)
         // Both on one serial queue, the cancelled one due first: had it not
-        // been cancelled, it would have run before the second.
-        let cancelled = queue.enqueue(after: .milliseconds(1)) { ran.withValue { $0.append("cancelled") } }
+        // been cancelled, it would have run before the second. (Its 200 ms
+        // leave the cancel, on the next line, time even on a loaded machine.)
+        let cancelled = queue.enqueue(after: .milliseconds(200)) { ran.withValue { $0.append("cancelled") } }
         cancelled.cancel()
-        queue.enqueue(after: .milliseconds(20)) {
+        queue.enqueue(after: .milliseconds(400)) {
             ran.withValue { $0.append("kept") }
             done.signal()
         }
