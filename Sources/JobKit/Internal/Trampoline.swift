@@ -21,7 +21,7 @@ import Darwin
 /// and work enqueued on an `ImmediateQueue` and JobKit's own enqueues keep
 /// one first-in, first-out order. On a queue that never runs work inline
 /// (`DispatchQueue`, `TestQueue`) nothing is ever held back, and the cost is
-/// one thread-local read and two stores.
+/// one thread-local read and a few stores.
 ///
 /// This is the one code path of every combinator on every queue; their
 /// state machines need no loop of their own.
@@ -29,42 +29,59 @@ package enum Trampoline {
     /// Calls `queue.enqueue(work)` now, or, inside another call on this
     /// thread, as soon as that call returns.
     static func enqueue(_ work: @escaping @Sendable () -> Void, on queue: any JobQueue) {
-        perform(HeldWork(queue: queue, work: work))
+        let thread = ThreadState.current
+        if thread.pointee.isInsideCall {
+            thread.pointee.held.append(HeldWork(queue: queue, work: work))
+            return
+        }
+        thread.pointee.isInsideCall = true
+        enqueueNow(work, on: queue, thread: thread)
+        drain(thread)
+        thread.pointee.isInsideCall = false
     }
 
     /// Runs `work` now, on this thread, or, inside another call on this
     /// thread, as soon as that call returns: a queue that runs work inline.
     package static func run(_ work: @escaping @Sendable () -> Void) {
-        perform(HeldWork(queue: nil, work: work))
-    }
-
-    private static func perform(_ item: HeldWork) {
         let thread = ThreadState.current
         if thread.pointee.isInsideCall {
-            if item.queue == nil && thread.pointee.runsEnqueuedWorkInline {
+            if thread.pointee.runsEnqueuedWorkInline {
                 // An inline queue running the very work this thread is
                 // enqueueing on it: that is its turn, so it runs now.
                 thread.pointee.runsEnqueuedWorkInline = false
-                item.work()
+                work()
             } else {
-                thread.pointee.held.append(item)
+                thread.pointee.held.append(HeldWork(queue: nil, work: work))
             }
             return
         }
         thread.pointee.isInsideCall = true
-        execute(item, on: thread)
-        // Work held back meanwhile, and work held back while doing it.
-        while let next = thread.pointee.popFirst() {
-            execute(next, on: thread)
-        }
+        work()
+        drain(thread)
         thread.pointee.isInsideCall = false
     }
 
-    private static func execute(_ item: HeldWork, on thread: UnsafeMutablePointer<ThreadState>) {
-        guard let queue = item.queue else { return item.work() }
+    @inline(__always)
+    private static func enqueueNow(
+        _ work: @escaping @Sendable () -> Void,
+        on queue: any JobQueue,
+        thread: UnsafeMutablePointer<ThreadState>
+    ) {
         thread.pointee.runsEnqueuedWorkInline = true
-        queue.enqueue(item.work)
+        queue.enqueue(work)
         thread.pointee.runsEnqueuedWorkInline = false
+    }
+
+    /// Makes the work held back meanwhile, and the work held back while
+    /// making it, in order.
+    private static func drain(_ thread: UnsafeMutablePointer<ThreadState>) {
+        while let next = thread.pointee.popFirst() {
+            if let queue = next.queue {
+                enqueueNow(next.work, on: queue, thread: thread)
+            } else {
+                next.work()
+            }
+        }
     }
 
     private struct HeldWork {
