@@ -3,7 +3,7 @@ import JobKitTesting
 import Testing
 
 @Suite("LockedValue", .timeLimit(.minutes(1)))
-struct LockIsolatedTests {
+struct LockedValueTests {
     @Test func readsWritesAndMutatesInPlace() {
         let box = LockedValue([1])
         box.setValue([2])
@@ -25,7 +25,7 @@ struct LockIsolatedTests {
 }
 
 @Suite("ActorValue", .timeLimit(.minutes(1)))
-struct ActorIsolatedTests {
+struct ActorValueTests {
     @Test func readsWritesAndMutatesInPlace() async {
         let box = ActorValue([1])
         await box.setValue([2])
