@@ -3,7 +3,7 @@ import JobKitTesting
 import Testing
 
 @Suite("withTimeLimit", .timeLimit(.minutes(1)))
-struct WithTimeoutTests {
+struct WithTimeLimitTests {
     @Test func returnsTheValueWhenTheOperationFinishesInTime() async throws {
         #expect(try await withTimeLimit(.seconds(60)) { 42 } == 42)
     }
