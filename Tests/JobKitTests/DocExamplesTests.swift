@@ -501,6 +501,7 @@ struct JobKitTestingDocExamplesTests {
 
 extension JobKitTestingDocExamplesTests {
     typealias Store = DocExamples.Store
+    typealias CounterModel = ReadmeTaskSchedulingTests.CounterModel
 }
 
 // MARK: - Every example is here

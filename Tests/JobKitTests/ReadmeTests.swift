@@ -166,51 +166,56 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
     return (name, pixels)
 }
 
-// BEGIN README: testing tasks example
-@MainActor
-final class CounterModel {
-    private(set) var label = ""
-    private let scheduler: any TaskScheduling
+/// The README's tests of code that starts tasks, written at the top level
+/// there; here in a suite, so that they get the time limit every suite has.
+@Suite("README testing tasks", .timeLimit(.minutes(1)))
+struct ReadmeTaskSchedulingTests {
+    // BEGIN README: testing tasks example
+    @MainActor
+    final class CounterModel {
+        private(set) var label = ""
+        private let scheduler: any TaskScheduling
 
-    init(scheduler: any TaskScheduling = DefaultTaskScheduler()) {
-        self.scheduler = scheduler
+        init(scheduler: any TaskScheduling = DefaultTaskScheduler()) {
+            self.scheduler = scheduler
+        }
+
+        func buttonTapped() {
+            scheduler.schedule { @MainActor in self.label = "\(await self.loadNumber())" }
+        }
+
+        private func loadNumber() async -> Int { 42 }
     }
 
-    func buttonTapped() {
-        scheduler.schedule { @MainActor in self.label = "\(await self.loadNumber())" }
+    @MainActor
+    @Test func buttonShowsTheNumber() async {
+        let scheduler = ManualTaskScheduler()
+        let model = CounterModel(scheduler: scheduler)
+
+        model.buttonTapped()
+        #expect(model.label == "")  // captured, not run yet
+
+        await scheduler.runAll()
+        #expect(model.label == "42")
     }
 
-    private func loadNumber() async -> Int { 42 }
-}
+    @Test func savesInABackgroundTask() async throws {
+        let scheduler = RecordingTaskScheduler()
+        let saved = LockedValue<[String]>([])
+        scheduler.schedule(name: "save", priority: .background) { saved.withValue { $0.append("milk") } }
 
-@MainActor
-@Test func buttonShowsTheNumber() async {
-    let scheduler = ManualTaskScheduler()
-    let model = CounterModel(scheduler: scheduler)
-
-    model.buttonTapped()
-    #expect(model.label == "")  // captured, not run yet
-
-    await scheduler.runAll()
-    #expect(model.label == "42")
-}
-
-@Test func savesInABackgroundTask() async throws {
-    let scheduler = RecordingTaskScheduler()
-    let saved = LockedValue<[String]>([])
-    scheduler.schedule(name: "save", priority: .background) { saved.withValue { $0.append("milk") } }
-
-    try await scheduler.waitForTasks(timeout: .seconds(5))
-    #expect(saved.value == ["milk"])
-    #expect(scheduler.calls == [.scheduled(name: "save", priority: .background)])
-}
-
-@Test func requestThatNeverAnswersFails() async {
-    await #expect(throws: TimeLimitExceeded.self) {
-        try await withTimeLimit(.milliseconds(100)) { try await Job<Int>.never.value }
+        try await scheduler.waitForTasks(timeout: .seconds(5))
+        #expect(saved.value == ["milk"])
+        #expect(scheduler.calls == [.scheduled(name: "save", priority: .background)])
     }
+
+    @Test func requestThatNeverAnswersFails() async {
+        await #expect(throws: TimeLimitExceeded.self) {
+            try await withTimeLimit(.milliseconds(100)) { try await Job<Int>.never.value }
+        }
+    }
+    // END README
 }
-// END README
 
 @Suite("README async/await", .timeLimit(.minutes(1)))
 struct ReadmeAsyncTests {
