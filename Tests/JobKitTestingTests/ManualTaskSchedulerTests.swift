@@ -80,7 +80,11 @@ struct ManualTaskSchedulerTests {
         #expect(scheduler.pendingCount == 1)
         await scheduler.runAll()
         #expect(runs.value == 10)
-        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        // Bounded: a handle's value ignores the awaiting task's
+        // cancellation, so the suite's time limit could not end this wait.
+        await #expect(throws: CancellationError.self) {
+            try await withTimeLimit(.seconds(10)) { try await cancelled.value }
+        }
     }
 
     @Test func handleReturnsTheValueOnceTheOperationRan() async throws {
@@ -88,7 +92,7 @@ struct ManualTaskSchedulerTests {
         let handle = scheduler.schedule { 5 }
         let waiter = Task { try await handle.value }
         await scheduler.runAll()
-        #expect(try await waiter.value == 5)
+        #expect(try await withTimeLimit(.seconds(10)) { try await waiter.value } == 5)
         #expect(try await handle.value == 5)
     }
 
@@ -96,7 +100,9 @@ struct ManualTaskSchedulerTests {
         let scheduler = ManualTaskScheduler()
         let handle = scheduler.schedule { () async throws -> Int in throw TestError() }
         await scheduler.runAll()
-        await #expect(throws: TestError.self) { try await handle.value }
+        await #expect(throws: TestError.self) {
+            try await withTimeLimit(.seconds(10)) { try await handle.value }
+        }
     }
 
     @Test func cancellingARunningOperationCancelsItsTask() async {

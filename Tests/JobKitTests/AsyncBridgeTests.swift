@@ -54,7 +54,11 @@ struct AsyncValueTests {
         _ = await started.first { true }
         task.cancel()
         task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
+        // Bounded: awaiting another task's value ignores the suite's time
+        // limit, and only the cancel can end this job.
+        await #expect(throws: CancellationError.self) {
+            try await withTimeLimit(.seconds(10)) { try await task.value }
+        }
         #expect(cancels.value == 1)
     }
 
@@ -69,7 +73,11 @@ struct AsyncValueTests {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await job.value(on: queue)
         }
-        await #expect(throws: CancellationError.self) { try await task.value }
+        // Bounded: a job that started anyway would wait on the queue, which
+        // runs only after this await.
+        await #expect(throws: CancellationError.self) {
+            try await withTimeLimit(.seconds(10)) { try await task.value }
+        }
         try queue.run()
         #expect(starts.value == 0)
     }

@@ -223,7 +223,10 @@ struct CallbackBridgeTests {
         let task = Task { try await Task.sleep(for: .seconds(3600)) }  // allowed: cancelled, never waited for
         #expect(!task.isCancelled)
         #expect(try cancelBridgedJob(returning: task).isCancelled)
-        await #expect(throws: CancellationError.self) { try await task.value }
+        // Bounded: if the job did not cancel it, the task would sleep an hour.
+        await #expect(throws: CancellationError.self) {
+            try await withTimeLimit(.seconds(10)) { try await task.value }
+        }
     }
 
     @Test func cancellingTheJobCancelsAnotherJobsHandle() throws {

@@ -173,7 +173,7 @@ struct JobKitDocExamplesTests {
         }
         // END DOC
         try await withTimeLimit(.seconds(10)) {
-            while imageView.shown.value.isEmpty { await Task.yield() }
+            while imageView.shown.value.isEmpty && !Task.isCancelled { await Task.yield() }
         }
         #expect(try imageView.shown.value.first?.get() == Data("beach".utf8))
         _ = shown
@@ -342,7 +342,7 @@ struct JobKitDocExamplesTests {
         // END DOC
         publish.perform(on: .main) { _ in done.setValue(true) }
         try await withTimeLimit(.seconds(10)) {
-            while !done.value { await Task.yield() }
+            while !done.value && !Task.isCancelled { await Task.yield() }
         }
         #expect(shown.value.isEmpty)
     }

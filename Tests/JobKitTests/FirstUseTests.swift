@@ -9,8 +9,11 @@ import Testing
 @Suite("What users type first", .timeLimit(.minutes(1)))
 struct FirstUseTests {
     @Test func performOnGlobalWithAQualityOfService() async throws {
-        let value = try await withCheckedThrowingContinuation { continuation in
-            Job.succeeded(5).perform(on: .global(qos: .utility)) { continuation.resume(with: $0) }
+        // Bounded: a continuation ignores the suite's time limit.
+        let value = try await withTimeLimit(.seconds(10)) {
+            try await withCheckedThrowingContinuation { continuation in
+                Job.succeeded(5).perform(on: .global(qos: .utility)) { continuation.resume(with: $0) }
+            }
         }
         #expect(value == 5)
     }

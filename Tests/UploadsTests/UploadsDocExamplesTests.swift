@@ -72,7 +72,7 @@ struct UploadsDocExamplesTests {
         // END DOC
         Job.publishing(post, using: uploader).perform { _ in done.setValue(true) }
         try await withTimeLimit(.seconds(10)) {
-            while !done.value { await Task.yield() }
+            while !done.value && !Task.isCancelled { await Task.yield() }
         }
     }
 
