@@ -27,6 +27,7 @@ struct PlaygroundTests {
         process.standardOutput = output
         process.standardError = error
         try process.run()
+        let deadline = ExitDeadline(process)
         // Read both pipes to the end before waiting, so a full pipe never
         // blocks the child.
         let errorData = LockedValue(Data())
@@ -36,6 +37,7 @@ struct PlaygroundTests {
         }
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        deadline.processExited()
         readingErrors.wait()
         return Run(
             status: process.terminationStatus,
@@ -168,6 +170,7 @@ struct PlaygroundTests {
         process.standardOutput = output
         process.standardError = error
         try process.run()
+        let deadline = ExitDeadline(process)
 
         // Interrupt once the first upload finished: publishing is under way.
         var printed = Data()
@@ -180,6 +183,7 @@ struct PlaygroundTests {
         printed.append(output.fileHandleForReading.readDataToEndOfFile())
         let errorText = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
+        deadline.processExited()
 
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 130)
@@ -212,6 +216,40 @@ struct PlaygroundTests {
         #expect(run.status == 64)
         #expect(run.error.hasPrefix("error: "))
         #expect(run.output.isEmpty)
+    }
+}
+
+/// Kills a Playground that has not exited after `seconds`, so one that
+/// hangs fails its test: the suite's time limit cannot stop a synchronous
+/// test blocked reading a pipe or in `waitUntilExit()`.
+private final class ExitDeadline: Sendable {
+    private enum State { case running, exited, killed }
+
+    private let state = LockedValue(State.running)
+    private let seconds: Int
+
+    init(_ process: Process, seconds: Int = 30) {
+        self.seconds = seconds
+        let pid = process.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [state] in
+            state.withValue { state in
+                guard state == .running else { return }
+                state = .killed
+                kill(pid, SIGKILL)
+            }
+        }
+    }
+
+    /// Call once the process exited: records an issue if it was killed.
+    func processExited(sourceLocation: SourceLocation = #_sourceLocation) {
+        let killed = state.withValue { state -> Bool in
+            if state == .running { state = .exited }
+            return state == .killed
+        }
+        if killed {
+            Issue.record(
+                "the Playground had not exited after \(seconds) seconds and was killed", sourceLocation: sourceLocation)
+        }
     }
 }
 
