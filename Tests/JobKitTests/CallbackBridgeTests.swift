@@ -240,6 +240,16 @@ struct CallbackBridgeTests {
         #expect(isCancellation(inner.last?.failure))
     }
 
+    @Test func cancellingTheJobCancelsATaskOfTheDefaultScheduler() async throws {
+        let scheduled = DefaultTaskScheduler().schedule { () async throws -> Int in
+            try await Job<Int>.never.value  // ends only by cancellation
+        }
+        _ = try cancelBridgedJob(returning: scheduled)
+        // Bounded: a task's result ignores the suite's time limit.
+        let result = try await withTimeLimit(.seconds(10)) { await scheduled.result }
+        #expect(isCancellation(result.failure))
+    }
+
     @Test func cancellingTheJobCancelsAScheduledTask() async throws {
         let scheduler = ManualTaskScheduler()
         let ran = LockedValue(false)
