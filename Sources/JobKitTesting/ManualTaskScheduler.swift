@@ -27,18 +27,20 @@ import JobKit
 ///
 /// Thread-safe: operations can be scheduled from any thread.
 public final class ManualTaskScheduler: TaskScheduling, Sendable {
-    /// Thrown by ``runUntilIdle(maxRounds:)`` when operations keep
-    /// scheduling new operations and it gives up.
+    /// Thrown by ``runUntilIdle(maxRounds:)`` when it reached its round
+    /// limit with operations still waiting: operations that keep scheduling
+    /// operations forever, or a chain longer than the limit.
     public struct RunawayError: Error, Equatable, CustomStringConvertible, Sendable {
         /// How many rounds of ``ManualTaskScheduler/runAll()`` ran.
         public let rounds: Int
         /// How many operations were still waiting.
         public let pendingCount: Int
 
-        /// What happened, in one line.
+        /// What happened, in one line: what is known, and how to go on.
         public var description: String {
-            "ManualTaskScheduler ran \(rounds) rounds without becoming idle (\(pendingCount) pending): "
-                + "some operation keeps scheduling operations forever"
+            "ManualTaskScheduler.runUntilIdle stopped after \(rounds) rounds, its limit (maxRounds), with "
+                + "\(pendingCount) operations still pending: either some operation keeps scheduling operations, "
+                + "or the chain is longer than the limit; raise it with runUntilIdle(maxRounds:)"
         }
     }
 
@@ -117,8 +119,8 @@ public final class ManualTaskScheduler: TaskScheduling, Sendable {
     /// scheduled by operations run too.
     ///
     /// - Parameter maxRounds: The most calls to ``runAll()`` before it
-    ///   decides some operation keeps scheduling operations forever. A
-    ///   thousand by default.
+    ///   gives up, so that operations that keep scheduling operations
+    ///   forever cannot hang the test. A thousand by default.
     /// - Throws: ``RunawayError`` if operations are still waiting after
     ///   `maxRounds` rounds; `CancellationError` if the calling task is
     ///   cancelled.

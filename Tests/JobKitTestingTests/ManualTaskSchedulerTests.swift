@@ -69,6 +69,8 @@ struct ManualTaskSchedulerTests {
         }
         #expect(error?.rounds == 10)
         #expect(error?.pendingCount == 1)
+        #expect(error?.description.contains("maxRounds") == true)
+        #expect(error?.description.contains("raise it with runUntilIdle(maxRounds:)") == true)
     }
 
     @Test func cancellingACapturedHandleMeansItNeverRuns() async {
