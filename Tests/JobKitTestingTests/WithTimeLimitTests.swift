@@ -77,7 +77,7 @@ struct WithTimeLimitTests {
         #expect(runs.value == 0)
     }
 
-    @Test func operationAndTimeoutFinishingTogetherReportOneOutcome() async throws {
+    @Test func operationAndTimeLimitEndingTogetherReportOneOutcome() async throws {
         for index in 0..<1000 {
             do {
                 let value = try await withTimeLimit(.zero) {
@@ -93,7 +93,7 @@ struct WithTimeLimitTests {
         }
     }
 
-    @Test func timeoutErrorSaysHowLongTheOperationHad() {
+    @Test func timeLimitExceededSaysHowLongTheOperationHad() {
         #expect(
             TimeLimitExceeded(duration: .seconds(2)).description
                 == "the operation did not finish within its time limit of 2.0 seconds")
