@@ -21,9 +21,9 @@ import JobKit
 /// Work runs in order of due time, and in enqueue order among work due at
 /// the same time. ``now`` is set to each item's due time before it runs.
 /// Work enqueued while running is picked up by the same call if it falls
-/// due. A runaway loop (work that keeps enqueueing more work forever) is
-/// stopped after ``maxSteps`` items with ``RunawayError`` instead of
-/// hanging the test.
+/// due. One call stops after ``maxSteps`` items with ``RunawayError``
+/// instead of hanging the test: work that keeps enqueueing work, or a run
+/// longer than the limit (raise it with `TestQueue(maxSteps:)`).
 ///
 /// Thread-safe: work can be enqueued from any thread. Work runs on the
 /// thread that calls ``run()`` or ``advance(by:)``, outside the queue's lock.
