@@ -99,6 +99,45 @@ extension Job {
         delay: RetryDelay = .none,
         while shouldRetry: @escaping @Sendable (any Error) -> Bool = { !($0 is CancellationError) }
     ) -> Job<Success> {
+        retry(attempts: attempts) { retry, error in
+            shouldRetry(error) ? delay.delay(beforeRetry: retry) : nil
+        }
+    }
+
+    /// A job that performs this job and, while it fails, performs it again
+    /// after the wait `delay` chooses for the error, up to `attempts`
+    /// performances in all.
+    ///
+    /// After each failed attempt but the last, `delay` is called with the
+    /// number of the retry to come (1 before the second attempt) and the
+    /// error: it returns the wait before that retry, or `nil` to fail at
+    /// once with that error. So the wait can depend on the error: a
+    /// server's `Retry-After`, say, or no retry at all for an error that
+    /// cannot go away:
+    ///
+    /// ```swift
+    /// let patient = fetch.retry(attempts: 5) { retry, error in
+    ///     guard let error = error as? ServerError, error.isTemporary else { return nil }
+    ///     return error.retryAfter ?? .seconds(retry)
+    /// }
+    /// ```
+    ///
+    /// Everything else is as in ``retry(attempts:delay:while:)``: each
+    /// attempt is a fresh performance, waits run on the job's queue, and
+    /// cancelling the returned job cancels the attempt or the wait. `delay`
+    /// decides for `CancellationError` too; return `nil` for it unless an
+    /// attempt that cancels itself should be tried again.
+    ///
+    /// - Parameters:
+    ///   - attempts: The most performances, first one included; at least 1
+    ///     (a smaller value fails with ``JobError/invalidArgument(_:)``).
+    ///   - delay: The wait before retry number `retry` after `error`, or
+    ///     `nil` to stop retrying. Called on the job's queue or the thread
+    ///     the failed attempt completed on.
+    public func retry(
+        attempts: Int,
+        delay: @escaping @Sendable (_ retry: Int, _ error: any Error) -> Duration?
+    ) -> Job<Success> {
         Job { controller in
             guard attempts >= 1 else {
                 controller.fail(with: JobError.invalidArgument("attempts must be at least 1, got \(attempts)"))
@@ -106,15 +145,8 @@ extension Job {
             }
             let timer = TimerSlot()
             controller.onCancel { timer.close() }
-            RetryRun(
-                job: self,
-                attempts: attempts,
-                delay: delay,
-                shouldRetry: shouldRetry,
-                controller: controller,
-                timer: timer
-            )
-            .attempt(1)
+            RetryRun(job: self, attempts: attempts, delay: delay, controller: controller, timer: timer)
+                .attempt(1)
         }
     }
 }
@@ -123,8 +155,7 @@ extension Job {
 private struct RetryRun<Success: Sendable>: Sendable {
     let job: Job<Success>
     let attempts: Int
-    let delay: RetryDelay
-    let shouldRetry: @Sendable (any Error) -> Bool
+    let delay: @Sendable (_ retry: Int, _ error: any Error) -> Duration?
     let controller: Job<Success>.Controller
     /// The wait before the next attempt, closed when the job is cancelled.
     let timer: TimerSlot
@@ -136,11 +167,10 @@ private struct RetryRun<Success: Sendable>: Sendable {
             case .success:
                 controller.complete(with: outcome)
             case .failure(let error):
-                guard number < attempts, shouldRetry(error) else {
+                guard number < attempts, let wait = delay(number, error) else {
                     controller.complete(with: outcome)
                     return
                 }
-                let wait = delay.delay(beforeRetry: number)
                 if wait <= .zero {
                     Trampoline.enqueue({ attempt(number + 1) }, on: controller.queue)
                 } else {

@@ -29,9 +29,9 @@ extension JobError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .abandoned:
-            "the job released its controller without reporting an outcome"
+            "the job ended without an outcome: its body released its controller without calling finish, fail or complete"
         case .timedOut:
-            "the job timed out"
+            "the job timed out and was cancelled"
         case .invalidArgument(let reason):
             "invalid argument: \(reason)"
         }

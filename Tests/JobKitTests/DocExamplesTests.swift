@@ -246,6 +246,40 @@ struct JobKitDocExamplesTests {
         #expect(attempts.value == 3)
     }
 
+    @Test func retryChosenPerErrorExample() throws {
+        struct ServerError: Error {
+            let isTemporary: Bool
+            let retryAfter: Duration?
+        }
+        let attempts = LockedValue(0)
+        let fetch = Job<Data> { controller in
+            let attempt = attempts.withValue { count -> Int in
+                count += 1
+                return count
+            }
+            switch attempt {
+            case 1: controller.fail(with: ServerError(isTemporary: true, retryAfter: .seconds(10)))
+            case 2: controller.fail(with: ServerError(isTemporary: true, retryAfter: nil))
+            default: controller.fail(with: ServerError(isTemporary: false, retryAfter: nil))
+            }
+        }
+        let queue = TestQueue()
+        // BEGIN DOC
+        let patient = fetch.retry(attempts: 5) { retry, error in
+            guard let error = error as? ServerError, error.isTemporary else { return nil }
+            return error.retryAfter ?? .seconds(retry)
+        }
+        // END DOC
+        let recorder = LockedValue<Job<Data>.Outcome?>(nil)
+        patient.perform(on: queue) { outcome in recorder.withValue { $0 = outcome } }
+        try queue.advance(by: .seconds(11))
+        #expect(attempts.value == 2)
+        try queue.advance(by: .seconds(1))
+        #expect(attempts.value == 3)
+        #expect((recorder.value.flatMap { try? $0.get() }) == nil)
+        #expect(recorder.value != nil)
+    }
+
     @Test func typedResultExample() async throws {
         let client = Client()
         let url = URL(string: "https://example.com/a")!

@@ -153,6 +153,44 @@ struct RetryTests {
         #expect(flaky.attempts.value == 2)
     }
 
+    @Test func retryDelayChosenPerErrorSetsEachWaitAndNilStops() throws {
+        let flaky = Flaky(failures: 10)
+        let queue = TestQueue()
+        let times = LockedValue<[Duration]>([])
+        let asked = LockedValue<[Int]>([])
+        let timed = Job<Int> { controller in
+            times.withValue { $0.append(queue.now) }
+            flaky.job.perform(on: controller.queue) { controller.complete(with: $0) }
+        }
+        let recorder = Recorder<Int>()
+        timed.retry(attempts: 10) { retry, error in
+            asked.withValue { $0.append(retry) }
+            // Attempt N fails with TestError(id: N): wait N seconds, and
+            // give up after the third attempt's error.
+            guard let id = (error as? TestError)?.id, id < 3 else { return nil }
+            return .seconds(id)
+        }
+        .perform(on: queue, then: recorder.handler)
+
+        try queue.advance(by: .seconds(60))
+        #expect(times.value == [.zero, .seconds(1), .seconds(3)])
+        #expect(asked.value == [1, 2, 3])
+        #expect(recorder.last?.failure as? TestError == TestError(id: 3))
+        #expect(queue.isIdle)
+    }
+
+    @Test func retryDelayIsNotAskedAfterTheLastAttempt() throws {
+        let flaky = Flaky(failures: 10)
+        let asked = LockedValue(0)
+        let job = flaky.job.retry(attempts: 2) { _, _ in
+            asked.withValue { $0 += 1 }
+            return .zero
+        }
+        #expect(outcome(of: job)?.failure as? TestError == TestError(id: 2))
+        #expect(asked.value == 1)
+        #expect(flaky.attempts.value == 2)
+    }
+
     @Test func invalidAttemptsFailWithATypedError() throws {
         guard case .invalidArgument = outcome(of: Job.succeeded(1).retry(attempts: 0))?.failure as? JobError else {
             Issue.record("expected JobError.invalidArgument")
