@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "JobKit", targets: ["JobKit"]),
         .library(name: "JobKitTesting", targets: ["JobKitTesting"]),
         .library(name: "Uploads", targets: ["Uploads"]),
+        .library(name: "UploadsTesting", targets: ["UploadsTesting"]),
         .executable(name: "Playground", targets: ["Playground"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
@@ -22,12 +23,17 @@ let package = Package(
         .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"]),
         .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting"]),
         .target(name: "Uploads", dependencies: ["JobKit"]),
+        .target(name: "UploadsTesting", dependencies: ["Uploads", "JobKit", "JobKitTesting"]),
         .testTarget(
             name: "UploadsTests",
-            dependencies: ["Uploads", "JobKit", "JobKitTesting", "Playground"],
+            dependencies: ["Uploads", "UploadsTesting", "JobKit", "JobKitTesting", "Playground"],
             exclude: ["Fixtures"]
         ),
-        .executableTarget(name: "Playground", dependencies: ["Uploads", "JobKit"], path: "Playground"),
+        .executableTarget(
+            name: "Playground",
+            dependencies: ["Uploads", "UploadsTesting", "JobKit", "JobKitTesting"],
+            path: "Playground"
+        ),
         .executableTarget(name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
     ]

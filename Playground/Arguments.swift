@@ -13,6 +13,10 @@ struct Arguments {
     var workFolder: URL?
     var megabytesPerSecond = 10.0
     var scale = 1.0
+    /// The time limit of one upload attempt, in seconds.
+    var timeout: Double?
+    /// Keep the run's folder after a successful run.
+    var keeps = false
     var showsHelp = false
 
     static let usage = """
@@ -25,10 +29,13 @@ struct Arguments {
         Options:
           --server URL       upload over HTTP (PUT) to this server instead of a folder
           --concurrency N    media uploads at once (default 3)
-          --retries N        retries per failed upload, with backoff (default 2)
+          --retries N        retries per upload whose failure can pass (timed out, connection lost,
+                             HTTP 408/429/5xx), with jittered backoff (default 2)
+          --timeout SECONDS  time limit of one upload attempt (default: none)
           --fail-rate P      fail this share of upload attempts on purpose, 0 to 1 (default 0)
-          --seed N           seed for --fail-rate (default 1)
-          --output DIR       upload into DIR instead of a temporary folder
+          --seed N           seed for --fail-rate and the retries' jitter (default 1)
+          --output DIR       upload into DIR instead of a temporary folder, and keep it
+          --keep             keep the temporary folder of a successful run (removed by default)
           --work-folder DIR  make the run's folder (generated media, and uploads without --output)
                              in DIR (default: the system's temporary folder)
           --speed MBPS       simulated speed of each folder upload in MB/s, 0 for the disk's (default 10)
@@ -81,6 +88,14 @@ struct Arguments {
                     throw UsageError(description: "--seed needs a whole number, got '\(text)'")
                 }
                 arguments.seed = seed
+            case "--timeout":
+                let text = try value()
+                guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+                    throw UsageError(description: "--timeout needs a number of seconds above 0, got '\(text)'")
+                }
+                arguments.timeout = seconds
+            case "--keep":
+                arguments.keeps = true
             case "--output":
                 arguments.output = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--work-folder":

@@ -58,14 +58,42 @@ final class ProgressPrinter: Sendable {
         if isTerminal { write("\r\u{1B}[K") }
     }
 
+    /// Prints a failed attempt above the bar: what went wrong, and whether
+    /// and when a retry follows.
+    func showFailure(of destination: URL, _ attempt: RetryPolicy.FailedAttempt, attempts: Int) {
+        let next: String
+        if let wait = attempt.nextRetryIn {
+            next = "retry \(attempt.number) of \(attempts - 1) in \(Format.seconds(wait))"
+        } else if attempt.number < attempts {
+            next = "not retried: trying again cannot help"
+        } else {
+            next = attempts > 1 ? "no retries left" : "not retried (--retries 0)"
+        }
+        let name = Format.path(of: destination, below: base)
+        write((isTerminal ? "\r\u{1B}[K" : "") + "  ✗ \(name): \(Format.reason(attempt.error, naming: destination)); \(next)\n")
+    }
+
+    /// The bar line, cut to fit `columns` so that it never wraps: the
+    /// upload count goes first, then the bytes, then the bar narrows.
+    func bar(_ progress: PublishProgress, columns: Int) -> String {
+        let room = max(columns - 1, 8)
+        let percent = String(Int(progress.fractionCompleted * 100)).leftPadded(to: 3) + "%"
+        let details = [
+            "\(Format.bytes(progress.bytesSent)) of \(Format.bytes(progress.bytesTotal))",
+            "\(progress.finishedCount)/\(progress.uploads.count) uploads",
+        ]
+        for kept in stride(from: details.count, through: 0, by: -1) {
+            let text = ([" " + percent] + details.prefix(kept)).joined(separator: "  ")
+            let width = min(30, room - 4 - text.count)
+            guard width >= 10 || (kept == 0 && width >= 1) else { continue }
+            let filled = Int(progress.fractionCompleted * Double(width))
+            return "  [\(String(repeating: "█", count: filled))\(String(repeating: "░", count: width - filled))]" + text
+        }
+        return String(percent.trimmingCharacters(in: .whitespaces).prefix(room))
+    }
+
     private func bar(_ progress: PublishProgress) -> String {
-        let width = 30
-        let filled = Int(progress.fractionCompleted * Double(width))
-        let percent = String(Int(progress.fractionCompleted * 100)).leftPadded(to: 3)
-        return
-            "  [\(String(repeating: "█", count: filled))\(String(repeating: "░", count: width - filled))] \(percent)%  "
-            + "\(Format.bytes(progress.bytesSent)) of \(Format.bytes(progress.bytesTotal))  "
-            + "\(progress.finishedCount)/\(progress.uploads.count) uploads"
+        bar(progress, columns: Terminal.columns())
     }
 
     private func write(_ text: String) {
@@ -93,6 +121,21 @@ enum Format {
         String(format: "%.2f s", seconds(in: duration))
     }
 
+    /// `2`, `0.5`: a number of seconds as the user typed it.
+    static func number(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    /// Why an attempt failed, in one line, without the destination when
+    /// the error's own description starts with it.
+    static func reason(_ error: any Error, naming destination: URL) -> String {
+        let text = error.localizedDescription
+        guard let colon = text.range(of: ": "), destination.path.hasSuffix(String(text[..<colon.lowerBound])) else {
+            return text
+        }
+        return String(text[colon.upperBound...])
+    }
+
     static func seconds(in duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18
@@ -110,5 +153,16 @@ enum Format {
 extension String {
     func leftPadded(to width: Int) -> String {
         String(repeating: " ", count: max(width - count, 0)) + self
+    }
+}
+
+/// The terminal standard output writes to.
+enum Terminal {
+    /// Its width in columns, asked anew each time (the user may resize
+    /// it); 80 when it does not say.
+    static func columns() -> Int {
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
     }
 }

@@ -3,7 +3,9 @@
 // the Uploads library.
 import Foundation
 import JobKit
+import JobKitTesting
 import Uploads
+import UploadsTesting
 
 func fail(_ message: String, code: Int32) -> Never {
     fflush(nil)  // all streams: `stdout` itself is not concurrency-safe to name
@@ -67,16 +69,19 @@ if arguments.failRate > 0 {
     uploader = FaultInjectingUploader(wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
 }
 let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: base)
-uploader = FailureReportingUploader(base: uploader) { media, error in
-    let name = Format.path(of: media.destination, below: base)
-    let reason = error as? UploadError == .injectedFault(media.destination) ? "injected fault" : "\(error)"
-    Format.write((printer.isTerminal ? "\r\u{1B}[K" : "") + "  ✗ \(name): \(reason)\n")
-}
 
 let options = PublishOptions(
     maxConcurrentUploads: arguments.concurrency,
-    attempts: arguments.retries + 1,
-    retryDelay: .exponential(initial: .milliseconds(200), maximum: .seconds(2))
+    retry: RetryPolicy(
+        attempts: arguments.retries + 1,
+        initialDelay: .milliseconds(200),
+        maximumDelay: .seconds(2),
+        random: SeededRandomNumberGenerator(seed: arguments.seed)
+    ),
+    uploadTimeout: arguments.timeout.map { .milliseconds(Int64($0 * 1000)) },
+    onFailedAttempt: { destination, attempt in
+        printer.showFailure(of: destination, attempt, attempts: arguments.retries + 1)
+    }
 )
 
 // MARK: - Publishing
@@ -86,7 +91,11 @@ let total = media.reduce(Int64(0)) { $0 + ((try? $1.byteCount()) ?? 0) }
 print("Publishing \"\(post.text)\"")
 print("  \(post.photos.count) photos and \(post.videos.count) videos, \(Format.bytes(total)), to \(destinationName)")
 print(
-    "  \(arguments.concurrency) at a time, up to \(arguments.retries) retries each"
+    "  \(arguments.concurrency) at a time, "
+        + (arguments.retries == 0
+            ? "no retries"
+            : "up to \(arguments.retries) \(arguments.retries == 1 ? "retry" : "retries") each when a failure can pass")
+        + (arguments.timeout.map { ", \(Format.number($0)) s per attempt" } ?? "")
         + (arguments.failRate > 0 ? ", \(Int(arguments.failRate * 100))% of attempts failing on purpose" : ""))
 
 let clock = ContinuousClock()
@@ -128,5 +137,5 @@ case .failure(is CancellationError):
     fail("publishing cancelled; uploads in flight were stopped and the post was not published", code: 130)
 case .failure(let error):
     cleanUp(published: false)
-    fail("publishing failed, the post was not published: \(error)", code: 1)
+    fail("publishing failed, the post was not published: \(error.localizedDescription)", code: 1)
 }

@@ -53,8 +53,10 @@ public struct DirectoryUploader: Uploader {
         _ = try resolve(destination, creatingFolders: false)
     }
 
-    /// A job that writes `media` to its file below the root.
-    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+    /// A job that writes `media` to its file below the root and finishes
+    /// with a receipt: status 201 and an `ETag` of the file's size and
+    /// modification time.
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         Job { controller in
             do {
                 // The media first: a missing file creates no folder.
@@ -90,7 +92,7 @@ public struct DirectoryUploader: Uploader {
             do {
                 try fileManager.createDirectory(at: root, withIntermediateDirectories: true)
             } catch {
-                throw .transport("cannot create \(root.path): \(error.localizedDescription)")
+                throw .writeFailed(root, reason: error.localizedDescription)
             }
         }
         let top = root.resolvingSymlinksInPath()
@@ -98,6 +100,16 @@ public struct DirectoryUploader: Uploader {
         for (position, name) in names.dropLast().enumerated() {
             var next = folder.appendingPathComponent(name)
             var isDirectory: ObjCBool = false
+            if let link = try? fileManager.destinationOfSymbolicLink(atPath: next.path),
+                !fileManager.fileExists(atPath: next.path)
+            {
+                // A link to nothing (yet): where it points is what counts,
+                // and writing through it would create a folder there.
+                let target = URL(fileURLWithPath: link, relativeTo: folder).standardizedFileURL
+                    .resolvingSymlinksInPath()
+                guard isInside(target, top) else { throw refuse("\(name) links outside the root folder") }
+                throw refuse("\(name) is a link to a folder that does not exist")
+            }
             if !fileManager.fileExists(atPath: next.path, isDirectory: &isDirectory) {
                 guard creatingFolders else {
                     // Nothing below a folder that does not exist yet can
@@ -109,7 +121,7 @@ public struct DirectoryUploader: Uploader {
                 } catch  where fileManager.fileExists(atPath: next.path) {
                     // Created meanwhile by a concurrent upload.
                 } catch {
-                    throw .transport("cannot create \(next.path): \(error.localizedDescription)")
+                    throw .writeFailed(next, reason: error.localizedDescription)
                 }
             }
             next = next.resolvingSymlinksInPath()

@@ -3,8 +3,9 @@ import JobKit
 
 // MARK: - One upload
 
-extension Job where Success == Void {
-    /// A job that uploads `photo` with `uploader`.
+extension Job where Success == UploadReceipt {
+    /// A job that uploads `photo` with `uploader` and finishes with the
+    /// server's receipt.
     ///
     /// - Parameters:
     ///   - photo: The photo.
@@ -14,12 +15,12 @@ extension Job where Success == Void {
         _ photo: Photo,
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
-    ) -> Job<Void> {
+    ) -> Job<UploadReceipt> {
         uploader.upload(photo.media, progress: progress)
     }
 
     /// A job that uploads `video` with `uploader`, streaming it from its
-    /// file when it has one.
+    /// file when it has one, and finishes with the server's receipt.
     ///
     /// - Parameters:
     ///   - video: The video.
@@ -29,28 +30,33 @@ extension Job where Success == Void {
         _ video: Video,
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
-    ) -> Job<Void> {
+    ) -> Job<UploadReceipt> {
         uploader.upload(video.media, progress: progress)
     }
 
-    /// A job that uploads the post's own document (its text and the
-    /// destinations of its media), and not its media.
+    /// A job that uploads the post's own document, and not its media.
     ///
-    /// To upload the media first and the post only if they all succeeded,
-    /// use ``publishing(_:using:options:progress:)``. A post without a
-    /// destination fails with `UploadError.missingDestination`.
+    /// The document is ``Post/document(receipts:)`` of `receipts`: pass
+    /// the receipts of the media uploads so that it names where the server
+    /// put them. To upload the media first and the post only if they all
+    /// succeeded, use ``Job/publishing(_:using:options:progress:)``.
+    /// A post without a destination fails with
+    /// ``UploadError/missingDestination``.
     ///
     /// - Parameters:
     ///   - post: The post.
+    ///   - receipts: The receipts of its media, photos first; none by
+    ///     default, which names each medium by its destination.
     ///   - uploader: Where it goes: a server, a folder, memory.
     ///   - progress: Called as bytes go out, from any thread.
     public static func uploading(
         _ post: Post,
+        receipts: [UploadReceipt] = [],
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
-    ) -> Job<Void> {
+    ) -> Job<UploadReceipt> {
         do {
-            return uploader.upload(try post.document(), progress: progress)
+            return uploader.upload(try post.document(receipts: receipts), progress: progress)
         } catch {
             return .failed(error)
         }
@@ -59,30 +65,38 @@ extension Job where Success == Void {
 
 // MARK: - Publishing
 
-extension Job where Success == Void {
+extension Job where Success == PublishReceipt {
     /// A job that publishes `post`: uploads every photo and video, at most
-    /// `options.maxConcurrentUploads` at once, then the post's document.
+    /// `options.maxConcurrentUploads` at once, then the post's document
+    /// built from their receipts, and finishes with every receipt.
     ///
-    /// The job is
-    /// `Job.sequence([.group(media, maxConcurrent: n), .uploading(post, using: uploader)])`,
-    /// with each upload retried and timed out as `options` say. So:
+    /// The media are collected with
+    /// `Job.collect(media, maxConcurrent: n)`, then the document is built
+    /// and uploaded, each upload retried and timed out as `options` say.
+    /// So:
     ///
     /// - The post is uploaded once, and only after every media upload
     ///   succeeded.
-    /// - The first media upload that fails (after its retries) fails the
-    ///   publishing with its error, cancels the uploads in flight, and no
-    ///   later upload starts.
+    /// - The first media upload that fails (after the retries its error
+    ///   deserves) fails the publishing with its error, cancels the uploads
+    ///   in flight, and no later upload starts.
     /// - Cancelling the job cancels every upload in flight.
     /// - Bad input is found before the first upload: a missing or unreadable
     ///   file, a destination the uploader refuses, a post without a
     ///   destination, or options below 1. The job then fails with that
     ///   error and uploads nothing.
     ///
+    /// The document is ``Post/document(receipts:)`` by default: the text,
+    /// and each medium's final URL and `ETag`. For a server that answers
+    /// each upload with an ID to name instead, give the options your own
+    /// ``PublishOptions/document``.
+    ///
     /// ```swift
-    /// Job.publishing(post, using: uploader, options: PublishOptions(attempts: 3)) { progress in
+    /// let options = PublishOptions(retry: RetryPolicy(attempts: 3))
+    /// let published = try await Job.publishing(post, using: uploader, options: options) { progress in
     ///     print("\(Int(progress.fractionCompleted * 100))%")
-    /// }
-    /// .perform { outcome in print(outcome) }
+    /// }.value
+    /// print(published.post.finalURL, published.media.map(\.etag))
     /// ```
     ///
     /// - Parameters:
@@ -92,60 +106,83 @@ extension Job where Success == Void {
     ///   - progress: Called with the progress of the whole post, weighted by
     ///     bytes, whenever it moves forward: one call at a time, from any
     ///     thread, never backwards, reaching 100% only on success.
-    /// - Returns: A job that finishes when the post is published.
+    /// - Returns: A job that finishes with the receipts when the post is
+    ///   published.
     public static func publishing(
         _ post: Post,
         using uploader: any Uploader,
         options: PublishOptions = PublishOptions(),
         progress: @escaping @Sendable (PublishProgress) -> Void = { _ in }
-    ) -> Job<Void> {
+    ) -> Job<PublishReceipt> {
         Job { controller in
-            let parts: [Media]
+            let media: [Media]
             let sizes: [Int64]
+            let destination: URL
             do {
-                parts = try checkedParts(of: post, using: uploader, options: options)
-                sizes = try parts.map { media throws(UploadError) in try media.byteCount() }
+                destination = try checkedDestination(of: post, using: uploader, options: options)
+                media = post.media
+                sizes = try media.map { media throws(UploadError) in try media.byteCount() }
             } catch {
                 controller.fail(with: error)
                 return
             }
             let tracker = PublishProgressTracker(
-                destinations: parts.map(\.destination),
+                destinations: media.map(\.destination) + [destination],
                 sizes: sizes,
                 report: progress
             )
-            let uploads = parts.indices.map { index in
+            @Sendable func upload(_ part: Media, at index: Int) -> Job<UploadReceipt> {
                 options.applied(
-                    to: uploader.upload(parts[index]) { tracker.update(index, bytesSent: $0.bytesSent) }
+                    to: uploader.upload(part) { tracker.update(index, bytesSent: $0.bytesSent) },
+                    destination: part.destination
                 )
-                .map { tracker.finish(index) }
+                .map { receipt in
+                    tracker.finish(index)
+                    return receipt
+                }
             }
-            let publishing = Job.sequence([
-                .group(Array(uploads.dropLast()), maxConcurrent: options.maxConcurrentUploads),
-                uploads[uploads.count - 1],
-            ])
+            let uploads = media.indices.map { upload(media[$0], at: $0) }
+            let publishing = Job<[UploadReceipt]>.collect(uploads, maxConcurrent: options.maxConcurrentUploads)
+                .then { receipts -> Job<PublishReceipt> in
+                    let part: Media
+                    do {
+                        if let document = options.document {
+                            let bytes = try document(post, receipts)
+                            part = Media(bytes: bytes, destination: destination, contentType: "application/json")
+                        } else {
+                            part = try post.document(receipts: receipts)
+                        }
+                    } catch {
+                        return .failed(error)
+                    }
+                    tracker.setSize(media.count, to: (try? part.byteCount()) ?? 0)
+                    return upload(part, at: media.count).map { PublishReceipt(media: receipts, post: $0) }
+                }
             controller.perform(publishing) { controller.complete(with: $0) }
         }
     }
 
-    /// The post's media then its document, once every input is checked.
-    private static func checkedParts(
+    /// The post's destination, once every input is checked.
+    private static func checkedDestination(
         of post: Post,
         using uploader: any Uploader,
         options: PublishOptions
-    ) throws -> [Media] {
+    ) throws -> URL {
         guard options.maxConcurrentUploads >= 1 else {
             throw JobError.invalidArgument(
                 "maxConcurrentUploads must be at least 1, got \(options.maxConcurrentUploads)"
             )
         }
-        guard options.attempts >= 1 else {
-            throw JobError.invalidArgument("attempts must be at least 1, got \(options.attempts)")
+        guard options.retry.attempts >= 1 else {
+            throw JobError.invalidArgument("retry.attempts must be at least 1, got \(options.retry.attempts)")
         }
-        let parts = post.media + [try post.document()]
-        for media in parts {
+        if let limit = options.uploadTimeout, limit <= .zero {
+            throw JobError.invalidArgument("uploadTimeout must be above zero, got \(limit)")
+        }
+        guard let destination = post.destination else { throw UploadError.missingDestination }
+        for media in post.media + [try post.document()] {
             try uploader.validate(destination: media.destination)
         }
-        return parts
+        return destination
     }
 }

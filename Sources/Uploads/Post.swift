@@ -40,17 +40,39 @@ public struct Post: Sendable, Hashable {
         photos.map(\.media) + videos.map(\.media)
     }
 
-    /// The post's own upload: a JSON document with its text and the
-    /// destinations of its photos and videos.
+    /// The post's own upload: a JSON document with its text and, for each
+    /// photo and video, where it can be found and its version.
     ///
+    /// Each medium is named by its receipt's ``UploadReceipt/finalURL``
+    /// (the server's `Location`, else the destination) and
+    /// ``UploadReceipt/etag``, taken from `receipts` in the order of
+    /// ``media``. A medium without a receipt is named by its destination.
+    ///
+    /// ```json
+    /// {
+    ///   "photos" : [ { "etag" : "\"5d41402a\"", "url" : "https://cdn.example.com/m/81" } ],
+    ///   "text" : "Surf's up",
+    ///   "videos" : [ ]
+    /// }
+    /// ```
+    ///
+    /// - Parameter receipts: What the server answered each medium's
+    ///   upload, photos first; none by default.
     /// - Throws: ``UploadError/missingDestination`` when the post has no
     ///   destination.
-    public func document() throws(UploadError) -> Media {
+    public func document(receipts: [UploadReceipt] = []) throws(UploadError) -> Media {
         guard let destination else { throw .missingDestination }
+        let named = media.enumerated().map { index, media in
+            let receipt = receipts.indices.contains(index) ? receipts[index] : nil
+            return Document.Medium(
+                url: (receipt?.finalURL ?? media.destination).absoluteString,
+                etag: receipt?.etag
+            )
+        }
         let document = Document(
             text: text,
-            photos: photos.map(\.media.destination.absoluteString),
-            videos: videos.map(\.media.destination.absoluteString)
+            photos: Array(named.prefix(photos.count)),
+            videos: Array(named.dropFirst(photos.count))
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -60,8 +82,12 @@ public struct Post: Sendable, Hashable {
     }
 
     private struct Document: Encodable {
+        struct Medium: Encodable {
+            let url: String
+            let etag: String?
+        }
         let text: String
-        let photos: [String]
-        let videos: [String]
+        let photos: [Medium]
+        let videos: [Medium]
     }
 }

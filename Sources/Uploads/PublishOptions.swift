@@ -1,43 +1,94 @@
+import Foundation
 import JobKit
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// How `Job.publishing(_:using:options:progress:)` uploads a
-/// post's media: how many at once, how many attempts, how long each may
-/// take.
-public struct PublishOptions: Sendable, Equatable {
+/// post: how many media at once, which failures to retry, how long each
+/// attempt may take, and what the post's document says.
+///
+/// ```swift
+/// let options = PublishOptions(
+///     maxConcurrentUploads: 3,
+///     retry: RetryPolicy(attempts: 4),
+///     uploadTimeout: .seconds(60),
+///     onFailedAttempt: { destination, attempt in
+///         print("\(destination.lastPathComponent): \(attempt.error.localizedDescription)")
+///     })
+/// ```
+public struct PublishOptions: Sendable {
     /// The most media uploads running at any moment; at least 1.
     public var maxConcurrentUploads: Int
-    /// The most attempts per upload, the first one included; at least 1.
-    /// A failed attempt is retried after ``retryDelay``.
-    public var attempts: Int
-    /// The wait before each retry of a failed upload.
-    public var retryDelay: RetryDelay
-    /// How long one attempt of one upload may take before it fails with
-    /// `JobError.timedOut`; no limit when `nil`.
+    /// Which failed uploads are tried again, how often, after how long.
+    /// Each upload, the post's own included, is retried on its own.
+    public var retry: RetryPolicy
+    /// How long one attempt of one upload may take before it is cancelled
+    /// and fails with ``UploadError/timedOut(_:after:)`` (which is
+    /// retried); no limit when `nil`.
     public var uploadTimeout: Duration?
+    /// Told of every failed attempt of every upload, with the upload's
+    /// destination, from the thread the attempt failed on; cancelled
+    /// attempts are not reported.
+    public var onFailedAttempt: (@Sendable (_ destination: URL, _ attempt: RetryPolicy.FailedAttempt) -> Void)?
+    /// Builds the post's document from the receipts of its media (photos
+    /// first); ``Post/document(receipts:)`` when `nil`. What it returns is
+    /// uploaded as `application/json` to the post's destination; an error
+    /// it throws fails the publishing, with the media uploaded and no post.
+    ///
+    /// For a server that answers each upload with an ID the post must name:
+    ///
+    /// ```swift
+    /// struct Stored: Decodable { let id: String }
+    /// var options = PublishOptions()
+    /// options.document = { post, receipts in
+    ///     let ids = try receipts.map { try JSONDecoder().decode(Stored.self, from: $0.body).id }
+    ///     return try JSONEncoder().encode(["text": post.text, "media": ids.joined(separator: ",")])
+    /// }
+    /// ```
+    public var document: DocumentBuilder?
+
+    /// Builds a post's document from the receipts of its media.
+    public typealias DocumentBuilder = @Sendable (_ post: Post, _ receipts: [UploadReceipt]) throws -> Data
 
     /// Creates options.
     /// - Parameters:
     ///   - maxConcurrentUploads: The most media uploads at once; 4 by
     ///     default.
-    ///   - attempts: The most attempts per upload; 1 (no retry) by default.
-    ///   - retryDelay: The wait before each retry; exponential from half a
-    ///     second up to 8 seconds by default.
+    ///   - retry: The retry policy; by default up to 3 attempts, for
+    ///     transient failures only, with jittered exponential backoff.
     ///   - uploadTimeout: The time limit for one attempt; none by default.
+    ///   - onFailedAttempt: Told of every failed attempt; nothing by
+    ///     default.
+    ///   - document: Builds the post's document; the default document by
+    ///     default.
     public init(
         maxConcurrentUploads: Int = 4,
-        attempts: Int = 1,
-        retryDelay: RetryDelay = .exponential(initial: .milliseconds(500), maximum: .seconds(8)),
-        uploadTimeout: Duration? = nil
+        retry: RetryPolicy = RetryPolicy(),
+        uploadTimeout: Duration? = nil,
+        onFailedAttempt: (@Sendable (_ destination: URL, _ attempt: RetryPolicy.FailedAttempt) -> Void)? = nil,
+        document: DocumentBuilder? = nil
     ) {
         self.maxConcurrentUploads = maxConcurrentUploads
-        self.attempts = attempts
-        self.retryDelay = retryDelay
+        self.retry = retry
         self.uploadTimeout = uploadTimeout
+        self.onFailedAttempt = onFailedAttempt
+        self.document = document
     }
 
-    /// `upload` with this timeout per attempt and these retries.
-    func applied(to upload: Job<Void>) -> Job<Void> {
-        let limited = uploadTimeout.map { upload.timeout(after: $0) } ?? upload
-        return attempts == 1 ? limited : limited.retry(attempts: attempts, delay: retryDelay)
+    /// `upload` to `destination` with this time limit per attempt and
+    /// these retries; a bare `URLError` becomes ``UploadError/network(_:_:)``
+    /// naming the destination.
+    func applied(to upload: Job<UploadReceipt>, destination: URL) -> Job<UploadReceipt> {
+        var attempt = upload.mapError { error in
+            (error as? URLError).map { UploadError.network(destination, $0) } ?? error
+        }
+        if let limit = uploadTimeout {
+            attempt = attempt.timeout(after: limit).mapError { error in
+                error as? JobError == .timedOut ? UploadError.timedOut(destination, after: limit) : error
+            }
+        }
+        return attempt.retry(retry) { [onFailedAttempt] in onFailedAttempt?(destination, $0) }
     }
 }

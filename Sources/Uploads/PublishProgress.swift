@@ -5,7 +5,8 @@ import Foundation
 /// The totals are weighted by bytes: a 40 MB video counts a hundred times
 /// more than a 400 kB photo. Progress never goes backwards, even when an
 /// upload is retried from its start, and reaches 100% only when the post
-/// itself has been uploaded.
+/// itself has been uploaded. The post's document is built from the media's
+/// receipts, so its size counts only from then on.
 public struct PublishProgress: Sendable, Hashable {
     /// One upload of the post: a photo, a video or the post's document.
     public struct Upload: Sendable, Hashable {
@@ -14,7 +15,8 @@ public struct PublishProgress: Sendable, Hashable {
         /// Bytes sent so far; the most any attempt has sent, and less than
         /// ``bytesTotal`` until the upload succeeded.
         public var bytesSent: Int64
-        /// Bytes to send in all.
+        /// Bytes to send in all; 0 for the post's document until it is
+        /// built.
         public var bytesTotal: Int64
         /// Whether the upload succeeded.
         public var isFinished: Bool
@@ -22,6 +24,10 @@ public struct PublishProgress: Sendable, Hashable {
 
     /// Every upload: the photos, then the videos, then the post's document.
     public var uploads: [Upload]
+
+    /// The share done, from 0 to 1, weighted by bytes: never less than in
+    /// an earlier report, and 1 only when every upload succeeded.
+    public internal(set) var fractionCompleted: Double = 0
 
     /// Bytes sent so far, across all uploads.
     public var bytesSent: Int64 { uploads.reduce(0) { $0 + $1.bytesSent } }
@@ -34,13 +40,4 @@ public struct PublishProgress: Sendable, Hashable {
 
     /// Whether every upload, the post's own included, succeeded.
     public var isFinished: Bool { uploads.allSatisfy(\.isFinished) }
-
-    /// The share done, from 0 to 1, weighted by bytes. It is 1 only when
-    /// every upload succeeded.
-    public var fractionCompleted: Double {
-        if isFinished { return 1 }
-        let total = bytesTotal
-        guard total > 0 else { return 0 }
-        return min(Double(bytesSent) / Double(total), 1)
-    }
 }

@@ -15,17 +15,23 @@ import FoundationNetworking
 ///
 /// ```swift
 /// let uploader = URLSessionUploader(headers: ["Authorization": "Bearer \(token)"])
-/// try await Job.uploading(video, using: uploader).value
+/// let receipt = try await Job.uploading(video, using: uploader).value
 /// ```
 ///
-/// The job finishes when the server answers with a status in 200...299. It
-/// fails with:
-/// - ``UploadError/httpStatus(_:body:)`` for any other status, with the
-///   start of the server's answer;
+/// The job finishes with the server's ``UploadReceipt`` when it answers
+/// with a status in 200...299. It fails with:
+/// - ``UploadError/httpStatus(_:)`` for any other status, with the
+///   receipt of the answer (its headers, the start of its body);
 /// - ``UploadError/fileNotFound(_:)``, ``UploadError/unreadableFile(_:reason:)``
 ///   or ``UploadError/invalidDestination(_:reason:)`` before any request, for
 ///   bad input;
-/// - the session's own `URLError` when the connection fails.
+/// - ``UploadError/network(_:_:)`` with the session's `URLError` when the
+///   connection fails.
+///
+/// Each upload carries an `Idempotency-Key` header (the IETF HTTP APIs
+/// working group's draft of that name), the same on every attempt of the
+/// same upload: a `POST` retried after its answer was lost can be stored
+/// twice, and a server that honours the key stores it once.
 ///
 /// Progress comes from the session's delegate, on the session's delegate
 /// queue. Cancelling the job cancels the `URLSessionTask`; a job cancelled
@@ -79,9 +85,16 @@ public final class URLSessionUploader: Uploader, Sendable {
         }
     }
 
-    /// A job that sends `media` to its destination in one HTTP request.
-    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
-        Job { [self] controller in
+    /// A job that sends `media` to its destination in one HTTP request and
+    /// finishes with the server's receipt.
+    ///
+    /// Every performance of the returned job sends the same
+    /// `Idempotency-Key` header, a new UUID per call of this method, so a
+    /// server that honours it stores a retried upload once even when the
+    /// answer to an earlier attempt was lost.
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        let idempotencyKey = UUID().uuidString
+        return Job { [self] controller in
             let size: Int64
             do {
                 try validate(destination: media.destination)
@@ -93,6 +106,7 @@ public final class URLSessionUploader: Uploader, Sendable {
             var request = URLRequest(url: media.destination)
             request.httpMethod = method.rawValue
             request.setValue(media.contentType, forHTTPHeaderField: "Content-Type")
+            request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
             for (name, value) in headers {
                 request.setValue(value, forHTTPHeaderField: name)
             }
@@ -110,7 +124,9 @@ public final class URLSessionUploader: Uploader, Sendable {
                 task = session.uploadTask(withStreamedRequest: request)
                 bodyFile = file
             }
-            delegate.register(task, size: size, file: bodyFile, progress: progress) { controller.complete(with: $0) }
+            delegate.register(task, destination: media.destination, size: size, file: bodyFile, progress: progress) {
+                controller.complete(with: $0)
+            }
             controller.onCancel { [delegate] in
                 delegate.forget(task)
                 task.cancel()

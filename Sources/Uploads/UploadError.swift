@@ -1,9 +1,25 @@
 import Foundation
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Why an upload could not be made.
 ///
 /// Input problems (a missing file, a bad destination, a post with no
-/// destination) are found before anything is uploaded.
+/// destination) are found before anything is uploaded. Each error's
+/// `localizedDescription` is one sentence that names the file or the
+/// destination:
+///
+/// ```swift
+/// let error = UploadError.httpStatus(
+///     UploadReceipt(destination: URL(string: "https://media.example.com/posts/1/video.mp4")!, status: 413))
+/// print(error.localizedDescription)  // posts/1/video.mp4: the server answered 413 Payload Too Large
+/// ```
+///
+/// ``isTransient`` tells the errors that can go away by themselves (a
+/// dropped connection, a server answering 503) from those that cannot (a
+/// 404, a missing file); ``RetryPolicy`` retries only the former.
 public enum UploadError: Error, Hashable, Sendable {
     /// The file to upload does not exist.
     case fileNotFound(URL)
@@ -16,34 +32,138 @@ public enum UploadError: Error, Hashable, Sendable {
     case invalidDestination(URL, reason: String)
     /// The post has no destination for its own document.
     case missingDestination
-    /// The server answered with a status code outside 200...299.
-    /// `body` holds the start of its answer, for the error message.
-    case httpStatus(Int, body: String)
-    /// The transfer itself failed: the connection dropped, the server's
-    /// answer could not be read, or the destination could not be written.
-    case transport(String)
-    /// A fault injected on purpose by ``FaultInjectingUploader``.
-    case injectedFault(URL)
+    /// The server answered with a status outside 200...299; the receipt
+    /// holds the status, the headers (`Retry-After`, say) and the start of
+    /// the answer.
+    case httpStatus(UploadReceipt)
+    /// The connection to the server failed: it could not be made, it
+    /// dropped, or the server's answer could not be read. The `URLError`
+    /// is the session's own.
+    case network(URL, URLError)
+    /// One attempt of the upload took longer than its time limit and was
+    /// cancelled.
+    case timedOut(URL, after: Duration)
+    /// The file could not be written where it goes: a folder that cannot be
+    /// created, a full disk, no permission.
+    case writeFailed(URL, reason: String)
+
+    /// Whether the same upload may succeed if tried again later: a
+    /// connection that failed in a way that can pass (timed out, lost,
+    /// refused, no network, a failed DNS look-up), a time limit reached, or
+    /// the server answering 408, 429, 500, 502, 503 or 504. Every other
+    /// error is permanent: trying again sends the same bytes to the same
+    /// answer.
+    public var isTransient: Bool {
+        switch self {
+        case .httpStatus(let receipt):
+            Self.transientStatuses.contains(receipt.status)
+        case .network(_, let error):
+            Self.transientNetworkCodes.contains(error.code)
+        case .timedOut:
+            true
+        case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed:
+            false
+        }
+    }
+
+    /// The HTTP statuses worth retrying.
+    static let transientStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    /// The transport failures worth retrying.
+    static let transientNetworkCodes: Set<URLError.Code> = [
+        .timedOut, .networkConnectionLost, .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed,
+        .notConnectedToInternet,
+    ]
+}
+
+extension UploadError: LocalizedError {
+    /// One sentence: what happened, to which file or destination.
+    public var errorDescription: String? { description }
 }
 
 extension UploadError: CustomStringConvertible {
-    /// A one-line, human-readable account of the error.
+    /// One sentence: what happened, to which file or destination.
     public var description: String {
         switch self {
-        case .fileNotFound(let url):
-            "file not found: \(url.path)"
-        case .unreadableFile(let url, let reason):
-            "cannot read \(url.path): \(reason)"
-        case .invalidDestination(let url, let reason):
-            "invalid destination \(url.absoluteString): \(reason)"
+        case .fileNotFound(let file):
+            "\(file.path): no such file"
+        case .unreadableFile(let file, let reason):
+            "\(file.path): cannot be read: \(reason)"
+        case .invalidDestination(let destination, let reason):
+            "\(Self.name(of: destination)): not a destination this uploader accepts: \(reason)"
         case .missingDestination:
-            "the post has no destination"
-        case .httpStatus(let status, let body):
-            body.isEmpty ? "server answered \(status)" : "server answered \(status): \(body)"
-        case .transport(let reason):
-            "upload failed: \(reason)"
-        case .injectedFault(let url):
-            "injected fault uploading \(url.absoluteString)"
+            "the post has no destination for its document"
+        case .httpStatus(let receipt):
+            "\(Self.name(of: receipt.destination)): the server answered \(Self.statusLine(receipt.status))"
+                + Self.excerpt(of: receipt.bodyText)
+        case .network(let destination, let error):
+            "\(Self.name(of: destination)): \(URLErrorName.sentence(for: error.code))"
+        case .timedOut(let destination, let limit):
+            "\(Self.name(of: destination)): timed out after \(Self.seconds(limit))"
+        case .writeFailed(let file, let reason):
+            "\(file.path): cannot be written: \(reason)"
         }
     }
+
+    /// How a destination is named in a message: the path of a web URL
+    /// (never its query, where presigned URLs keep their signature), the
+    /// whole path of a file URL.
+    static func name(of destination: URL) -> String {
+        if destination.isFileURL { return destination.path }
+        let path = destination.path.drop(while: { $0 == "/" })
+        return path.isEmpty ? (destination.host ?? destination.absoluteString) : String(path)
+    }
+
+    static func statusLine(_ status: Int) -> String {
+        reasonPhrases[status].map { "\(status) \($0)" } ?? "\(status)"
+    }
+
+    /// The start of a server's answer, on one line, or nothing.
+    private static func excerpt(of body: String) -> String {
+        let line = body.split(whereSeparator: \.isNewline).joined(separator: " ")
+            .trimmingCharacters(in: .whitespaces)
+        guard !line.isEmpty else { return "" }
+        return " (\"" + (line.count > 80 ? line.prefix(79) + "…" : line) + "\")"
+    }
+
+    /// `30 s`, `1.5 s`, `250 ms`.
+    static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let value = Double(seconds) + Double(attoseconds) / 1e18
+        if value < 1 { return "\(Int((value * 1000).rounded())) ms" }
+        return value == value.rounded() ? "\(Int(value)) s" : String(format: "%.1f s", value)
+    }
+
+    private static let reasonPhrases: [Int: String] = [
+        400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+        408: "Request Timeout", 409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed",
+        413: "Payload Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Content",
+        429: "Too Many Requests", 500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
+        503: "Service Unavailable", 504: "Gateway Timeout", 507: "Insufficient Storage",
+    ]
+}
+
+/// Short names and sentences for the `URLError` codes an upload meets.
+enum URLErrorName {
+    static func sentence(for code: URLError.Code) -> String {
+        let (what, name) = known[code] ?? ("the connection failed", "code \(code.rawValue)")
+        return "\(what) (URLError.\(name))"
+    }
+
+    private static let known: [URLError.Code: (String, String)] = [
+        .timedOut: ("the server did not answer in time", "timedOut"),
+        .networkConnectionLost: ("the connection was lost", "networkConnectionLost"),
+        .cannotConnectToHost: ("could not connect to the server", "cannotConnectToHost"),
+        .cannotFindHost: ("no server has that name", "cannotFindHost"),
+        .dnsLookupFailed: ("the server's name could not be looked up", "dnsLookupFailed"),
+        .notConnectedToInternet: ("there is no network connection", "notConnectedToInternet"),
+        .badServerResponse: ("the server's answer could not be read", "badServerResponse"),
+        .secureConnectionFailed: ("a secure connection could not be made", "secureConnectionFailed"),
+        .serverCertificateUntrusted: ("the server's certificate is not trusted", "serverCertificateUntrusted"),
+        .badURL: ("the URL is malformed", "badURL"),
+        .unsupportedURL: ("the URL's scheme is not supported", "unsupportedURL"),
+        .cancelled: ("the request was cancelled", "cancelled"),
+        .cannotOpenFile: ("the file to send could not be opened", "cannotOpenFile"),
+        .dataLengthExceedsMaximum: ("the upload is larger than allowed", "dataLengthExceedsMaximum"),
+    ]
 }

@@ -3,7 +3,7 @@ import JobKit
 
 /// Something that uploads one payload to one destination: an HTTP server
 /// (``URLSessionUploader``), a folder on disk (``DirectoryUploader``), or
-/// memory (``InMemoryUploader``).
+/// memory (`InMemoryUploader`, in UploadsTesting).
 ///
 /// An uploader hands out a `Job` per upload, so every upload gets JobKit's
 /// guarantees for free: it is lazy, completes exactly once, can be
@@ -13,7 +13,10 @@ import JobKit
 /// To write one, check the media in the job's body before sending any byte
 /// (a missing file fails with ``UploadError/fileNotFound(_:)``), report
 /// progress as bytes go out, finish once the destination has the whole
-/// payload, and stop the transfer in the controller's `onCancel`.
+/// payload with a receipt of what it answered, and stop the transfer in
+/// the controller's `onCancel`. Fail with an ``UploadError`` that says
+/// whether the failure can pass (``UploadError/isTransient``), so that
+/// only those are retried.
 public protocol Uploader: Sendable {
     /// A job that uploads `media` to its destination.
     ///
@@ -21,10 +24,10 @@ public protocol Uploader: Sendable {
     ///   - media: What to upload and where.
     ///   - progress: Called as bytes go out, from any thread, with the
     ///     bytes sent so far of this attempt.
-    /// - Returns: A job that finishes once the destination holds the whole
-    ///   payload, and fails with an ``UploadError`` (or the transport's own
-    ///   error) otherwise.
-    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void>
+    /// - Returns: A job that finishes with the server's receipt once the
+    ///   destination holds the whole payload, and fails with an
+    ///   ``UploadError`` otherwise.
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt>
 
     /// Checks, without uploading anything, that this uploader can upload to
     /// `destination`.
@@ -41,7 +44,7 @@ extension Uploader {
 
     /// A job that uploads `media` to its destination, without progress
     /// reports.
-    public func upload(_ media: Media) -> Job<Void> {
+    public func upload(_ media: Media) -> Job<UploadReceipt> {
         upload(media, progress: { _ in })
     }
 }

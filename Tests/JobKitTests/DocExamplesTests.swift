@@ -280,6 +280,17 @@ struct JobKitDocExamplesTests {
         #expect(recorder.value != nil)
     }
 
+    @Test func seededGeneratorExample() {
+        // BEGIN DOC
+        var generator = SeededRandomNumberGenerator(seed: 42)
+        let first = Int.random(in: 1...6, using: &generator)
+        var again = SeededRandomNumberGenerator(seed: 42)
+        assert(Int.random(in: 1...6, using: &again) == first)
+        // END DOC
+        var third = SeededRandomNumberGenerator(seed: 42)
+        #expect(Int.random(in: 1...6, using: &third) == first)
+    }
+
     @Test func typedResultExample() async throws {
         let client = Client()
         let url = URL(string: "https://example.com/a")!
@@ -547,11 +558,12 @@ struct DocExamplesCompileTests {
 
     /// The files where examples are compiled.
     static let exampleFiles = [
-        "Tests/JobKitTests/DocExamplesTests.swift"
+        "Tests/JobKitTests/DocExamplesTests.swift",
+        "Tests/UploadsTests/UploadsDocExamplesTests.swift",
     ]
 
     /// The modules whose examples are checked.
-    static let modules = ["JobKit"]
+    static let modules = ["JobKit", "JobKitTesting", "Uploads", "UploadsTesting"]
 
     @Test(arguments: modules)
     func everyExampleIsCompiledInATest(module: String) throws {

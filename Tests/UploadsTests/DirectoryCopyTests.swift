@@ -37,7 +37,7 @@ struct DirectoryCopyTests {
         let queue = TestQueue()
         let recorder = OutcomeRecorder()
         handle.setValue(
-            Job<Void> { controller in
+            Job<UploadReceipt> { controller in
                 controller.onCancel { copy.cancel() }
                 copy.step(controller: controller, pace: nil, progress: { _ in })
             }

@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 @Suite("DirectoryUploader", .timeLimit(.minutes(1)))
 struct DirectoryUploaderTests {
@@ -14,9 +15,11 @@ struct DirectoryUploaderTests {
         let uploader = DirectoryUploader(root: root, chunkSize: 64 * 1024)
         let recorder = OutcomeRecorder()
         Job.sequence([
-            .uploading(
-                Photo(bytes: patternedBytes(1_000), destination: destination("posts/1/beach.jpg")), using: uploader),
-            .uploading(Video(file: source, destination: destination("posts/1/videos/surf.mov")), using: uploader),
+            Job.uploading(
+                Photo(bytes: patternedBytes(1_000), destination: destination("posts/1/beach.jpg")), using: uploader
+            ).discardingValue(),
+            Job.uploading(Video(file: source, destination: destination("posts/1/videos/surf.mov")), using: uploader)
+                .discardingValue(),
         ])
         .perform(on: ImmediateQueue(), then: recorder.handler)
 

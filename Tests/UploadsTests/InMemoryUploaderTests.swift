@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 @Suite("InMemoryUploader", .timeLimit(.minutes(1)))
 struct InMemoryUploaderTests {
@@ -13,8 +14,10 @@ struct InMemoryUploaderTests {
         let shared = RoutingUploader(routes: [destination("b"): fast], fallback: slow)
         let recorder = OutcomeRecorder()
         Job.group([
-            shared.upload(Media(bytes: Data("a".utf8), destination: destination("a"), contentType: "text/plain")),
-            shared.upload(Media(bytes: Data("b".utf8), destination: destination("b"), contentType: "text/plain")),
+            shared.upload(Media(bytes: Data("a".utf8), destination: destination("a"), contentType: "text/plain"))
+                .discardingValue(),
+            shared.upload(Media(bytes: Data("b".utf8), destination: destination("b"), contentType: "text/plain"))
+                .discardingValue(),
         ])
         .perform(on: queue, then: recorder.handler)
 
@@ -72,7 +75,8 @@ struct FaultInjectingUploaderTests {
             let recorder = OutcomeRecorder()
             uploader.upload(Media(bytes: Data(), destination: destination("\(index)"), contentType: "text/plain"))
                 .perform(on: ImmediateQueue(), then: recorder.handler)
-            return recorder.error as? UploadError == .injectedFault(destination("\(index)"))
+            guard case .httpStatus(let receipt) = recorder.error as? UploadError else { return false }
+            return receipt.status == 503 && receipt.bodyText == "injected fault"
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 /// Runs the built `Playground` executable, as a user would, and checks what
 /// it prints, what it writes and how it exits.
@@ -69,11 +70,14 @@ struct PlaygroundTests {
         }
         let photo = try FileManager.default.attributesOfItem(
             atPath: folder.url.appendingPathComponent(expected[0]).path)
-        #expect((photo[.size] as? NSNumber)?.intValue == SamplePost.photoSizes[0] / 100)
+        #expect((photo[.size] as? NSNumber)?.intValue == 2_400_000 / 100)
         let document = try Data(contentsOf: folder.url.appendingPathComponent("posts/beach-day.json"))
         let json = try JSONSerialization.jsonObject(with: document) as? [String: Any]
-        #expect((json?["photos"] as? [String])?.count == 6)
-        #expect((json?["videos"] as? [String])?.count == 3)
+        let photos = try #require(json?["photos"] as? [[String: String]])
+        #expect(photos.count == 6)
+        #expect((json?["videos"] as? [[String: String]])?.count == 3)
+        #expect(photos.first?["url"] == "https://uploads.example.com/posts/beach-day/photo-1.jpg")
+        #expect(photos.allSatisfy { $0["etag"]?.hasPrefix("\"") == true }, "each medium's ETag, from its receipt")
     }
 
     @Test func exitsWithOneErrorLineWhenEveryAttemptFails() throws {
@@ -90,8 +94,17 @@ struct PlaygroundTests {
         let errorLines = run.error.split(separator: "\n")
         #expect(errorLines.count == 1)
         #expect(
-            errorLines.first?.hasPrefix("error: publishing failed, the post was not published: injected fault") == true)
-        #expect(run.output.contains("✗ posts/beach-day/photo-1.jpg: injected fault"))
+            errorLines.first?.hasPrefix(
+                "error: publishing failed, the post was not published: posts/beach-day/photo-1.jpg: "
+                    + "the server answered 503 Service Unavailable (\"injected fault\")") == true)
+        #expect(
+            run.output.contains(
+                "✗ posts/beach-day/photo-1.jpg: the server answered 503 Service Unavailable (\"injected fault\"); retry 1 of 1 in "
+            ))
+        #expect(
+            run.output.contains(
+                "✗ posts/beach-day/photo-1.jpg: the server answered 503 Service Unavailable (\"injected fault\"); no retries left"
+            ))
         #expect(!run.output.contains("Published in"))
         #expect(folder.files().isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
@@ -150,7 +163,7 @@ struct PlaygroundTests {
             #expect(received.last?.path == "/posts/beach-day.json")
             #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
             #expect(
-                received.first { $0.path == "/posts/beach-day/video-2.mp4" }?.length == SamplePost.videoSizes[1] / 100)
+                received.first { $0.path == "/posts/beach-day/video-2.mp4" }?.length == 26_000_000 / 100)
         }
     }
 

@@ -4,6 +4,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 @Suite("Publish progress", .timeLimit(.minutes(1)))
 struct PublishProgressTests {
@@ -17,8 +18,9 @@ struct PublishProgressTests {
         )
         let progress = ProgressRecorder()
         Job.publishing(post, using: uploader, progress: progress.handler).perform(on: queue) { _ in }
-        let documentSize = try post.document().byteCount()
-        let total = 400 + documentSize
+        // The document is built from the media's receipts: its size counts
+        // only once it is built.
+        let total: Int64 = 400
 
         try queue.run()
         // Each in-memory attempt reports half its bytes when it starts.
@@ -31,6 +33,15 @@ struct PublishProgressTests {
         #expect(afterFirstPhoto.finishedCount == 1)
         #expect(afterFirstPhoto.fractionCompleted == Double(250) / Double(total))
         #expect(afterFirstPhoto.uploads.map(\.destination) == post.media.map(\.destination) + [post.destination!])
+
+        try queue.advance(by: .seconds(9))  // the slow photo at 10 s, the post at 11 s
+        let built = try #require(progress.reports.last { $0.uploads.last?.bytesTotal ?? 0 > 0 })
+        let documentSize = built.uploads.last?.bytesTotal ?? 0
+        #expect(documentSize > 100, "the document's own size, once built")
+        #expect(built.bytesTotal == 400 + documentSize)
+        #expect(built.fractionCompleted < 1)
+        #expect(progress.reports.last?.fractionCompleted == 1)
+        #expect(progress.neverGoesBackwards)
     }
 
     @Test func reachesOneOnlyWhenThePostIsUploaded() throws {
@@ -73,7 +84,7 @@ struct PublishProgressTests {
         let progress = ProgressRecorder()
         let recorder = OutcomeRecorder()
         Job.publishing(
-            post, using: uploader, options: PublishOptions(attempts: 2, retryDelay: .none), progress: progress.handler
+            post, using: uploader, options: PublishOptions(retry: exactRetries(2, initial: .zero)), progress: progress.handler
         )
         .perform(on: queue, then: recorder.handler)
         try queue.run()
@@ -126,7 +137,7 @@ final class ScriptedProgressUploader: Uploader {
         self.failing = failing
     }
 
-    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         Job { [self] controller in
             let attempt = attempts.withValue { attempt in
                 defer { attempt += 1 }
@@ -138,9 +149,9 @@ final class ScriptedProgressUploader: Uploader {
             }
             controller.queue.enqueue { [self] in
                 if attempt < failing {
-                    controller.fail(with: TestFailure(id: attempt))
+                    controller.fail(with: unavailable(media.destination))
                 } else {
-                    controller.finish()
+                    controller.finish(with: UploadReceipt(destination: media.destination))
                 }
             }
         }
@@ -151,13 +162,13 @@ final class ScriptedProgressUploader: Uploader {
 struct ThreadedProgressUploader: Uploader {
     let steps: Int
 
-    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         Job { controller in
             let total = (try? media.byteCount()) ?? 0
             DispatchQueue.concurrentPerform(iterations: steps) { step in
                 progress(UploadProgress(bytesSent: total * Int64(step) / Int64(steps), bytesTotal: total))
             }
-            controller.finish()
+            controller.finish(with: UploadReceipt(destination: media.destination))
         }
     }
 }

@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 @Suite("Publishing", .timeLimit(.minutes(1)))
 struct PublishingTests {
@@ -54,8 +55,11 @@ struct PublishingTests {
         #expect(document.contentType == "application/json")
         let json = try JSONSerialization.jsonObject(with: document.bytes) as? [String: Any]
         #expect(json?["text"] as? String == "Surf's up")
-        #expect(json?["photos"] as? [String] == [post.photos[0].media.destination.absoluteString])
-        #expect(json?["videos"] as? [String] == [post.videos[0].media.destination.absoluteString])
+        let photos = json?["photos"] as? [[String: String]]
+        #expect(photos?.map { $0["url"] } == [post.photos[0].media.destination.absoluteString])
+        #expect(photos?.first?["etag"] == InMemoryUploader.created(post.photos[0].media, patternedBytes(3)).etag)
+        let videos = json?["videos"] as? [[String: String]]
+        #expect(videos?.map { $0["url"] } == [post.videos[0].media.destination.absoluteString])
     }
 
     @Test func aFailedMediaUploadFailsThePublishingAndNoLaterUploadStarts() throws {
@@ -63,13 +67,13 @@ struct PublishingTests {
         let uploader = InMemoryUploader(latency: .seconds(1))
         let post = samplePost(photoSizes: [10, 20, 30, 40])
         let failing = post.photos[1].media.destination
-        uploader.fail(failing, with: TestFailure(id: 7))
+        uploader.fail(failing, with: unavailable(failing))
         let recorder = OutcomeRecorder()
-        Job.publishing(post, using: uploader, options: PublishOptions(maxConcurrentUploads: 1, attempts: 3))
-            .perform(on: queue, then: recorder.handler)
+        let options = PublishOptions(maxConcurrentUploads: 1, retry: exactRetries(3, initial: .seconds(1)))
+        Job.publishing(post, using: uploader, options: options).perform(on: queue, then: recorder.handler)
 
         try queue.advance(by: .seconds(60))
-        #expect(recorder.error as? TestFailure == TestFailure(id: 7))
+        #expect(recorder.error as? UploadError == unavailable(failing))
         #expect(recorder.outcomes.count == 1)
         #expect(uploader.startedDestinations.filter { $0 == failing }.count == 3)
         #expect(!uploader.startedDestinations.contains(post.photos[2].media.destination))
@@ -101,9 +105,9 @@ struct PublishingTests {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))
         let post = samplePost(photoSizes: [10, 20])
-        uploader.fail(post.photos[1].media.destination, with: TestFailure(id: 2), times: 2)
+        uploader.fail(post.photos[1].media.destination, with: URLError(.networkConnectionLost), times: 2)
         let recorder = OutcomeRecorder()
-        let options = PublishOptions(attempts: 3, retryDelay: .exponential(initial: .seconds(2), maximum: .seconds(60)))
+        let options = PublishOptions(retry: exactRetries(3, initial: .seconds(2), maximum: .seconds(60)))
         Job.publishing(post, using: uploader, options: options).perform(on: queue, then: recorder.handler)
 
         // Attempt 1 fails at 1 s; retry 1 waits 2 s and fails at 4 s; retry 2
@@ -141,7 +145,7 @@ struct PublishingTests {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(10))
         let recorder = OutcomeRecorder()
-        let options = PublishOptions(attempts: 2, retryDelay: .fixed(.seconds(1)), uploadTimeout: .seconds(3))
+        let options = PublishOptions(retry: exactRetries(2, initial: .seconds(1)), uploadTimeout: .seconds(3))
         Job.publishing(samplePost(photoSizes: [10]), using: uploader, options: options)
             .perform(on: queue, then: recorder.handler)
 
@@ -149,7 +153,7 @@ struct PublishingTests {
         #expect(recorder.outcomes.isEmpty)
         #expect(uploader.cancelledDestinations.count == 1)
         try queue.advance(by: .seconds(4))
-        #expect(recorder.error as? JobError == .timedOut)
+        #expect(recorder.error as? UploadError == .timedOut(destination("photos/0.jpg"), after: .seconds(3)))
         #expect(uploader.cancelledDestinations.count == 2)
         #expect(uploader.uploads.isEmpty)
     }
@@ -216,7 +220,8 @@ struct PublishingTests {
 
     @Test(arguments: [
         PublishOptions(maxConcurrentUploads: 0),
-        PublishOptions(attempts: 0),
+        PublishOptions(retry: RetryPolicy(attempts: 0)),
+        PublishOptions(uploadTimeout: .zero),
     ])
     func optionsBelowOneAreRefused(options: PublishOptions) throws {
         let uploader = InMemoryUploader()
@@ -237,7 +242,7 @@ struct RoutingUploader: Uploader {
     let routes: [URL: any Uploader]
     let fallback: any Uploader
 
-    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         (routes[media.destination] ?? fallback).upload(media, progress: progress)
     }
 }

@@ -4,6 +4,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -16,7 +17,7 @@ struct URLSessionUploaderTests {
         try await FixtureServer.with { server in
             let uploader = URLSessionUploader(headers: ["Authorization": "Bearer s3cret"])
             let photo = Photo(bytes: Data("a tiny jpeg".utf8), destination: server.url("photos/a.jpg"))
-            try await withTimeLimit(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
+            _ = try await withTimeLimit(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
 
             let received = try await server.received()
             #expect(received.count == 1)
@@ -38,7 +39,7 @@ struct URLSessionUploaderTests {
             let uploader = URLSessionUploader(method: .post, headers: ["Content-Type": "video/x-test"])
             let reports = LockedValue<[UploadProgress]>([])
             let video = Video(file: file, destination: server.url("videos/clip.mp4"))
-            try await withTimeLimit(.seconds(20)) {
+            _ = try await withTimeLimit(.seconds(20)) {
                 try await Job.uploading(video, using: uploader) { progress in reports.withValue { $0.append(progress) }
                 }
                 .value
@@ -64,7 +65,13 @@ struct URLSessionUploaderTests {
                     try await Job.uploading(photo, using: URLSessionUploader()).value
                 }
             }
-            #expect(error == .httpStatus(500, body: "boom: the server failed on /broken.jpg"))
+            guard case .httpStatus(let receipt) = error else {
+                Issue.record("expected httpStatus, got \(String(describing: error))")
+                return
+            }
+            #expect(receipt.status == 500)
+            #expect(receipt.bodyText == "boom: the server failed on /broken.jpg")
+            #expect(receipt.destination == photo.media.destination)
         }
     }
 
@@ -76,11 +83,11 @@ struct URLSessionUploaderTests {
                 photos: [Photo(bytes: patternedBytes(10_000), destination: server.url("photos/flaky.jpg"))],
                 destination: server.url("posts/1.json")
             )
-            try await withTimeLimit(.seconds(20)) {
+            _ = try await withTimeLimit(.seconds(20)) {
                 try await Job.publishing(
                     post,
                     using: URLSessionUploader(),
-                    options: PublishOptions(attempts: 2, retryDelay: .none)
+                    options: PublishOptions(retry: exactRetries(2, initial: .zero))
                 ).value
             }
 
@@ -114,7 +121,7 @@ struct URLSessionUploaderTests {
             // the first progress report cancels it.
             try await server.setRule("big.mp4", ["read_delay": 0.01])
             let handle = LockedValue<JobHandle?>(nil)
-            let outcome = LockedValue<Job<Void>.Outcome?>(nil)
+            let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
             let done = AsyncStream<Void>.makeStream()
             let upload = Job.uploading(
                 Video(file: file, destination: server.url("big.mp4")), using: URLSessionUploader()
@@ -142,7 +149,7 @@ struct URLSessionUploaderTests {
     @Test func aJobCancelledBeforeItStartsSendsNothing() async throws {
         try await FixtureServer.with { server in
             let queue = TestQueue()
-            let outcome = LockedValue<Job<Void>.Outcome?>(nil)
+            let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
             let photo = Photo(bytes: Data("x".utf8), destination: server.url("never.jpg"))
             let handle = Job.uploading(photo, using: URLSessionUploader()).perform(on: queue) { outcome.setValue($0) }
             handle.cancel()
@@ -150,7 +157,7 @@ struct URLSessionUploaderTests {
 
             #expect(throws: CancellationError.self) { try outcome.value?.get() }
             // A request sent after this one would reach the server after it.
-            try await withTimeLimit(.seconds(20)) {
+            _ = try await withTimeLimit(.seconds(20)) {
                 try await Job.uploading(
                     Photo(bytes: Data("y".utf8), destination: server.url("after.jpg")), using: URLSessionUploader()
                 ).value
@@ -184,7 +191,7 @@ struct URLSessionUploaderTests {
             let before = residentMemory()
             let peak = LockedValue(before)
             let video = Video(file: file, destination: server.url("videos/large.mp4"))
-            try await withTimeLimit(.seconds(45)) {
+            _ = try await withTimeLimit(.seconds(45)) {
                 try await Job.uploading(video, using: URLSessionUploader()) { _ in
                     let now = residentMemory()
                     peak.withValue { $0 = max($0, now) }

@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -50,7 +51,7 @@ struct UploadsDocExamplesTests {
             // BEGIN DOC
             let uploader = InMemoryUploader(latency: .seconds(1))
             uploader.fail(beach.media.destination, with: URLError(.timedOut), times: 1)
-            Job.publishing(post, using: uploader, options: PublishOptions(attempts: 2))
+            Job.publishing(post, using: uploader, options: PublishOptions(retry: RetryPolicy(attempts: 2)))
                 .perform(on: queue) { outcome in print(outcome) }
             try queue.advance(by: .seconds(5))
             #expect(uploader.uploads.map(\.destination).last == post.destination)
@@ -58,34 +59,101 @@ struct UploadsDocExamplesTests {
         }
     }
 
-    @Test func publishingWithProgressExample() async throws {
+    @Test func publishingWithProgressAndReceiptsExample() async throws {
         let post = Post(
             text: "hello", photos: [Self.photo("a")], videos: [],
             destination: URL(string: "https://uploads.example.com/posts/1.json")!)
         let uploader = InMemoryUploader()
-        let done = LockedValue(false)
         // BEGIN DOC
-        Job.publishing(post, using: uploader, options: PublishOptions(attempts: 3)) { progress in
+        let options = PublishOptions(retry: RetryPolicy(attempts: 3))
+        let published = try await Job.publishing(post, using: uploader, options: options) { progress in
             print("\(Int(progress.fractionCompleted * 100))%")
-        }
-        .perform { outcome in print(outcome) }
+        }.value
+        print(published.post.finalURL, published.media.map(\.etag))
         // END DOC
-        Job.publishing(post, using: uploader).perform { _ in done.setValue(true) }
-        try await withTimeLimit(.seconds(10)) {
-            while !done.value && !Task.isCancelled { await Task.yield() }
+        #expect(published.media.count == 1)
+        #expect(published.post.destination == post.destination)
+        do {
+            // BEGIN DOC
+            let published = try await Job.publishing(post, using: uploader).value
+            for receipt in published.media { print(receipt.finalURL, receipt.etag ?? "") }
+            // END DOC
         }
     }
 
-    @Test func samplePostExample() throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let mediaFolder = folder.url
+    @Test func receiptAndErrorExamples() async throws {
+        let photo = Self.photo("beach")
+        let uploader = InMemoryUploader()
         // BEGIN DOC
-        let post = try SamplePost.make(in: mediaFolder, destinationBase: URL(string: "https://uploads.example.com")!)
-        // 6 photos of 1.8–4.2 MB and 3 videos of 12–26 MB, about 74 MB in all
+        let receipt = try await Job.uploading(photo, using: uploader).value
+        print(receipt.status, receipt.etag ?? "no ETag", receipt.finalURL)
         // END DOC
-        #expect(post.photos.count == 6)
-        #expect(post.videos.count == 3)
+        #expect(receipt.status == 201)
+        // BEGIN DOC
+        let error = UploadError.httpStatus(
+            UploadReceipt(destination: URL(string: "https://media.example.com/posts/1/video.mp4")!, status: 413))
+        print(error.localizedDescription)  // posts/1/video.mp4: the server answered 413 Payload Too Large
+        // END DOC
+        #expect(error.localizedDescription == "posts/1/video.mp4: the server answered 413 Payload Too Large")
+    }
+
+    @Test func retryPolicyExamples() async throws {
+        struct QuotaError: Error { let resetsSoon: Bool }
+        // BEGIN DOC
+        var policy = RetryPolicy(attempts: 4, initialDelay: .seconds(1), maximumDelay: .seconds(30))
+        policy.isRetryable = { error in
+            (error as? UploadError)?.isTransient == true || (error as? QuotaError)?.resetsSoon == true
+        }
+        let options = PublishOptions(retry: policy)
+        // END DOC
+        #expect(options.retry.isRetryable(QuotaError(resetsSoon: true)))
+        #expect(!options.retry.isRetryable(QuotaError(resetsSoon: false)))
+
+        let video = Video(bytes: Data("v".utf8), destination: URL(string: "https://uploads.example.com/v.mp4")!)
+        let uploader = InMemoryUploader()
+        // BEGIN DOC
+        let receipt = try await Job.uploading(video, using: uploader).retry(RetryPolicy(attempts: 5)).value
+        // END DOC
+        #expect(receipt.destination == video.media.destination)
+    }
+
+    @Test func publishOptionsExamples() throws {
+        // BEGIN DOC
+        let options = PublishOptions(
+            maxConcurrentUploads: 3,
+            retry: RetryPolicy(attempts: 4),
+            uploadTimeout: .seconds(60),
+            onFailedAttempt: { destination, attempt in
+                print("\(destination.lastPathComponent): \(attempt.error.localizedDescription)")
+            })
+        // END DOC
+        #expect(options.maxConcurrentUploads == 3)
+        let post = Post(
+            text: "ids", photos: [Self.photo("a"), Self.photo("b")],
+            destination: URL(string: "https://uploads.example.com/posts/9.json")!)
+        let counter = LockedValue(0)
+        let uploader = InMemoryUploader { media, _ in
+            let id = counter.withValue { count -> Int in
+                count += 1
+                return count
+            }
+            return UploadReceipt(destination: media.destination, body: Data("{\"id\": \"m\(id)\"}".utf8))
+        }
+        do {
+            // BEGIN DOC
+            struct Stored: Decodable { let id: String }
+            var options = PublishOptions()
+            options.document = { post, receipts in
+                let ids = try receipts.map { try JSONDecoder().decode(Stored.self, from: $0.body).id }
+                return try JSONEncoder().encode(["text": post.text, "media": ids.joined(separator: ",")])
+            }
+            // END DOC
+            Job.publishing(post, using: uploader, options: options).perform(on: ImmediateQueue()) { _ in }
+        }
+        let document = try #require(uploader.uploads.last)
+        let json = try JSONSerialization.jsonObject(with: document.bytes) as? [String: String]
+        #expect(json?["media"] == "m1,m2" || json?["media"] == "m2,m1")
+        #expect(json?["text"] == "ids")
     }
 
     /// Compiled, not run: these need a server.
@@ -93,17 +161,21 @@ struct UploadsDocExamplesTests {
         do {
             // BEGIN DOC
             let uploader = URLSessionUploader(headers: ["Authorization": "Bearer \(token)"])
-            try await Job.uploading(video, using: uploader).value
+            let receipt = try await Job.uploading(video, using: uploader).value
             // END DOC
+            _ = receipt
         }
         // BEGIN DOC
         let uploader = URLSessionUploader(headers: ["Authorization": "Bearer \(token)"])
-        let options = PublishOptions(maxConcurrentUploads: 3, attempts: 3, uploadTimeout: .seconds(120))
+        let options = PublishOptions(maxConcurrentUploads: 3, retry: RetryPolicy(attempts: 3), uploadTimeout: .seconds(120))
         let handle = Job.publishing(post, using: uploader, options: options) { progress in
             print("\(Int(progress.fractionCompleted * 100))%")
         }
         .perform { outcome in
-            if case .failure(let error) = outcome { print("error: \(error)") }
+            switch outcome {
+            case .success(let published): print("published at \(published.post.finalURL)")
+            case .failure(let error): print("error: \(error.localizedDescription)")
+            }
         }
         // END DOC
         handle.cancel()

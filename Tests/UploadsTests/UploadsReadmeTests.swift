@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import Testing
 import Uploads
+import UploadsTesting
 
 // The README's Uploads examples, verbatim, between the BEGIN/END markers.
 // JobKitTests' ReadmeTests checks that every Swift block of README.md
@@ -20,11 +21,14 @@ private func publishReadmePost(into root: URL, beachJPEG: Data, surfMovie: URL) 
         videos: [Video(file: surfMovie, destination: URL(string: "https://example.com/posts/1/surf.mp4")!)],
         destination: URL(string: "https://example.com/posts/1.json")!
     )
-    let options = PublishOptions(maxConcurrentUploads: 3, attempts: 3, uploadTimeout: .seconds(120))
+    let options = PublishOptions(maxConcurrentUploads: 3, retry: RetryPolicy(attempts: 3), uploadTimeout: .seconds(120))
 
-    try await Job.publishing(post, using: uploader, options: options) { progress in
+    let published = try await Job.publishing(post, using: uploader, options: options) { progress in
         print("\(Int(progress.fractionCompleted * 100))% of \(progress.bytesTotal) bytes")
     }.value
+    for receipt in published.media {
+        print("\(receipt.status) \(receipt.finalURL) ETag \(receipt.etag ?? "none")")
+    }
     // END README
 }
 
@@ -42,7 +46,8 @@ struct UploadsReadmeTests {
         #expect(try Data(contentsOf: root.appendingPathComponent("posts/1/surf.mp4")) == patternedBytes(300_000))
         #expect(try Data(contentsOf: root.appendingPathComponent("posts/1/beach.jpg")) == patternedBytes(1_000))
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("posts/1.json").path))
-        #expect(printedLines.value.last?.hasPrefix("100% of ") == true)
+        #expect(printedLines.value.contains { $0.hasPrefix("100% of ") })
+        #expect(printedLines.value.last?.hasPrefix("201 https://example.com/posts/1/surf.mp4 ETag \"") == true)
     }
 
     // BEGIN README: uploads testing example
@@ -52,16 +57,17 @@ struct UploadsReadmeTests {
         let beach = Photo(bytes: Data([0xFF, 0xD8]), destination: URL(string: "https://example.com/beach.jpg")!)
         let post = Post(text: "Hi", photos: [beach], destination: URL(string: "https://example.com/post.json")!)
         uploader.fail(beach.media.destination, with: URLError(.networkConnectionLost), times: 1)
+        let retry = RetryPolicy(attempts: 2, initialDelay: .seconds(10), random: SeededRandomNumberGenerator(seed: 7))
 
-        let outcome = LockedValue<Job<Void>.Outcome?>(nil)
-        Job.publishing(post, using: uploader, options: PublishOptions(attempts: 2, retryDelay: .fixed(.seconds(5))))
+        let outcome = LockedValue<Job<PublishReceipt>.Outcome?>(nil)
+        Job.publishing(post, using: uploader, options: PublishOptions(retry: retry))
             .perform(on: queue) { outcome.setValue($0) }
 
-        try queue.advance(by: .seconds(6))  // failed at 1 s, retried at 6 s
+        try queue.advance(by: .seconds(1))  // the photo's first attempt fails at 1 s
         #expect(uploader.uploads.isEmpty)
-        try queue.advance(by: .seconds(2))  // photo done at 7 s, post at 8 s
+        try queue.advance(by: .seconds(12))  // retried within 10 s; 1 s each for the photo and the post
         #expect(uploader.uploads.map(\.destination) == [beach.media.destination, post.destination])
-        #expect(outcome.value.map { (try? $0.get()) != nil } == true)
+        #expect(try outcome.value?.get().media.first?.etag != nil)
     }
     // END README
 }

@@ -2,6 +2,7 @@ import Foundation
 import JobKit
 import JobKitTesting
 import Uploads
+import UploadsTesting
 
 /// A folder of its own under the system's temporary folder, removed by
 /// `remove()`.
@@ -70,15 +71,16 @@ func samplePost(
     )
 }
 
-/// Records the outcomes a handler receives.
+/// Records the outcomes a handler receives, whatever the job's value.
 final class OutcomeRecorder: Sendable {
-    private let box = LockedValue<[Job<Void>.Outcome]>([])
+    private let box = LockedValue<[Result<any Sendable, any Error>]>([])
 
-    var handler: @Sendable (Job<Void>.Outcome) -> Void {
-        { outcome in self.box.withValue { $0.append(outcome) } }
+    /// Pass as a job's handler: `.perform(on: queue, then: recorder.handler)`.
+    func handler<Value: Sendable>(_ outcome: Result<Value, any Error>) {
+        box.withValue { $0.append(outcome.map { $0 as any Sendable }) }
     }
 
-    var outcomes: [Job<Void>.Outcome] { box.value }
+    var outcomes: [Result<any Sendable, any Error>] { box.value }
 
     var isSucceeded: Bool {
         if case .success = outcomes.last, outcomes.count == 1 { return true }
@@ -87,6 +89,12 @@ final class OutcomeRecorder: Sendable {
 
     var error: (any Error)? {
         if case .failure(let error) = outcomes.last { return error }
+        return nil
+    }
+
+    /// The value of the last outcome, if it was a success of that type.
+    func value<Value>(as type: Value.Type = Value.self) -> Value? {
+        if case .success(let value) = outcomes.last { return value as? Value }
         return nil
     }
 }
@@ -114,4 +122,26 @@ final class ProgressRecorder: Sendable {
 
 struct TestFailure: Error, Equatable {
     let id: Int
+}
+
+/// What a server that is briefly unavailable answers: a failure the
+/// default retry policy retries.
+func unavailable(_ destination: URL) -> UploadError {
+    .httpStatus(UploadReceipt(destination: destination, status: 503))
+}
+
+/// A generator whose every draw is one half, so jittered waits are exact.
+struct Halfway: RandomNumberGenerator, Sendable {
+    mutating func next() -> UInt64 { 1 << 63 }
+}
+
+/// A retry policy whose waits are exact: `initial` before the first retry,
+/// doubling up to `maximum` (full jitter drawing one half of twice each).
+func exactRetries(_ attempts: Int, initial: Duration, maximum: Duration? = nil) -> RetryPolicy {
+    RetryPolicy(
+        attempts: attempts,
+        initialDelay: initial * 2,
+        maximumDelay: (maximum ?? initial) * 2,
+        random: Halfway()
+    )
 }

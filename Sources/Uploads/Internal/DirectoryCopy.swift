@@ -83,7 +83,7 @@ final class DirectoryCopy: Sendable {
             let writer = FileHandle(forWritingAtPath: temporary.path)
         else {
             try? reader?.close()
-            throw .transport("cannot write \(temporary.path)")
+            throw .writeFailed(temporary, reason: "cannot create the temporary file")
         }
         state = Lock(.ready(Files(reader: reader, writer: writer), copied: 0))
     }
@@ -92,7 +92,7 @@ final class DirectoryCopy: Sendable {
     /// file into place or schedules the next step. A cancelled copy stops
     /// here and leaves nothing behind.
     func step(
-        controller: Job<Void>.Controller,
+        controller: Job<UploadReceipt>.Controller,
         pace bytesPerSecond: Int?,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) {
@@ -137,7 +137,7 @@ final class DirectoryCopy: Sendable {
             files.close()
             do {
                 try commit()
-                controller.finish()
+                controller.finish(with: receipt())
             } catch {
                 removeTemporaryFile()
                 controller.fail(with: error)
@@ -173,14 +173,27 @@ final class DirectoryCopy: Sendable {
             if !chunk.isEmpty { try files.writer.write(contentsOf: chunk) }
             return chunk.count
         } catch {
-            throw .transport("cannot copy to \(target.path): \(error.localizedDescription)")
+            throw .writeFailed(target, reason: error.localizedDescription)
         }
     }
 
     private func commit() throws(UploadError) {
         guard rename(temporary.path, target.path) == 0 else {
-            throw .transport("cannot move into \(target.path): \(String(cString: strerror(errno)))")
+            throw .writeFailed(target, reason: "cannot rename into place: \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// What a server would answer: 201 Created, with an `ETag` made of the
+    /// file's size and modification time, as web servers make theirs.
+    private func receipt() -> UploadReceipt {
+        var headers: [String: String] = [:]
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: target.path),
+            let modified = attributes[.modificationDate] as? Date
+        {
+            let microseconds = UInt64(max(modified.timeIntervalSince1970 * 1_000_000, 0))
+            headers["ETag"] = "\"\(String(microseconds, radix: 16))-\(String(total, radix: 16))\""
+        }
+        return UploadReceipt(destination: media.destination, status: 201, headers: headers)
     }
 
     /// Cancels the copy: it never renames, and the partial file is removed

@@ -19,9 +19,16 @@ final class PublishProgressTracker: Sendable {
     private let state: Lock<State>
     private let report: @Sendable (PublishProgress) -> Void
 
+    /// A tracker of uploads to `destinations`, the first ones of the given
+    /// `sizes`; the size of any after them is set later, with `setSize`.
     init(destinations: [URL], sizes: [Int64], report: @escaping @Sendable (PublishProgress) -> Void) {
-        let uploads = zip(destinations, sizes).map {
-            PublishProgress.Upload(destination: $0, bytesSent: 0, bytesTotal: $1, isFinished: false)
+        let uploads = destinations.enumerated().map { index, destination in
+            PublishProgress.Upload(
+                destination: destination,
+                bytesSent: 0,
+                bytesTotal: sizes.indices.contains(index) ? sizes[index] : 0,
+                isFinished: false
+            )
         }
         state = Lock(State(progress: PublishProgress(uploads: uploads)))
         self.report = report
@@ -41,6 +48,15 @@ final class PublishProgressTracker: Sendable {
         }
     }
 
+    /// Upload `index`, whose size was not known at first, is `size` bytes.
+    func setSize(_ index: Int, to size: Int64) {
+        changeAndDeliver { progress in
+            guard progress.uploads[index].bytesTotal != size else { return false }
+            progress.uploads[index].bytesTotal = size
+            return true
+        }
+    }
+
     /// Upload `index` succeeded.
     func finish(_ index: Int) {
         changeAndDeliver { progress in
@@ -54,6 +70,7 @@ final class PublishProgressTracker: Sendable {
     private func changeAndDeliver(_ change: (inout PublishProgress) -> Bool) {
         let delivers = state.withLock { state -> Bool in
             guard change(&state.progress) else { return false }
+            state.progress.fractionCompleted = max(state.progress.fractionCompleted, Self.share(of: state.progress))
             state.undelivered = true
             guard !state.isDelivering else { return false }
             state.isDelivering = true
@@ -63,6 +80,16 @@ final class PublishProgressTracker: Sendable {
         while let next = takeUndelivered() {
             report(next)
         }
+    }
+
+    /// The bytes sent over the bytes to send, held one byte short of the
+    /// whole until every upload succeeded, so a document whose size is not
+    /// known yet cannot make it 100%.
+    private static func share(of progress: PublishProgress) -> Double {
+        if progress.isFinished { return 1 }
+        let total = progress.bytesTotal
+        guard total > 1 else { return 0 }
+        return Double(min(progress.bytesSent, total - 1)) / Double(total)
     }
 
     private func takeUndelivered() -> PublishProgress? {

@@ -10,18 +10,15 @@ import FoundationNetworking
 final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable {
     /// What one running upload needs from the session's events.
     private struct Upload: Sendable {
+        var destination: URL
         var size: Int64
         /// The file the body streams from, when it is not in memory.
         var file: URL?
         var progress: @Sendable (UploadProgress) -> Void
-        var complete: @Sendable (Result<Void, any Error>) -> Void
-        /// The start of the server's answer, for the error of a failed
-        /// upload.
+        var complete: @Sendable (Result<UploadReceipt, UploadError>) -> Void
+        /// The start of the server's answer, for the receipt.
         var answer = Data()
     }
-
-    /// The most bytes of a server's answer kept for an error message.
-    static let answerPrefixLength = 512
 
     private let uploads = Lock<[Int: Upload]>([:])
 
@@ -29,12 +26,13 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     /// `file` when there is one.
     func register(
         _ task: URLSessionTask,
+        destination: URL,
         size: Int64,
         file: URL?,
         progress: @escaping @Sendable (UploadProgress) -> Void,
-        complete: @escaping @Sendable (Result<Void, any Error>) -> Void
+        complete: @escaping @Sendable (Result<UploadReceipt, UploadError>) -> Void
     ) {
-        let upload = Upload(size: size, file: file, progress: progress, complete: complete)
+        let upload = Upload(destination: destination, size: size, file: file, progress: progress, complete: complete)
         uploads.withLock { $0[task.taskIdentifier] = upload }
     }
 
@@ -66,7 +64,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         uploads.withLock { uploads in
             guard var upload = uploads[dataTask.taskIdentifier] else { return }
-            let room = Self.answerPrefixLength - upload.answer.count
+            let room = UploadReceipt.bodyPrefixLength - upload.answer.count
             guard room > 0 else { return }
             upload.answer.append(data.prefix(room))
             uploads[dataTask.taskIdentifier] = upload
@@ -76,16 +74,29 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let upload = uploads.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let error {
-            upload.complete(.failure(error))
+            let urlError = error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error])
+            upload.complete(.failure(.network(upload.destination, urlError)))
             return
         }
-        let status = (task.response as? HTTPURLResponse)?.statusCode ?? 0
-        guard (200...299).contains(status) else {
-            let answer = String(decoding: upload.answer, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            upload.complete(.failure(UploadError.httpStatus(status, body: answer)))
+        guard let response = task.response as? HTTPURLResponse else {
+            upload.complete(.failure(.network(upload.destination, URLError(.badServerResponse))))
+            return
+        }
+        var headers: [String: String] = [:]
+        for case (let name as String, let value as String) in response.allHeaderFields {
+            headers[name] = value
+        }
+        let receipt = UploadReceipt(
+            destination: upload.destination,
+            status: response.statusCode,
+            headers: headers,
+            body: upload.answer
+        )
+        guard (200...299).contains(response.statusCode) else {
+            upload.complete(.failure(.httpStatus(receipt)))
             return
         }
         upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))
-        upload.complete(.success(()))
+        upload.complete(.success(receipt))
     }
 }

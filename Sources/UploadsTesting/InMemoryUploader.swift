@@ -1,5 +1,6 @@
 import Foundation
 import JobKit
+import Uploads
 
 /// An uploader that keeps every upload in memory: for tests and previews.
 ///
@@ -10,7 +11,7 @@ import JobKit
 /// ```swift
 /// let uploader = InMemoryUploader(latency: .seconds(1))
 /// uploader.fail(beach.media.destination, with: URLError(.timedOut), times: 1)
-/// Job.publishing(post, using: uploader, options: PublishOptions(attempts: 2))
+/// Job.publishing(post, using: uploader, options: PublishOptions(retry: RetryPolicy(attempts: 2)))
 ///     .perform(on: queue) { outcome in print(outcome) }
 /// try queue.advance(by: .seconds(5))
 /// #expect(uploader.uploads.map(\.destination).last == post.destination)
@@ -47,12 +48,29 @@ public final class InMemoryUploader: Uploader, Sendable {
     /// How long each upload takes, in the job's queue's time.
     public let latency: Duration
     private let state = Lock(State())
+    private let receipt: @Sendable (Media, Data) -> UploadReceipt
 
     /// Creates an uploader whose uploads each take `latency`.
-    /// - Parameter latency: The time per upload; none by default, so
-    ///   uploads finish as soon as they start.
-    public init(latency: Duration = .zero) {
+    /// - Parameters:
+    ///   - latency: The time per upload; none by default, so uploads finish
+    ///     as soon as they start.
+    ///   - receipt: What a finished upload answers, from the media and the
+    ///     bytes received; by default 201 with an `ETag` of the bytes'
+    ///     count and checksum.
+    public init(
+        latency: Duration = .zero,
+        receipt: @escaping @Sendable (Media, Data) -> UploadReceipt = InMemoryUploader.created
+    ) {
         self.latency = latency
+        self.receipt = receipt
+    }
+
+    /// The default receipt: 201 Created, with an `ETag` made of the bytes'
+    /// count and a checksum of them.
+    public static func created(_ media: Media, _ bytes: Data) -> UploadReceipt {
+        let checksum = bytes.reduce(UInt32(0)) { ($0 &* 31) &+ UInt32($1) }
+        let etag = "\"\(String(bytes.count, radix: 16))-\(String(checksum, radix: 16))\""
+        return UploadReceipt(destination: media.destination, status: 201, headers: ["ETag": etag])
     }
 
     /// The uploads that finished, in completion order.
@@ -82,7 +100,7 @@ public final class InMemoryUploader: Uploader, Sendable {
     }
 
     /// A job that stores `media` in memory after the latency.
-    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<Void> {
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         Job { [self] controller in
             let bytes: Data
             do {
@@ -107,7 +125,7 @@ public final class InMemoryUploader: Uploader, Sendable {
                     let upload = Upload(destination: media.destination, contentType: media.contentType, bytes: bytes)
                     stop(recording: upload)
                     progress(UploadProgress(bytesSent: total, bytesTotal: total))
-                    controller.finish()
+                    controller.finish(with: receipt(media, bytes))
                 }
             }
             if latency > .zero {

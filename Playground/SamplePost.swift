@@ -1,20 +1,17 @@
 import Foundation
+import JobKitTesting
+import Uploads
 
 /// A post with photos and videos of realistic sizes, generated on the fly:
 /// what the Playground publishes, and a quick way to try an uploader.
 ///
-/// ```swift
-/// let post = try SamplePost.make(in: mediaFolder, destinationBase: URL(string: "https://uploads.example.com")!)
-/// // 6 photos of 1.8–4.2 MB and 3 videos of 12–26 MB, about 74 MB in all
-/// ```
-///
 /// The files hold pseudo-random bytes, the same for every call (so a run can
 /// be compared with another), written a megabyte at a time.
-public enum SamplePost {
+enum SamplePost {
     /// The sizes of the sample photos, in bytes, before scaling.
-    public static let photoSizes = [2_400_000, 3_100_000, 1_800_000, 4_200_000, 2_700_000, 3_600_000]
+    static let photoSizes = [2_400_000, 3_100_000, 1_800_000, 4_200_000, 2_700_000, 3_600_000]
     /// The sizes of the sample videos, in bytes, before scaling.
-    public static let videoSizes = [18_000_000, 26_000_000, 12_000_000]
+    static let videoSizes = [18_000_000, 26_000_000, 12_000_000]
 
     /// Writes the sample media into `folder` and returns the post.
     ///
@@ -29,10 +26,10 @@ public enum SamplePost {
     ///     megabyte, for tests. At least one byte per file.
     /// - Returns: A post of six photos and three videos, read from `folder`.
     /// - Throws: The file system's error when a file cannot be written.
-    public static func make(in folder: URL, destinationBase: URL, scale: Double = 1) throws -> Post {
+    static func make(in folder: URL, destinationBase: URL, scale: Double = 1) throws -> Post {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let base = destinationBase.appendingPathComponent("posts")
-        var generator = SplitMix64(seed: 2026)
+        var generator = SeededRandomNumberGenerator(seed: 2026)
         let noise = randomBlock(using: &generator)
 
         func write(_ name: String, size: Int, header: [UInt8]) throws -> (file: URL, destination: URL) {
@@ -59,7 +56,7 @@ public enum SamplePost {
 
     /// A megabyte of pseudo-random bytes; files are cut from it at
     /// different offsets, which is cheap even in a debug build.
-    private static func randomBlock(using generator: inout SplitMix64) -> Data {
+    private static func randomBlock(using generator: inout SeededRandomNumberGenerator) -> Data {
         var words = [UInt64](repeating: 0, count: (1 << 20) / 8)
         for index in words.indices { words[index] = generator.next() }
         return words.withUnsafeBytes { Data($0) }

@@ -1,0 +1,185 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Which failed uploads are tried again, how often, and after how long.
+///
+/// The default policy retries only what can succeed later: transport
+/// failures that can pass (timed out, connection lost or refused, no
+/// network, a failed DNS look-up), a time limit reached, and the statuses
+/// 408, 429, 500, 502, 503 and 504 (``UploadError/isTransient``). Every
+/// other failure (another 4xx, a missing file, an invalid destination,
+/// cancellation) fails at once: trying again would only spend the user's
+/// radio and battery on the same answer.
+///
+/// The wait before retry *n* is drawn at random between zero and
+/// `initialDelay × multiplier^(n-1)`, capped at `maximumDelay` ("full
+/// jitter"), so that a thousand phones cut off by the same outage do not
+/// all come back at the same instant. When a 429 or 503 answer carries
+/// `Retry-After` (seconds or an HTTP date), the wait is what the server
+/// asked for, capped at `maximumRetryAfter`, instead.
+///
+/// ```swift
+/// var policy = RetryPolicy(attempts: 4, initialDelay: .seconds(1), maximumDelay: .seconds(30))
+/// policy.isRetryable = { error in
+///     (error as? UploadError)?.isTransient == true || (error as? QuotaError)?.resetsSoon == true
+/// }
+/// let options = PublishOptions(retry: policy)
+/// ```
+///
+/// Waits run on the job's queue, so on a `TestQueue` they pass in virtual
+/// time; with a seeded generator (`RetryPolicy(random: SeededRandomNumberGenerator(seed: 7))`)
+/// the jitter is the same on every run, so a test can check each wait.
+public struct RetryPolicy: Sendable {
+    /// The most attempts per upload, the first one included; at least 1.
+    public var attempts: Int
+    /// The ceiling of the first retry's wait.
+    public var initialDelay: Duration
+    /// How much the ceiling grows from one retry to the next.
+    public var multiplier: Double
+    /// The largest ceiling of a wait.
+    public var maximumDelay: Duration
+    /// The longest wait a server's `Retry-After` can ask for; a longer one
+    /// is cut to this.
+    public var maximumRetryAfter: Duration
+    /// Decides whether an attempt's error is worth another attempt;
+    /// ``UploadError/isTransient`` by default (``isTransient(_:)``).
+    public var isRetryable: @Sendable (any Error) -> Bool
+    private let random: RandomSource
+
+    /// Creates a policy.
+    /// - Parameters:
+    ///   - attempts: The most attempts per upload, the first one included;
+    ///     3 by default.
+    ///   - initialDelay: The ceiling of the first retry's wait; half a
+    ///     second by default.
+    ///   - multiplier: How much the ceiling grows per retry; 2 by default.
+    ///   - maximumDelay: The largest ceiling; 30 seconds by default.
+    ///   - maximumRetryAfter: The longest wait a `Retry-After` can ask
+    ///     for; 2 minutes by default.
+    ///   - random: Where the jitter comes from; the system's generator by
+    ///     default. Pass a seeded one for waits that are the same on every
+    ///     run.
+    public init(
+        attempts: Int = 3,
+        initialDelay: Duration = .milliseconds(500),
+        multiplier: Double = 2,
+        maximumDelay: Duration = .seconds(30),
+        maximumRetryAfter: Duration = .seconds(120),
+        random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
+    ) {
+        self.attempts = attempts
+        self.initialDelay = initialDelay
+        self.multiplier = multiplier
+        self.maximumDelay = maximumDelay
+        self.maximumRetryAfter = maximumRetryAfter
+        self.isRetryable = RetryPolicy.isTransient
+        self.random = RandomSource(random)
+    }
+
+    /// No retries: every failure fails at once.
+    public static var never: RetryPolicy { RetryPolicy(attempts: 1) }
+
+    /// Whether `error` can go away by itself: a transient ``UploadError``,
+    /// a transient `URLError` from an uploader that does not wrap it, or
+    /// JobKit's `JobError.timedOut`.
+    public static func isTransient(_ error: any Error) -> Bool {
+        switch error {
+        case let error as UploadError:
+            error.isTransient
+        case let error as URLError:
+            UploadError.transientNetworkCodes.contains(error.code)
+        case let error as JobError:
+            error == .timedOut
+        default:
+            false
+        }
+    }
+
+    /// The wait before retry number `retry` (1 for the second attempt)
+    /// after `error`, or `nil` when `error` is not retried.
+    ///
+    /// Each call draws a new jitter from the policy's generator.
+    public func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
+        guard retry < attempts, !(error is CancellationError), isRetryable(error) else { return nil }
+        if case .httpStatus(let receipt) = error as? UploadError, [429, 503].contains(receipt.status),
+            let asked = receipt.retryAfter
+        {
+            return min(asked, maximumRetryAfter)
+        }
+        let ceiling = RetryDelay.exponential(initial: initialDelay, multiplier: multiplier, maximum: maximumDelay)
+            .delay(beforeRetry: retry)
+        return ceiling * random.fraction()
+    }
+}
+
+/// The policy's generator, shared by its copies, drawn from under a lock.
+private final class RandomSource: Sendable {
+    private let generator: Lock<any RandomNumberGenerator & Sendable>
+
+    init(_ generator: some RandomNumberGenerator & Sendable) {
+        self.generator = Lock(generator)
+    }
+
+    /// A number in 0..<1: the top 53 bits of the next number over 2^53,
+    /// so a generator that returns `1 << 63` gives exactly one half.
+    func fraction() -> Double {
+        Double(generator.withLock { $0.next() } >> 11) * 0x1p-53
+    }
+}
+
+extension RetryPolicy {
+    /// One failed attempt of a job retried by a policy.
+    public struct FailedAttempt: Sendable {
+        /// Which attempt failed: 1 for the first.
+        public var number: Int
+        /// Why it failed.
+        public var error: any Error
+        /// The wait before the next attempt, or `nil` when none follows:
+        /// the error is not retryable, or this was the last attempt.
+        public var nextRetryIn: Duration?
+    }
+}
+
+extension Job {
+    /// A job that performs this job and retries it as `policy` says: only
+    /// errors it finds retryable, with its waits between attempts.
+    ///
+    /// ```swift
+    /// let receipt = try await Job.uploading(video, using: uploader).retry(RetryPolicy(attempts: 5)).value
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - policy: Which errors to retry, how often, after how long.
+    ///   - onFailedAttempt: Told of each failed attempt (but a cancelled
+    ///     one) before the wait that follows it, from the thread the
+    ///     attempt failed on.
+    public func retry(
+        _ policy: RetryPolicy,
+        onFailedAttempt: (@Sendable (RetryPolicy.FailedAttempt) -> Void)? = nil
+    ) -> Job<Success> {
+        Job { controller in
+            let started = Lock(0)
+            let counted = Job { attempt in
+                started.withLock { $0 += 1 }
+                attempt.perform(self) { attempt.complete(with: $0) }
+            }
+            let retried = counted.retry(attempts: policy.attempts) { retry, error in
+                let wait = policy.delay(beforeRetry: retry, after: error)
+                if let wait { onFailedAttempt?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait)) }
+                return wait
+            }
+            controller.perform(retried) { outcome in
+                // The error no retry follows, whichever attempt it came from.
+                if case .failure(let error) = outcome, !(error is CancellationError) {
+                    let number = started.withLock { $0 }
+                    onFailedAttempt?(RetryPolicy.FailedAttempt(number: number, error: error, nextRetryIn: nil))
+                }
+                controller.complete(with: outcome)
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+/// What the server answered an upload: its status, its headers and the
+/// start of its body.
+///
+/// Real media APIs answer an upload with what the post must name: an ID in
+/// the body, the medium's final URL in `Location`, a version in `ETag`.
+/// Every ``Uploader`` reports one receipt per successful upload, and
+/// publishing a post builds the post's document from the receipts of its
+/// media. A failed upload's receipt is in ``UploadError/httpStatus(_:)``.
+///
+/// ```swift
+/// let receipt = try await Job.uploading(photo, using: uploader).value
+/// print(receipt.status, receipt.etag ?? "no ETag", receipt.finalURL)
+/// ```
+public struct UploadReceipt: Sendable, Hashable {
+    /// Where the upload went.
+    public var destination: URL
+    /// The HTTP status; `201` (Created) from uploaders that are not HTTP.
+    public var status: Int
+    /// The answer's headers, names in lower case (`etag`, `location`).
+    public var headers: [String: String]
+    /// The start of the answer's body: its first ``bodyPrefixLength``
+    /// bytes at most.
+    public var body: Data
+
+    /// The most bytes of an answer's body a receipt keeps.
+    public static let bodyPrefixLength = 4096
+
+    /// Creates a receipt.
+    /// - Parameters:
+    ///   - destination: Where the upload went.
+    ///   - status: The HTTP status; `201` by default.
+    ///   - headers: The answer's headers; their names are lower-cased.
+    ///   - body: The answer's body; only its first ``bodyPrefixLength``
+    ///     bytes are kept.
+    public init(destination: URL, status: Int = 201, headers: [String: String] = [:], body: Data = Data()) {
+        self.destination = destination
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.body = body.prefix(Self.bodyPrefixLength)
+    }
+
+    /// The value of the header `name`, whatever its case.
+    public func header(_ name: String) -> String? {
+        headers[name.lowercased()]
+    }
+
+    /// The answer's `ETag`: the version of the stored medium.
+    public var etag: String? { header("ETag") }
+
+    /// The answer's `Location`, resolved against the destination: where
+    /// the server says the medium now is.
+    public var location: URL? {
+        header("Location").flatMap { URL(string: $0, relativeTo: destination)?.absoluteURL }
+    }
+
+    /// Where the medium can be found: ``location`` when the server gave
+    /// one, the destination otherwise.
+    public var finalURL: URL { location ?? destination }
+
+    /// The start of the body as text (invalid UTF-8 replaced).
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    /// How long the server asks the client to wait before trying again,
+    /// from its `Retry-After` header: a number of seconds, or an HTTP date
+    /// measured from the answer's `Date` header (from now when it has
+    /// none). `nil` without a valid header; never negative.
+    public var retryAfter: Duration? {
+        guard let value = header("Retry-After")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let seconds = Int(value) {
+            return seconds >= 0 ? .seconds(seconds) : nil
+        }
+        guard let date = HTTPDate.parse(value) else { return nil }
+        let now = header("Date").flatMap(HTTPDate.parse) ?? Date()
+        return .milliseconds(max(Int64((date.timeIntervalSince(now) * 1000).rounded()), 0))
+    }
+}
+
+/// HTTP dates (RFC 9110 §5.6.7): the preferred IMF-fixdate form,
+/// `Sun, 06 Nov 1994 08:49:37 GMT`.
+enum HTTPDate {
+    static func parse(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE',' dd MMM yyyy HH':'mm':'ss 'GMT'"
+        return formatter.date(from: text)
+    }
+}

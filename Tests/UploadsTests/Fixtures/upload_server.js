@@ -1,0 +1,402 @@
+#!/usr/bin/env node
+/**
+ * A strict upload server for UploadsTests, on Node's built-in `http` module
+ * only (no npm packages).
+ *
+ * It exists because Node's HTTP parser (llhttp, in its default strict mode)
+ * rejects bad request framing the way production servers and load balancers
+ * do: a request with both Content-Length and Transfer-Encoding, a malformed
+ * chunk size, a bad header line. The Python fixture (upload_server.py) reads
+ * whatever it is given, so an uploader that frames a request wrongly would
+ * still pass against it; against this server it gets a 400, and the error is
+ * listed at GET /_errors.
+ *
+ * Listens on 127.0.0.1 on a free port and prints the port alone on its first
+ * stdout line once listening; prints nothing else to stdout. Exits when its
+ * standard input reaches EOF (the test that started it went away, even if it
+ * crashed) or on SIGTERM.
+ *
+ * Stores what it receives (method, path, headers, byte count, SHA-256, and
+ * the body itself when small); bodies are hashed as they stream in, never
+ * held whole. PUT and POST (other than POST /_control) are uploads; a
+ * success is answered 201 "stored" with ETag: "<first 32 hex chars of the
+ * body's SHA-256>" (quoted, as S3 does). Behaviour per path is set with
+ * POST /_control (answered 204):
+ *
+ *   {"path": "/a.jpg", "status": 500, "times": 1}   answer 500 (the first N times, default 1)
+ *   {"path": "/a.jpg", "delay": 2.0}                answer after 2 seconds
+ *   {"path": "/a.jpg", "drop": true}                destroy the connection mid-body
+ *                                                   (after at least 64 KiB was read)
+ *   {"path": "/a.jpg", "read_delay": 0.01}          read the body slowly (pause that
+ *                                                   long after each ~64 KiB)
+ *   {"path": "/a.jpg", "headers": {"Retry-After": "2", "ETag": "\"abc\""}}
+ *                                                   add headers to the answer (error
+ *                                                   answers too; an ETag here replaces
+ *                                                   the default one)
+ *   {"path": "/a.jpg", "answer": "text", "answer_type": "application/json"}
+ *                                                   the answer's body and content type
+ *                                                   (default "stored" for a success,
+ *                                                   "boom: the server failed on <path>"
+ *                                                   for an error status; text/plain)
+ *
+ * A rule replaces any earlier rule for the same path; fields combine.
+ *
+ * GET /_received      every upload received so far, as a JSON array of
+ *                     {method, path, headers, rawHeaders, length, complete,
+ *                      sha256, body}; headers has lower-cased names, rawHeaders
+ *                     is [name, value] pairs in wire order, body is a latin-1
+ *                     string when length <= 64 KiB, else null
+ * GET /_wait?path=P   waits (up to 10 s) until an upload of P has ended and
+ *                     returns its records (404 with [] if none)
+ * GET /_errors        every request the server refused for bad framing, as a
+ *                     JSON array of {code, reason}: parse errors from Node's
+ *                     parser (answered "400 Bad Request" with Connection: close,
+ *                     then the connection is destroyed), and any request that
+ *                     reached the handler with both Content-Length and
+ *                     Transfer-Encoding (code "FRAMING", answered 400). A
+ *                     request or header timeout is listed too (answered 408).
+ *                     A client that goes away mid-request is not an error
+ *                     here: its upload's record says complete: false.
+ *
+ * Expect: 100-continue is left to Node, which answers "100 Continue" itself;
+ * the request's expect header is recorded like any other.
+ */
+'use strict';
+
+const crypto = require('node:crypto');
+const http = require('node:http');
+
+const CHUNK = 64 * 1024; // drop after this much; pause after each this much
+const SMALL = 64 * 1024; // bodies up to this size are kept in the record
+const WAIT_LIMIT_MS = 10_000; // GET /_wait
+const CONTROL_LIMIT = 1024 * 1024; // largest POST /_control body
+const MAX_DELAY_S = 600; // longest delay or read_delay a rule may ask for
+
+const received = []; // records of ended uploads, in the order they ended
+const errors = []; // requests refused for bad framing
+const rules = new Map(); // path -> rule
+const waiters = new Set(); // pending GET /_wait: {path, done(found)}
+
+function answer(res, status, body, contentType, headers = {}) {
+  const bytes = Buffer.from(body, 'utf8');
+  res.statusCode = status;
+  res.setHeader('Content-Type', contentType);
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  res.setHeader('Content-Length', bytes.length);
+  res.end(bytes);
+}
+
+function answerJSON(res, status, value) {
+  answer(res, status, JSON.stringify(value), 'application/json');
+}
+
+/** The path of a request target, without query or fragment, as sent. */
+function pathOf(target) {
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target)) {
+    try {
+      return new URL(target).pathname;
+    } catch {
+      return target;
+    }
+  }
+  return target.split(/[?#]/, 1)[0];
+}
+
+function queryOf(target) {
+  const at = target.indexOf('?');
+  return new URLSearchParams(at < 0 ? '' : target.slice(at + 1).split('#', 1)[0]);
+}
+
+function recordEnded(record) {
+  received.push(record);
+  for (const waiter of [...waiters]) {
+    if (waiter.path === record.path) waiter.done();
+  }
+}
+
+// MARK: - Control endpoints
+
+/** Reads a small request body whole; calls back with (error, Buffer). */
+function readSmallBody(req, callback) {
+  const parts = [];
+  let size = 0;
+  let finished = false;
+  const finish = (error, body) => {
+    if (finished) return;
+    finished = true;
+    callback(error, body);
+  };
+  req.on('data', (chunk) => {
+    size += chunk.length;
+    if (size > CONTROL_LIMIT) {
+      finish(new Error(`control body larger than ${CONTROL_LIMIT} bytes`));
+      req.resume();
+      return;
+    }
+    parts.push(chunk);
+  });
+  req.on('end', () => finish(null, Buffer.concat(parts)));
+  req.on('close', () => finish(new Error('connection closed before the body ended')));
+}
+
+function isSeconds(value) {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_DELAY_S;
+}
+
+/** The rule in a POST /_control body, or throws with what is wrong with it. */
+function parseRule(body) {
+  const rule = JSON.parse(body.toString('utf8'));
+  if (rule === null || typeof rule !== 'object' || Array.isArray(rule)) throw new Error('a rule is a JSON object');
+  if (typeof rule.path !== 'string' || !rule.path.startsWith('/')) throw new Error('"path" must be a string starting with /');
+  if (rule.status !== undefined && !(Number.isInteger(rule.status) && rule.status >= 100 && rule.status <= 999)) {
+    throw new Error('"status" must be an integer from 100 to 999');
+  }
+  if (rule.times !== undefined && !Number.isInteger(rule.times)) throw new Error('"times" must be an integer');
+  if (rule.delay !== undefined && !isSeconds(rule.delay)) throw new Error(`"delay" must be 0...${MAX_DELAY_S} seconds`);
+  if (rule.read_delay !== undefined && !isSeconds(rule.read_delay)) {
+    throw new Error(`"read_delay" must be 0...${MAX_DELAY_S} seconds`);
+  }
+  if (rule.drop !== undefined && typeof rule.drop !== 'boolean') throw new Error('"drop" must be true or false');
+  if (rule.answer !== undefined && typeof rule.answer !== 'string') throw new Error('"answer" must be a string');
+  if (rule.answer_type !== undefined && typeof rule.answer_type !== 'string') {
+    throw new Error('"answer_type" must be a string');
+  }
+  if (rule.headers !== undefined) {
+    if (rule.headers === null || typeof rule.headers !== 'object' || Array.isArray(rule.headers)) {
+      throw new Error('"headers" must be an object of names to strings');
+    }
+    for (const [name, value] of Object.entries(rule.headers)) {
+      if (typeof value !== 'string') throw new Error(`header ${name} must have a string value`);
+      http.validateHeaderName(name);
+      http.validateHeaderValue(name, value);
+    }
+  }
+  return rule;
+}
+
+function control(req, res) {
+  readSmallBody(req, (error, body) => {
+    if (error) {
+      if (!res.destroyed) answer(res, 400, `bad rule: ${error.message}`, 'text/plain');
+      return;
+    }
+    let rule;
+    try {
+      rule = parseRule(body);
+    } catch (err) {
+      answer(res, 400, `bad rule: ${err.message}`, 'text/plain');
+      return;
+    }
+    const { path, ...rest } = rule;
+    rules.set(path, rest);
+    res.statusCode = 204;
+    res.end();
+  });
+}
+
+function wait(req, res) {
+  const path = queryOf(req.url).get('path') ?? '';
+  const found = () => received.filter((r) => r.path === path);
+  if (found().length > 0) {
+    answerJSON(res, 200, found());
+    return;
+  }
+  const waiter = {
+    path,
+    done() {
+      clearTimeout(timer);
+      waiters.delete(waiter);
+      const records = found();
+      if (!res.destroyed) answerJSON(res, records.length > 0 ? 200 : 404, records);
+    },
+  };
+  const timer = setTimeout(() => waiter.done(), WAIT_LIMIT_MS);
+  waiters.add(waiter);
+  res.on('close', () => {
+    clearTimeout(timer);
+    waiters.delete(waiter);
+  });
+}
+
+// MARK: - Uploads
+
+function upload(req, res) {
+  const path = pathOf(req.url);
+  // The rule as it is now; its "times" is counted down when answering.
+  const rule = rules.get(path) ?? {};
+  const rawHeaders = [];
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) rawHeaders.push([req.rawHeaders[i], req.rawHeaders[i + 1]]);
+  const record = {
+    method: req.method,
+    path,
+    headers: { ...req.headers },
+    rawHeaders,
+    length: 0,
+    complete: false,
+    sha256: '',
+    body: null,
+  };
+  const digest = crypto.createHash('sha256');
+  const small = [];
+  let smallLength = 0;
+  let sincePause = 0; // bytes read since the last read_delay pause
+  let ended = false;
+  let pauseTimer = null;
+
+  const end = (complete) => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(pauseTimer);
+    record.complete = complete;
+    record.sha256 = digest.digest('hex');
+    record.body = record.length <= SMALL ? Buffer.concat(small).toString('latin1') : null;
+    recordEnded(record);
+    if (complete) respond(req, res, path, rule, record.sha256);
+  };
+
+  req.on('data', (chunk) => {
+    if (ended) return;
+    digest.update(chunk);
+    record.length += chunk.length;
+    if (smallLength < SMALL) {
+      const kept = chunk.subarray(0, SMALL - smallLength);
+      small.push(kept);
+      smallLength += kept.length;
+    }
+    if (rule.drop && record.length >= CHUNK) {
+      end(false);
+      req.socket.destroy();
+      return;
+    }
+    sincePause += chunk.length;
+    if (rule.read_delay && sincePause >= CHUNK) {
+      // Reading slowly on request keeps an upload in flight long enough
+      // for the cancellation test to cancel it midway. Socket reads come
+      // in varying sizes, so pause once per whole 64 KiB read, like the
+      // Python fixture's fixed-size reads.
+      const pauses = Math.floor(sincePause / CHUNK);
+      sincePause -= pauses * CHUNK;
+      req.pause();
+      pauseTimer = setTimeout(() => req.resume(), pauses * rule.read_delay * 1000);
+    }
+  });
+  req.on('end', () => {
+    if (rule.read_delay && sincePause > 0) {
+      // The pause after the last, partial chunk, as for the others.
+      pauseTimer = setTimeout(() => end(true), rule.read_delay * 1000);
+    } else {
+      end(true);
+    }
+  });
+  // Closed before the body ended: the client went away, or the parser
+  // refused the rest (see clientError).
+  req.on('close', () => {
+    if (!req.complete) end(false);
+  });
+  req.on('error', () => {});
+}
+
+function respond(req, res, path, rule, sha256) {
+  const send = () => {
+    if (res.destroyed || res.headersSent) return;
+    // The rule the upload began with: a later rule for the path does not
+    // change an upload already under way. Uploads under the same rule
+    // share its count of "times".
+    const times = rule.times ?? 1;
+    const headers = { ...(rule.headers ?? {}) };
+    const contentType = rule.answer_type ?? 'text/plain';
+    if (rule.status && times > 0) {
+      rule.times = times - 1;
+      answer(res, rule.status, rule.answer ?? `boom: the server failed on ${path}`, contentType, headers);
+      return;
+    }
+    if (!Object.keys(headers).some((name) => name.toLowerCase() === 'etag')) {
+      headers.ETag = `"${sha256.slice(0, 32)}"`;
+    }
+    answer(res, 201, rule.answer ?? 'stored', contentType, headers);
+  };
+  if (rule.delay) {
+    // Answering slowly on request is this fixture's job: the Swift test
+    // that asks for it checks the uploader's timeout.
+    const timer = setTimeout(send, rule.delay * 1000);
+    res.on('close', () => clearTimeout(timer));
+  } else {
+    send();
+  }
+}
+
+// MARK: - Server
+
+function handle(req, res) {
+  res.on('error', () => {});
+  req.on('error', () => {});
+  if (req.headers['content-length'] !== undefined && req.headers['transfer-encoding'] !== undefined) {
+    // Node's strict parser refuses these before they get here; this is
+    // the second line of defence (say, if run with --insecure-http-parser).
+    errors.push({ code: 'FRAMING', reason: 'request has both Content-Length and Transfer-Encoding' });
+    answer(res, 400, 'bad request: both Content-Length and Transfer-Encoding', 'text/plain', { Connection: 'close' });
+    res.on('finish', () => req.socket.destroySoon());
+    return;
+  }
+  const path = pathOf(req.url);
+  if (req.method === 'POST' && path === '/_control') return control(req, res);
+  if (req.method === 'GET' && path === '/_received') return answerJSON(res, 200, received);
+  if (req.method === 'GET' && path === '/_errors') return answerJSON(res, 200, errors);
+  if (req.method === 'GET' && path === '/_wait') return wait(req, res);
+  if (req.method === 'PUT' || req.method === 'POST') return upload(req, res);
+  req.resume();
+  if (req.method === 'GET') return answer(res, 404, 'not found', 'text/plain');
+  answer(res, 405, `method ${req.method} not allowed`, 'text/plain', { Allow: 'GET, PUT, POST' });
+}
+
+const server = http.createServer(
+  {
+    // Longer than Node's 5 s, so that an idle keep-alive connection is not
+    // closed just as the client reuses it for a PUT; still bounded.
+    keepAliveTimeout: 60_000,
+    headersTimeout: 60_000,
+    requestTimeout: 300_000,
+  },
+  handle,
+);
+
+server.on('clientError', (err, socket) => {
+  const code = String(err.code ?? '');
+  // A connection that ends mid-request (HPE_INVALID_EOF_STATE) is the
+  // client going away, as when an upload is cancelled: its record says
+  // complete: false, and it is not a framing error.
+  const parseError = code.startsWith('HPE_') && code !== 'HPE_INVALID_EOF_STATE';
+  const timeout = code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'ERR_HTTP_HEADERS_TIMEOUT';
+  if (parseError || timeout) errors.push({ code: err.code, reason: err.reason || err.message });
+  // A reset or a broken pipe is the client going away: nothing to answer.
+  if ((parseError || timeout) && socket.writable) {
+    const status = timeout ? '408 Request Timeout' : '400 Bad Request';
+    const body = `${timeout ? 'request timeout' : 'bad request'}: ${err.code}: ${err.reason || err.message}\n`;
+    socket.end(
+      `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    socket.on('finish', () => socket.destroy());
+    setTimeout(() => socket.destroy(), 1000).unref();
+  } else {
+    socket.destroy();
+  }
+});
+
+function exit() {
+  server.closeAllConnections();
+  server.close();
+  process.exit(0);
+}
+
+process.on('SIGTERM', exit);
+process.on('SIGINT', exit);
+// Stop when the test that started us goes away, even if it crashed.
+process.stdin.on('end', exit);
+process.stdin.on('close', exit);
+process.stdin.on('error', exit);
+process.stdin.resume();
+
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`${server.address().port}\n`);
+});
