@@ -70,7 +70,8 @@ final class ProgressPrinter: Sendable {
             next = attempts > 1 ? "no retries left" : "not retried (--retries 0)"
         }
         let name = Format.path(of: destination, below: base)
-        write((isTerminal ? "\r\u{1B}[K" : "") + "  ✗ \(name): \(Format.reason(attempt.error, naming: destination)); \(next)\n")
+        let reason = Format.reason(attempt.error, naming: destination)
+        write((isTerminal ? "\r\u{1B}[K" : "") + "  ✗ \(name): \(reason); \(next)\n")
     }
 
     /// The bar line, cut to fit `columns` so that it never wraps: the

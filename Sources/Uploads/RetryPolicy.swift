@@ -169,7 +169,9 @@ extension Job {
             }
             let retried = counted.retry(attempts: policy.attempts) { retry, error in
                 let wait = policy.delay(beforeRetry: retry, after: error)
-                if let wait { onFailedAttempt?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait)) }
+                if let wait {
+                    onFailedAttempt?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait))
+                }
                 return wait
             }
             controller.perform(retried) { outcome in

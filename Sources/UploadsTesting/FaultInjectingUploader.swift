@@ -51,7 +51,8 @@ public final class FaultInjectingUploader: Uploader, Sendable {
     /// The default fault: the server answered 503 Service Unavailable, with
     /// "injected fault" for its body.
     public static func serviceUnavailable(_ media: Media) -> any Error {
-        UploadError.httpStatus(UploadReceipt(destination: media.destination, status: 503, body: Data("injected fault".utf8)))
+        let answer = Data("injected fault".utf8)
+        return UploadError.httpStatus(UploadReceipt(destination: media.destination, status: 503, body: answer))
     }
 
     /// A job that fails with the fault at the set rate, and otherwise

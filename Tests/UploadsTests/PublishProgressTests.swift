@@ -85,7 +85,10 @@ struct PublishProgressTests {
         let progress = ProgressRecorder()
         let recorder = OutcomeRecorder()
         Job.publishing(
-            post, using: uploader, options: PublishOptions(retry: exactRetries(2, initial: .zero)), progress: progress.handler
+            post,
+            using: uploader,
+            options: PublishOptions(retry: exactRetries(2, initial: .zero)),
+            progress: progress.handler
         )
         .perform(on: queue, then: recorder.handler)
         try queue.run()

@@ -167,7 +167,8 @@ struct UploadsDocExamplesTests {
         }
         // BEGIN DOC
         let uploader = URLSessionUploader(headers: ["Authorization": "Bearer \(token)"])
-        let options = PublishOptions(maxConcurrentUploads: 3, retry: RetryPolicy(attempts: 3), uploadTimeout: .seconds(120))
+        let options = PublishOptions(
+            maxConcurrentUploads: 3, retry: RetryPolicy(attempts: 3), uploadTimeout: .seconds(120))
         let handle = Job.publishing(post, using: uploader, options: options) { progress in
             print("\(Int(progress.fractionCompleted * 100))%")
         }
