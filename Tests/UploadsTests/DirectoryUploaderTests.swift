@@ -143,6 +143,79 @@ struct DirectoryUploaderTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path).isEmpty)
     }
 
+    @Test func refusesALinkToASiblingFolderWhoseNameStartsLikeTheRoot() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let root = folder.url.appendingPathComponent("root")
+        let evil = folder.url.appendingPathComponent("root-evil")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: evil, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("link"), withDestinationURL: evil)
+        let uploader = DirectoryUploader(root: root)
+        let target = destination("link/escape.jpg")
+        #expect(throws: UploadError.self) { try uploader.validate(destination: target) }
+
+        let recorder = OutcomeRecorder()
+        Job.uploading(Photo(bytes: patternedBytes(10), destination: target), using: uploader)
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+        guard case .invalidDestination = recorder.error as? UploadError else {
+            Issue.record("expected invalidDestination, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: evil.path).isEmpty)
+    }
+
+    @Test func refusesADanglingLinkOutOfTheRootBeforeTheFirstUpload() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let root = folder.url.appendingPathComponent("root")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: folder.url.appendingPathComponent("outside"), withIntermediateDirectories: true)
+        // root/dangling -> ../outside/new, whose target does not exist.
+        try FileManager.default.createSymbolicLink(
+            atPath: root.appendingPathComponent("dangling").path, withDestinationPath: "../outside/new")
+        let uploader = DirectoryUploader(root: root)
+        let target = destination("dangling/x.txt")
+        let error = #expect(throws: UploadError.self) { try uploader.validate(destination: target) }
+        guard case .invalidDestination(_, let reason) = error else {
+            Issue.record("expected invalidDestination, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("links outside the root"))
+
+        // Publishing refuses the post before anything is uploaded.
+        let post = Post(
+            text: "escape",
+            photos: [Photo(bytes: patternedBytes(10), destination: destination("fine.jpg"))],
+            videos: [Video(bytes: patternedBytes(10), destination: target)],
+            destination: destination("post.json")
+        )
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader).perform(on: ImmediateQueue(), then: recorder.handler)
+        guard case .invalidDestination = recorder.error as? UploadError else {
+            Issue.record("expected invalidDestination, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path) == ["dangling"])
+        #expect(!FileManager.default.fileExists(atPath: folder.url.appendingPathComponent("outside/new").path))
+    }
+
+    @Test func aDanglingLinkInsideTheRootIsRefusedToo() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try FileManager.default.createSymbolicLink(
+            atPath: folder.url.appendingPathComponent("later").path, withDestinationPath: "not-yet")
+        let error = #expect(throws: UploadError.self) {
+            try DirectoryUploader(root: folder.url).validate(destination: destination("later/x.txt"))
+        }
+        guard case .invalidDestination(_, let reason) = error else {
+            Issue.record("expected invalidDestination, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("does not exist"))
+    }
+
     @Test func followsASymbolicLinkThatStaysInsideTheRoot() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

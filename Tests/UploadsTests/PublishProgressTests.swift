@@ -55,13 +55,35 @@ struct PublishProgressTests {
 
         try queue.advance(by: .seconds(1))
         #expect(progress.reports.allSatisfy { $0.fractionCompleted < 1 })
-        #expect(progress.reports.last?.uploads.last?.bytesSent ?? 0 < progress.reports.last?.bytesTotal ?? 0)
+        let document = try #require(progress.reports.last?.uploads.last)
+        #expect(document.bytesTotal > 0, "the document is built once the media are done")
+        #expect(document.bytesSent < document.bytesTotal, "the document's own bytes, not the whole post's")
+        #expect(!document.isFinished)
         try queue.advance(by: .seconds(1))
         #expect(recorder.isSucceeded)
         #expect(progress.reports.last?.fractionCompleted == 1)
         #expect(progress.reports.last?.isFinished == true)
         #expect(progress.reports.dropLast().allSatisfy { $0.fractionCompleted < 1 })
         #expect(progress.neverGoesBackwards)
+    }
+
+    @Test func anUploadThatSentEveryByteAndThenFailedIsNotDone() throws {
+        let queue = TestQueue()
+        let post = samplePost(photoSizes: [1_000])
+        let uploader = ScriptedProgressUploader(script: [[400, 1_000]], failing: 1)
+        let progress = ProgressRecorder()
+        let recorder = OutcomeRecorder()
+        Job.publishing(
+            post, using: uploader, options: PublishOptions(retry: .never), progress: progress.handler
+        )
+        .perform(on: queue, then: recorder.handler)
+        try queue.run()
+
+        #expect(recorder.error as? UploadError == unavailable(post.photos[0].media.destination))
+        let photo = try #require(progress.reports.last?.uploads.first)
+        #expect(photo.bytesSent == 999, "held one byte short: the server never said it has them")
+        #expect(!photo.isFinished)
+        #expect(progress.reports.allSatisfy { $0.fractionCompleted < 1 && !$0.isFinished })
     }
 
     @Test func aFailedPublishingNeverReachesOne() throws {
