@@ -31,11 +31,12 @@ let workFolder = (arguments.workFolder ?? FileManager.default.temporaryDirectory
 
 /// Removes what the run made in its folder (under `--work-folder`, or the
 /// system's temporary folder): the generated media always, and the uploads
-/// too when the post was not published. What stays is a published post (or
-/// whatever is in a folder given with `--output`).
+/// too unless the post was published and `--keep` asks to keep it. Files
+/// uploaded into a folder given with `--output` are the user's, and stay.
 func cleanUp(published: Bool) {
     let fileManager = FileManager.default
-    try? fileManager.removeItem(at: published ? workFolder.appendingPathComponent("media") : workFolder)
+    let keeps = published && arguments.keeps && arguments.output == nil && arguments.server == nil
+    try? fileManager.removeItem(at: keeps ? workFolder.appendingPathComponent("media") : workFolder)
     if (try? fileManager.contentsOfDirectory(atPath: workFolder.path))?.isEmpty == true {
         try? fileManager.removeItem(at: workFolder)
     }
@@ -104,11 +105,19 @@ let publishing = Task {
     try await Job.publishing(post, using: uploader, options: options, progress: printer.show).value
 }
 
-// Ctrl-C cancels the publishing: every upload in flight stops.
-signal(SIGINT, SIG_IGN)
-let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-interrupt.setEventHandler { publishing.cancel() }
-interrupt.resume()
+// Ctrl-C, a terminal that closes (SIGHUP) and `kill` (SIGTERM) cancel the
+// publishing: every upload in flight stops, and the run cleans up.
+let stopSignal = LockedValue<Int32?>(nil)
+let signalSources = [SIGINT, SIGTERM, SIGHUP].map { number in
+    signal(number, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler {
+        stopSignal.withValue { $0 = $0 ?? number }
+        publishing.cancel()
+    }
+    source.resume()
+    return source
+}
 
 let outcome = await publishing.result
 let elapsed = clock.now - started
@@ -117,8 +126,9 @@ printer.finish()
 // MARK: - Summary
 
 switch outcome {
-case .success:
-    let bytes = total + ((try? post.document().byteCount()) ?? 0)
+case .success(let published):
+    let document = (try? post.document(receipts: published.media).byteCount()) ?? 0
+    let bytes = total + document
     print(
         "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos and the post, "
             + "\(Format.bytes(bytes)) at "
@@ -126,15 +136,26 @@ case .success:
     if let directoryUploader, let destination = post.destination {
         print("  into \(directoryUploader.root.path)")
         print("  the post: \((try? directoryUploader.fileURL(for: destination).path) ?? destination.path)")
+        if arguments.output != nil {
+            print("  kept: the folder given with --output")
+        } else if arguments.keeps {
+            print("  kept (--keep); remove it with: rm -r \(workFolder.path)")
+        } else {
+            print("  removed at exit, as is the generated media; pass --keep or --output DIR to keep the files")
+        }
     } else {
         print("  to \(destinationName)")
-        print("  the post: \(post.destination?.absoluteString ?? "")")
+        print("  the post: \(published.post.finalURL.absoluteString) (\(published.post.status))")
     }
     cleanUp(published: true)
     exit(0)
 case .failure(is CancellationError):
     cleanUp(published: false)
-    fail("publishing cancelled; uploads in flight were stopped and the post was not published", code: 130)
+    let number = stopSignal.value ?? SIGINT
+    let name = [SIGINT: "Ctrl-C", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][number] ?? "signal \(number)"
+    fail(
+        "publishing cancelled (\(name)); uploads in flight were stopped and the post was not published",
+        code: 128 + number)
 case .failure(let error):
     cleanUp(published: false)
     fail("publishing failed, the post was not published: \(error.localizedDescription)", code: 1)

@@ -110,24 +110,36 @@ struct PlaygroundTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
-    @Test func withoutOutputKeepsOnlyThePublishedPostInTheWorkFolder() throws {
+    @Test func aSuccessfulRunWithoutOutputOrKeepLeavesNothing() throws {
         let work = try TemporaryFolder()
         defer { work.remove() }
         let published = try playground([], workFolder: work.url)
+        #expect(published.status == 0, "stderr: \(published.error)")
+        #expect(published.output.contains("  removed at exit, as is the generated media; pass --keep or --output DIR"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
+
+        let failing = try TemporaryFolder()
+        defer { failing.remove() }
+        let failed = try playground(["--fail-rate", "1", "--retries", "0"], workFolder: failing.url)
+        #expect(failed.status == 1)
+        #expect(failed.output.contains("no retries"))
+        #expect(!failed.output.contains("up to 0"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: failing.url.path).isEmpty)
+    }
+
+    @Test func keepKeepsOnlyThePublishedPostInTheWorkFolder() throws {
+        let work = try TemporaryFolder()
+        defer { work.remove() }
+        let published = try playground(["--keep"], workFolder: work.url)
         #expect(published.status == 0, "stderr: \(published.error)")
         let runs = try FileManager.default.contentsOfDirectory(atPath: work.url.path)
         #expect(runs.count == 1)
         let run = try #require(runs.first)
         #expect(run.hasPrefix("JobKitPlayground-"))
         #expect(published.output.contains("  into \(work.url.path)/\(run)/uploaded\n"))
+        #expect(published.output.contains("  kept (--keep)"))
         #expect(work.files().allSatisfy { $0.hasPrefix("\(run)/uploaded/posts/") })
         #expect(work.files().count == 10)
-
-        let failing = try TemporaryFolder()
-        defer { failing.remove() }
-        let failed = try playground(["--fail-rate", "1", "--retries", "0"], workFolder: failing.url)
-        #expect(failed.status == 1)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: failing.url.path).isEmpty)
     }
 
     @Test func retriesInjectedFailuresAndStillPublishes() throws {
@@ -167,7 +179,8 @@ struct PlaygroundTests {
         }
     }
 
-    @Test func ctrlCCancelsEveryUploadAndExitsWithOneErrorLine() throws {
+    @Test(arguments: [(SIGINT, "Ctrl-C"), (SIGTERM, "SIGTERM"), (SIGHUP, "SIGHUP")])
+    func aSignalCancelsEveryUploadAndExitsWithOneErrorLine(signal: Int32, name: String) throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let work = try TemporaryFolder()
@@ -192,17 +205,17 @@ struct PlaygroundTests {
             if chunk.isEmpty { break }
             printed.append(chunk)
         }
-        kill(process.processIdentifier, SIGINT)
+        kill(process.processIdentifier, signal)
         printed.append(output.fileHandleForReading.readDataToEndOfFile())
         let errorText = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         deadline.processExited()
 
         #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 130)
+        #expect(process.terminationStatus == 128 + signal)
         #expect(
             errorText.split(separator: "\n") == [
-                "error: publishing cancelled; uploads in flight were stopped and the post was not published"
+                "error: publishing cancelled (\(name)); uploads in flight were stopped and the post was not published"
             ])
         #expect(!String(decoding: printed, as: UTF8.self).contains("Published in"))
         let written = folder.files()
@@ -215,14 +228,17 @@ struct PlaygroundTests {
     @Test func helpListsTheOptions() throws {
         let run = try playground(["--help"], fast: false)
         #expect(run.status == 0)
-        for option in ["--server", "--concurrency", "--retries", "--fail-rate", "--output", "--work-folder", "--help"] {
+        for option in [
+            "--server", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep", "--work-folder",
+            "--help",
+        ] {
             #expect(run.output.contains(option))
         }
     }
 
     @Test(arguments: [
         ["--bogus"], ["--concurrency", "0"], ["--fail-rate", "2"], ["--server", "ftp://x"], ["--retries"],
-        ["--work-folder"],
+        ["--work-folder"], ["--timeout", "0"], ["--timeout", "soon"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
         let run = try playground(arguments, fast: false)
