@@ -122,9 +122,8 @@ struct RetryPolicyTests {
         let recorders = media.map { media in
             let recorder = OutcomeRecorder()
             uploader.upload(media).retry(policy) { attempt in
-                attempts.withValue {
-                    $0.append("\(media.destination.lastPathComponent) #\(attempt.number) \(attempt.nextRetryIn.map { "\($0)" } ?? "-")")
-                }
+                let wait = attempt.nextRetryIn.map { "\($0)" } ?? "-"
+                attempts.withValue { $0.append("\(media.destination.lastPathComponent) #\(attempt.number) \(wait)") }
             }
             .perform(on: queue, then: recorder.handler)
             return recorder
