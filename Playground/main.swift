@@ -141,7 +141,7 @@ case .success(let published):
         } else if arguments.keeps {
             print("  kept (--keep); remove it with: rm -r \(workFolder.path)")
         } else {
-            print("  removed at exit, as is the generated media; pass --keep or --output DIR to keep the files")
+            print("  removed at exit; pass --keep or --output DIR to keep the files")
         }
     } else {
         print("  to \(destinationName)")

@@ -116,11 +116,24 @@ public final class URLSessionUploader: Uploader, Sendable {
             case .bytes(let data):
                 task = session.uploadTask(with: request, from: data)
             case .file(let file):
-                // Streamed, with the length known up front, so the server
-                // gets a plain Content-Length body. (`uploadTask(with:fromFile:)`
-                // is not used: on Linux, cancelling one crashes
-                // FoundationNetworking.)
+                // Streamed from disk as it is sent, framed by Content-Length
+                // alone. (`uploadTask(with:fromFile:)` is not used: on Linux,
+                // cancelling one mid-way crashes FoundationNetworking; a
+                // `Data` body, even memory-mapped, is copied whole.)
                 request.setValue(String(size), forHTTPHeaderField: "Content-Length")
+                #if canImport(FoundationNetworking)
+                // FoundationNetworking gives libcurl a streamed body with no
+                // length, so libcurl adds `Transfer-Encoding: chunked` beside
+                // our Content-Length (invalid HTTP/1.1: strict servers answer
+                // 400) and `Expect: 100-continue` (a one-second stall before
+                // the body on a server that ignores it). libcurl replaces its
+                // own header with one of ours of the same name, and sends
+                // none when ours is blank; an empty value would go out as
+                // `Expect:`, which servers answer with 417, so the value is a
+                // space.
+                request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
+                request.setValue(" ", forHTTPHeaderField: "Expect")
+                #endif
                 task = session.uploadTask(withStreamedRequest: request)
                 bodyFile = file
             }

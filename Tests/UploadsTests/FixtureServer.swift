@@ -4,14 +4,18 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// The upload server of `Fixtures/upload_server.py`, on 127.0.0.1, started
-/// by a test and stopped when the test ends, whether it passed or not.
+/// The upload server of `Fixtures/upload_server.js`, on Node's own `http`
+/// module, on 127.0.0.1: a strict HTTP/1.1 peer we did not write, which
+/// answers 400 to bad framing as production servers do. Started by a test
+/// and stopped when the test ends, whether it passed or not.
 final class FixtureServer: Sendable {
     /// One upload the server received.
     struct Received: Decodable, Sendable {
         let method: String
         let path: String
         let headers: [String: String]
+        /// The request's headers as they came on the wire, in order.
+        let rawHeaders: [[String]]
         let length: Int
         let complete: Bool
         let sha256: String
@@ -22,19 +26,36 @@ final class FixtureServer: Sendable {
     private let process: Process
     private let input: Pipe
 
-    /// Starts a server, runs `body` with it, and stops it.
+    /// Starts a server, runs `body` with it, and stops it; then fails if
+    /// any request was malformed: refused by Node's parser, or carrying both
+    /// `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.1–6.2).
     static func with<T>(_ body: (FixtureServer) async throws -> T) async throws -> T {
         let server = try FixtureServer()
         defer { server.stop() }
-        return try await body(server)
+        let result = try await body(server)
+        try await server.checkFraming()
+        return result
+    }
+
+    /// Throws if any request so far was malformed.
+    func checkFraming() async throws {
+        let refused = try await errors()
+        let both = try await received().filter {
+            $0.headers["content-length"] != nil && $0.headers["transfer-encoding"] != nil
+        }
+        guard refused.isEmpty, both.isEmpty else {
+            throw ServerError(
+                message: "malformed requests: refused \(refused), both framing headers on \(both.map(\.path))"
+            )
+        }
     }
 
     private init() throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/upload_server.py")
+            .appendingPathComponent("Fixtures/upload_server.js")
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path]
+        process.arguments = ["node", script.path]
         input = Pipe()
         let output = Pipe()
         process.standardInput = input
@@ -50,7 +71,7 @@ final class FixtureServer: Sendable {
         let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let number = Int(port) else {
             process.terminate()
-            throw ServerError(message: "upload_server.py did not print a port: \(port)")
+            throw ServerError(message: "upload_server.js (node) did not print a port: \(port)")
         }
         baseURL = URL(string: "http://127.0.0.1:\(number)")!
     }
@@ -74,6 +95,11 @@ final class FixtureServer: Sendable {
         body["path"] = "/" + path
         request.httpBody = try JSONSerialization.data(withJSONObject: body)
         _ = try await Self.send(request)
+    }
+
+    /// The requests the server refused as malformed: bad framing, say.
+    func errors() async throws -> [[String: String]] {
+        try JSONDecoder().decode([[String: String]].self, from: try await Self.send(URLRequest(url: url("_errors"))))
     }
 
     /// Every upload received so far.

@@ -10,24 +10,131 @@ import FoundationNetworking
 #endif
 
 /// `URLSessionUploader` against a real HTTP server on 127.0.0.1
-/// (`Fixtures/upload_server.py`), started by each test.
+/// (`Fixtures/upload_server.js`, Node's `http` module), started by each test.
 @Suite("URLSessionUploader", .serialized, .timeLimit(.minutes(1)))
 struct URLSessionUploaderTests {
     @Test func putsTheBytesWithTheHeaders() async throws {
         try await FixtureServer.with { server in
             let uploader = URLSessionUploader(headers: ["Authorization": "Bearer s3cret"])
             let photo = Photo(bytes: Data("a tiny jpeg".utf8), destination: server.url("photos/a.jpg"))
-            _ = try await withTimeLimit(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
+            let receipt = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(photo, using: uploader).value
+            }
 
             let received = try await server.received()
             #expect(received.count == 1)
             let upload = try #require(received.first)
+            #expect(receipt.status == 201)
+            #expect(receipt.etag == "\"\(upload.sha256.prefix(32))\"", "the server's own ETag")
+            #expect(receipt.bodyText == "stored")
+            #expect(receipt.finalURL == photo.media.destination, "no Location: the destination")
             #expect(upload.method == "PUT")
             #expect(upload.path == "/photos/a.jpg")
             #expect(upload.headers["authorization"] == "Bearer s3cret")
             #expect(upload.headers["content-type"] == "image/jpeg")
             #expect(upload.body == "a tiny jpeg")
             #expect(upload.complete)
+        }
+    }
+
+    @Test func aReceiptCarriesTheServersLocationAndTheBodyForAnIDBuilder() async throws {
+        try await FixtureServer.with { server in
+            for (index, name) in ["a.jpg", "b.jpg"].enumerated() {
+                try await server.setRule(
+                    "media/\(name)",
+                    [
+                        "status": 201, "times": 0, "answer": "{\"id\": \"m-\(index + 1)\"}",
+                        "answer_type": "application/json",
+                        "headers": ["Location": "/cdn/\(name)", "ETag": "\"v\(index + 1)\""],
+                    ])
+            }
+            let post = Post(
+                text: "ids",
+                photos: ["a.jpg", "b.jpg"].map { Photo(bytes: Data($0.utf8), destination: server.url("media/\($0)")) },
+                destination: server.url("posts/7.json")
+            )
+            struct Stored: Decodable { let id: String }
+            var options = PublishOptions()
+            options.document = { post, receipts in
+                let ids = try receipts.map { try JSONDecoder().decode(Stored.self, from: $0.body).id }
+                return try JSONEncoder().encode(["text": post.text, "media": ids.joined(separator: ",")])
+            }
+            let publishing = Job.publishing(post, using: URLSessionUploader(), options: options)
+            let published = try await withTimeLimit(.seconds(20)) { try await publishing.value }
+
+            #expect(published.media.map(\.location) == [server.url("cdn/a.jpg"), server.url("cdn/b.jpg")])
+            #expect(published.media.map(\.etag) == ["\"v1\"", "\"v2\""])
+            let document = try #require(try await server.received().first { $0.path == "/posts/7.json" })
+            let json = try JSONSerialization.jsonObject(with: Data((document.body ?? "").utf8)) as? [String: String]
+            #expect(json?["media"] == "m-1,m-2")
+            #expect(published.post.status == 201)
+        }
+    }
+
+    @Test func theDefaultDocumentNamesTheFinalURLsAndETags() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule(
+                "media/a.jpg", ["status": 201, "times": 0, "headers": ["Location": "https://cdn.example.com/a-81.jpg"]])
+            let post = Post(
+                text: "urls",
+                photos: [
+                    Photo(bytes: Data("a".utf8), destination: server.url("media/a.jpg")),
+                    Photo(bytes: Data("b".utf8), destination: server.url("media/b.jpg")),
+                ],
+                destination: server.url("posts/8.json")
+            )
+            _ = try await withTimeLimit(.seconds(20)) {
+                try await Job.publishing(post, using: URLSessionUploader()).value
+            }
+
+            let received = try await server.received()
+            let document = try #require(received.first { $0.path == "/posts/8.json" })
+            let json = try JSONSerialization.jsonObject(with: Data((document.body ?? "").utf8)) as? [String: Any]
+            let photos = try #require(json?["photos"] as? [[String: String]])
+            let b = try #require(received.first { $0.path == "/media/b.jpg" })
+            #expect(
+                photos.map { $0["url"] } == [
+                    "https://cdn.example.com/a-81.jpg", server.url("media/b.jpg").absoluteString,
+                ])
+            #expect(photos.last?["etag"] == "\"\(b.sha256.prefix(32))\"")
+        }
+    }
+
+    @Test func retriesA503AfterItsRetryAfterWithTheSameIdempotencyKey() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("media/busy.jpg", ["status": 503, "times": 1, "headers": ["Retry-After": "1"]])
+            try await server.setRule("media/gone.jpg", ["status": 404, "times": 5])
+            let busy = Photo(bytes: Data("busy".utf8), destination: server.url("media/busy.jpg"))
+            let gone = Photo(bytes: Data("gone".utf8), destination: server.url("media/gone.jpg"))
+            let waits = LockedValue<[Duration?]>([])
+            let policy = RetryPolicy(attempts: 3, initialDelay: .seconds(30), random: Halfway())
+            let uploader = URLSessionUploader(method: .post)
+
+            let receipt = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(busy, using: uploader)
+                    .retry(policy) { attempt in waits.withValue { $0.append(attempt.nextRetryIn) } }
+                    .value
+            }
+            #expect(receipt.status == 201)
+            #expect(waits.value == [.seconds(1)], "the server's Retry-After, not the 15 s backoff")
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) {
+                    try await Job.uploading(gone, using: uploader).retry(policy).value
+                }
+            }
+            #expect(
+                error?.localizedDescription
+                    == "media/gone.jpg: the server answered 404 Not Found (\"boom: the server failed on /media/gone.jpg\")"
+            )
+
+            let received = try await server.received()
+            let attempts = received.filter { $0.path == "/media/busy.jpg" }
+            #expect(attempts.count == 2)
+            let keys = attempts.compactMap { $0.headers["idempotency-key"] }
+            #expect(keys.count == 2 && Set(keys).count == 1, "one key per upload, the same on every attempt: \(keys)")
+            #expect(received.filter { $0.path == "/media/gone.jpg" }.count == 1, "a 404 is not retried")
+            let other = try #require(received.first { $0.path == "/media/gone.jpg" }?.headers["idempotency-key"])
+            #expect(other != keys.first, "another upload, another key")
         }
     }
 
@@ -48,6 +155,11 @@ struct URLSessionUploaderTests {
             let upload = try #require(try await server.received().first)
             #expect(upload.method == "POST")
             #expect(upload.headers["content-type"] == "video/x-test")
+            // Framed by Content-Length alone, with no 100-continue stall.
+            let names = upload.rawHeaders.compactMap { $0.first?.lowercased() }
+            #expect(upload.headers["content-length"] == "3000000")
+            #expect(!names.contains("transfer-encoding"), "raw headers: \(upload.rawHeaders)")
+            #expect(!names.contains("expect"), "raw headers: \(upload.rawHeaders)")
             #expect(upload.length == 3_000_000)
             #expect(upload.sha256 == (try sha256(of: file)))
             #expect(reports.value.last == UploadProgress(bytesSent: 3_000_000, bytesTotal: 3_000_000))

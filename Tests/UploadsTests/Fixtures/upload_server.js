@@ -6,10 +6,10 @@
  * It exists because Node's HTTP parser (llhttp, in its default strict mode)
  * rejects bad request framing the way production servers and load balancers
  * do: a request with both Content-Length and Transfer-Encoding, a malformed
- * chunk size, a bad header line. The Python fixture (upload_server.py) reads
- * whatever it is given, so an uploader that frames a request wrongly would
- * still pass against it; against this server it gets a 400, and the error is
- * listed at GET /_errors.
+ * chunk size, a bad header line. A lenient fixture reads whatever it is
+ * given, so an uploader that framed every file upload wrongly passed against
+ * the Python one this replaces; against this server it gets a 400, and the
+ * error is listed at GET /_errors.
  *
  * Listens on 127.0.0.1 on a free port and prints the port alone on its first
  * stdout line once listening; prints nothing else to stdout. Exits when its
