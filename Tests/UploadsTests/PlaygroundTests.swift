@@ -179,6 +179,27 @@ struct PlaygroundTests {
         }
     }
 
+    @Test func aServerThatNeverAnswersTimesOutAndTheErrorLineSaysSo() async throws {
+        try await FixtureServer.with { server in
+            // Node answers photo-1 only after 20 s; the Playground's time
+            // limit per attempt is half a second.
+            try await server.setRule("posts/beach-day/photo-1.jpg", ["delay": 20])
+            let work = try TemporaryFolder()
+            defer { work.remove() }
+            let run = try playground(
+                ["--server", server.baseURL.absoluteString, "--timeout", "0.5", "--retries", "1"], workFolder: work.url)
+
+            #expect(run.status == 1)
+            #expect(run.output.contains(", 0.5 s per attempt"))
+            #expect(run.output.contains("✗ posts/beach-day/photo-1.jpg: timed out after 500 ms; retry 1 of 1 in "))
+            #expect(
+                run.error
+                    == "error: publishing failed, the post was not published: "
+                    + "posts/beach-day/photo-1.jpg: timed out after 500 ms\n")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
+        }
+    }
+
     @Test(arguments: [(SIGINT, "Ctrl-C"), (SIGTERM, "SIGTERM"), (SIGHUP, "SIGHUP")])
     func aSignalCancelsEveryUploadAndExitsWithOneErrorLine(signal: Int32, name: String) throws {
         let folder = try TemporaryFolder()
