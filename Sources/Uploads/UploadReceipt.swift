@@ -78,13 +78,25 @@ public struct UploadReceipt: Sendable, Hashable {
 }
 
 /// HTTP dates (RFC 9110 §5.6.7): the preferred IMF-fixdate form,
-/// `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, and the two obsolete forms a recipient
+/// must still accept, `Sunday, 06-Nov-94 08:49:37 GMT` and
+/// `Sun Nov  6 08:49:37 1994`.
 enum HTTPDate {
+    private static let formats = [
+        "EEE',' dd MMM yyyy HH':'mm':'ss 'GMT'",
+        "EEEE',' dd'-'MMM'-'yy HH':'mm':'ss 'GMT'",
+        "EEE MMM d HH':'mm':'ss yyyy",
+    ]
+
     static func parse(_ text: String) -> Date? {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE',' dd MMM yyyy HH':'mm':'ss 'GMT'"
-        return formatter.date(from: text)
+        let squeezed = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+        for format in formats {
+            formatter.dateFormat = format
+            if let date = formatter.date(from: squeezed) { return date }
+        }
+        return nil
     }
 }

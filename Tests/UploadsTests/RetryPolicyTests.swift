@@ -108,6 +108,14 @@ struct RetryPolicyTests {
                 == .seconds(30))
     }
 
+    @Test(arguments: [
+        "Wed, 25 Nov 2026 10:00:30 GMT", "Wednesday, 25-Nov-26 10:00:30 GMT", "Wed Nov 25 10:00:30 2026",
+    ])
+    func retryAfterAcceptsTheThreeHTTPDateForms(date: String) {
+        let headers = ["Retry-After": date, "Date": "Wed, 25 Nov 2026 10:00:00 GMT"]
+        #expect(UploadReceipt(destination: Self.photo, status: 503, headers: headers).retryAfter == .seconds(30))
+    }
+
     @Test func aPermanentFailureIsTriedOnceAndATransientOneUpToTheAttempts() throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))
