@@ -24,13 +24,13 @@ struct Arguments {
 
         Publishes a sample post (6 photos, 3 videos, about 74 MB) with JobKit's
         Uploads: the media a few at a time, then the post, with live progress.
-        By default it "uploads" into a fresh temporary folder.
+        By default it "uploads" into a fresh temporary folder, removed at exit.
 
         Options:
           --server URL       upload over HTTP (PUT) to this server instead of a folder
           --concurrency N    media uploads at once (default 3)
           --retries N        retries per upload whose failure can pass (timed out, connection lost,
-                             HTTP 408/429/5xx), with jittered backoff (default 2)
+                             HTTP 408, 429, 500, 502, 503, 504), with jittered backoff (default 2)
           --timeout SECONDS  time limit of one upload attempt (default: none)
           --fail-rate P      fail this share of upload attempts on purpose, 0 to 1 (default 0)
           --seed N           seed for --fail-rate and the retries' jitter (default 1)
