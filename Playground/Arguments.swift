@@ -90,8 +90,9 @@ struct Arguments {
                 arguments.seed = seed
             case "--timeout":
                 let text = try value()
-                guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
-                    throw UsageError(description: "--timeout needs a number of seconds above 0, got '\(text)'")
+                guard let seconds = Double(text), (0.001...86_400).contains(seconds) else {
+                    throw UsageError(
+                        description: "--timeout needs a number of seconds from 0.001 to 86400, got '\(text)'")
                 }
                 arguments.timeout = seconds
             case "--keep":

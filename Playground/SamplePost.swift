@@ -26,13 +26,16 @@ enum SamplePost {
     ///     megabyte, for tests. At least one byte per file.
     /// - Returns: A post of six photos and three videos, read from `folder`.
     /// - Throws: The file system's error when a file cannot be written.
-    static func make(in folder: URL, destinationBase: URL, scale: Double = 1) throws -> Post {
+    static func make(
+        in folder: URL, destinationBase: URL, scale: Double = 1, isCancelled: () -> Bool = { false }
+    ) throws -> Post {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let base = destinationBase.appendingPathComponent("posts")
         var generator = SeededRandomNumberGenerator(seed: 2026)
         let noise = randomBlock(using: &generator)
 
         func write(_ name: String, size: Int, header: [UInt8]) throws -> (file: URL, destination: URL) {
+            if isCancelled() { throw CancellationError() }
             let file = folder.appendingPathComponent(name)
             let start = Int(generator.next() % UInt64(noise.count))
             try writeFile(file, size: max(Int(Double(size) * scale), 1), header: header, noise: noise, start: start)

@@ -24,6 +24,19 @@ if arguments.showsHelp {
     exit(0)
 }
 
+// Ctrl-C, SIGTERM and SIGHUP stop the run from here on, cleaning up.
+let stop = Stop()
+
+/// Ends a run that a signal stopped, before or while publishing.
+@MainActor func failStopped(publishing: Bool) -> Never {
+    cleanUp(published: false)
+    fail(
+        publishing
+            ? "publishing cancelled (\(stop.name)); uploads in flight were stopped and the post was not published"
+            : "stopped (\(stop.name)) while writing the sample media; nothing was uploaded",
+        code: stop.exitStatus)
+}
+
 // MARK: - The post and the uploader
 
 let workFolder = (arguments.workFolder ?? FileManager.default.temporaryDirectory)
@@ -45,7 +58,10 @@ let base = arguments.server ?? URL(string: "https://uploads.example.com")!
 let post: Post
 do {
     post = try SamplePost.make(
-        in: workFolder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale)
+        in: workFolder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
+        isCancelled: { stop.isRequested })
+} catch is CancellationError {
+    failStopped(publishing: false)
 } catch {
     cleanUp(published: false)
     fail("cannot write the sample media into \(workFolder.path): \(error.localizedDescription)", code: 1)
@@ -79,7 +95,7 @@ let options = PublishOptions(
         maximumDelay: .seconds(2),
         random: SeededRandomNumberGenerator(seed: arguments.seed)
     ),
-    uploadTimeout: arguments.timeout.map { .milliseconds(Int64($0 * 1000)) },
+    uploadTimeout: arguments.timeout.map { .seconds($0) },
     onFailedAttempt: { destination, attempt in
         printer.showFailure(of: destination, attempt, attempts: arguments.retries + 1)
     }
@@ -105,19 +121,7 @@ let publishing = Task {
     try await Job.publishing(post, using: uploader, options: options, progress: printer.show).value
 }
 
-// Ctrl-C, a terminal that closes (SIGHUP) and `kill` (SIGTERM) cancel the
-// publishing: every upload in flight stops, and the run cleans up.
-let stopSignal = LockedValue<Int32?>(nil)
-let signalSources = [SIGINT, SIGTERM, SIGHUP].map { number in
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler {
-        stopSignal.withValue { $0 = $0 ?? number }
-        publishing.cancel()
-    }
-    source.resume()
-    return source
-}
+stop.cancels(publishing)
 
 let outcome = await publishing.result
 let elapsed = clock.now - started
@@ -150,12 +154,7 @@ case .success(let published):
     cleanUp(published: true)
     exit(0)
 case .failure(is CancellationError):
-    cleanUp(published: false)
-    let number = stopSignal.value ?? SIGINT
-    let name = [SIGINT: "Ctrl-C", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][number] ?? "signal \(number)"
-    fail(
-        "publishing cancelled (\(name)); uploads in flight were stopped and the post was not published",
-        code: 128 + number)
+    failStopped(publishing: true)
 case .failure(let error):
     cleanUp(published: false)
     fail("publishing failed, the post was not published: \(error.localizedDescription)", code: 1)

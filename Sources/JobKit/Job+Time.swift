@@ -167,7 +167,8 @@ private struct RetryRun<Success: Sendable>: Sendable {
             case .success:
                 controller.complete(with: outcome)
             case .failure(let error):
-                guard number < attempts, let wait = delay(number, error) else {
+                // A cancelled retry asks for no wait: none follows.
+                guard number < attempts, !controller.isCompleted, let wait = delay(number, error) else {
                     controller.complete(with: outcome)
                     return
                 }

@@ -3,6 +3,11 @@
 /// Cancellation is not among them: a cancelled job fails with Swift's own
 /// `CancellationError`, so it reads the same as a cancelled Swift task.
 ///
+/// Each case's `description` is one sentence. The core does not import
+/// Foundation, so `JobError` adopts `LocalizedError` in the Uploads
+/// library: where it is linked, `localizedDescription` is that sentence
+/// too; elsewhere Foundation's generic text stands.
+///
 /// ```swift
 /// job.perform(on: queue) { outcome in
 ///     if case .failure(JobError.timedOut) = outcome { showRetryButton() }

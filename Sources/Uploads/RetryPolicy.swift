@@ -62,7 +62,8 @@ public struct RetryPolicy: Sendable {
     ///     for; 2 minutes by default.
     ///   - random: Where the jitter comes from; the system's generator by
     ///     default. Pass a seeded one for waits that are the same on every
-    ///     run.
+    ///     run. Copies of the policy draw from this one generator, in the
+    ///     order their retries ask.
     public init(
         attempts: Int = 3,
         initialDelay: Duration = .milliseconds(500),
@@ -141,6 +142,13 @@ extension RetryPolicy {
         /// The wait before the next attempt, or `nil` when none follows:
         /// the error is not retryable, or this was the last attempt.
         public var nextRetryIn: Duration?
+
+        /// Creates a report of a failed attempt.
+        public init(number: Int, error: any Error, nextRetryIn: Duration?) {
+            self.number = number
+            self.error = error
+            self.nextRetryIn = nextRetryIn
+        }
     }
 }
 
@@ -176,7 +184,7 @@ extension Job {
             }
             controller.perform(retried) { outcome in
                 // The error no retry follows, whichever attempt it came from.
-                if case .failure(let error) = outcome, !(error is CancellationError) {
+                if case .failure(let error) = outcome, !(error is CancellationError), !controller.isCompleted {
                     let number = started.withLock { $0 }
                     onFailedAttempt?(RetryPolicy.FailedAttempt(number: number, error: error, nextRetryIn: nil))
                 }

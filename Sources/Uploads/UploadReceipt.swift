@@ -41,9 +41,11 @@ public struct UploadReceipt: Sendable, Hashable {
         self.body = body.prefix(Self.bodyPrefixLength)
     }
 
-    /// The value of the header `name`, whatever its case.
+    /// The value of the header `name`, whatever its case (in ``headers``
+    /// too, which a caller may have changed).
     public func header(_ name: String) -> String? {
-        headers[name.lowercased()]
+        let lowercased = name.lowercased()
+        return headers[lowercased] ?? headers.first { $0.key.lowercased() == lowercased }?.value
     }
 
     /// The answer's `ETag`: the version of the stored medium.

@@ -16,7 +16,11 @@ import JobKit
 /// payload with a receipt of what it answered, and stop the transfer in
 /// the controller's `onCancel`. Fail with an ``UploadError`` that says
 /// whether the failure can pass (``UploadError/isTransient``), so that
-/// only those are retried.
+/// only those are retried. Retries re-perform the same job: an uploader
+/// that `POST`s should send the same `Idempotency-Key` on each performance
+/// of one job (a key made when `upload(_:progress:)` is called), as
+/// ``URLSessionUploader`` does, so that a retry after a lost answer is not
+/// stored twice.
 public protocol Uploader: Sendable {
     /// A job that uploads `media` to its destination.
     ///

@@ -62,6 +62,33 @@ struct PublishingTests {
         #expect(videos?.map { $0["url"] } == [post.videos[0].media.destination.absoluteString])
     }
 
+    @Test func receiptsComeInInputOrderWhateverTheCompletionOrder() throws {
+        let queue = TestQueue()
+        let post = samplePost(photoSizes: [10, 20], videoSizes: [30])
+        // The first photo is the slowest, the video the fastest.
+        let fast = InMemoryUploader(latency: .seconds(1))
+        let uploader = RoutingUploader(
+            routes: [
+                post.photos[0].media.destination: InMemoryUploader(latency: .seconds(3)),
+                post.photos[1].media.destination: InMemoryUploader(latency: .seconds(2)),
+            ],
+            fallback: fast
+        )
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: uploader).perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(10))
+
+        let published = try #require(recorder.value(as: PublishReceipt.self))
+        #expect(published.media.map(\.destination) == post.media.map(\.destination))
+        #expect(published.post.destination == post.destination)
+        #expect(fast.uploads.map(\.destination) == [post.videos[0].media.destination, post.destination])
+        let document = try #require(fast.uploads.last?.bytes)
+        let json = try JSONSerialization.jsonObject(with: document) as? [String: Any]
+        let urls = ((json?["photos"] as? [[String: String]]) ?? []) + ((json?["videos"] as? [[String: String]]) ?? [])
+        #expect(urls.map { $0["url"] } == post.media.map(\.destination.absoluteString))
+        #expect(urls.map { $0["etag"] } == published.media.map(\.etag))
+    }
+
     @Test func aFailedMediaUploadFailsThePublishingAndNoLaterUploadStarts() throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))

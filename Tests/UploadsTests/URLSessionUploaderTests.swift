@@ -279,15 +279,31 @@ struct URLSessionUploaderTests {
         }
     }
 
-    @Test func aDroppedConnectionFailsTheUpload() async throws {
+    @Test func aServerThatHangsUpWithoutAnsweringIsAConnectionLost() async throws {
         try await FixtureServer.with { server in
-            try await server.setRule("dropped.jpg", ["drop": true])
-            let photo = Photo(bytes: patternedBytes(1_000_000), destination: server.url("dropped.jpg"))
-            await #expect(throws: (any Error).self) {
+            try await server.setRule("hung.jpg", ["hang_up": true])
+            let photo = Photo(bytes: patternedBytes(100_000), destination: server.url("hung.jpg"))
+            let error = await #expect(throws: UploadError.self) {
                 try await withTimeLimit(.seconds(20)) {
                     try await Job.uploading(photo, using: URLSessionUploader()).value
                 }
             }
+            #expect(error == .network(photo.media.destination, URLError(.networkConnectionLost)))
+            #expect(error?.isTransient == true)
+            #expect(try await server.received().map(\.complete) == [true])
+        }
+    }
+
+    @Test func aDroppedConnectionFailsTheUpload() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("dropped.jpg", ["drop": true])
+            let photo = Photo(bytes: patternedBytes(1_000_000), destination: server.url("dropped.jpg"))
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) {
+                    try await Job.uploading(photo, using: URLSessionUploader()).value
+                }
+            }
+            #expect(error?.isTransient == true, "a dropped connection can pass: \(String(describing: error))")
             let received = try await server.received()
             #expect(received.map(\.complete) == [false])
         }

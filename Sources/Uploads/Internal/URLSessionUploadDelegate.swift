@@ -71,10 +71,23 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         }
     }
 
+    /// The session's error, with a connection that closed before any
+    /// answer named as lost: FoundationNetworking reports a server that hung
+    /// up as `badServerResponse` (libcurl's "got nothing") and a broken pipe
+    /// as `unknown`, where Apple's URLSession says `networkConnectionLost`,
+    /// which can pass and is retried.
+    static func urlError(_ error: any Error, answered: Bool) -> URLError {
+        guard let error = error as? URLError else { return URLError(.networkConnectionLost) }
+        if !answered, error.code == .badServerResponse || error.code == .unknown {
+            return URLError(.networkConnectionLost)
+        }
+        return error
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let upload = uploads.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let error {
-            let urlError = error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error])
+            let urlError = Self.urlError(error, answered: task.response != nil)
             upload.complete(.failure(.network(upload.destination, urlError)))
             return
         }

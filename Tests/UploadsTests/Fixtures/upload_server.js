@@ -27,6 +27,8 @@
  *   {"path": "/a.jpg", "delay": 2.0}                answer after 2 seconds
  *   {"path": "/a.jpg", "drop": true}                destroy the connection mid-body
  *                                                   (after at least 64 KiB was read)
+ *   {"path": "/a.jpg", "hang_up": true}             read the whole body, then close the
+ *                                                   connection without answering
  *   {"path": "/a.jpg", "read_delay": 0.01}          read the body slowly (pause that
  *                                                   long after each ~64 KiB)
  *   {"path": "/a.jpg", "headers": {"Retry-After": "2", "ETag": "\"abc\""}}
@@ -157,6 +159,9 @@ function parseRule(body) {
     throw new Error(`"read_delay" must be 0...${MAX_DELAY_S} seconds`);
   }
   if (rule.drop !== undefined && typeof rule.drop !== 'boolean') throw new Error('"drop" must be true or false');
+  if (rule.hang_up !== undefined && typeof rule.hang_up !== 'boolean') {
+    throw new Error('"hang_up" must be true or false');
+  }
   if (rule.answer !== undefined && typeof rule.answer !== 'string') throw new Error('"answer" must be a string');
   if (rule.answer_type !== undefined && typeof rule.answer_type !== 'string') {
     throw new Error('"answer_type" must be a string');
@@ -297,6 +302,12 @@ function upload(req, res) {
 }
 
 function respond(req, res, path, rule, sha256) {
+  if (rule.hang_up) {
+    // What a proxy that gives up, or a keep-alive connection the server
+    // closed just as it was reused, looks like to the client.
+    req.socket.destroy();
+    return;
+  }
   const send = () => {
     if (res.destroyed || res.headersSent) return;
     // The rule the upload began with: a later rule for the path does not

@@ -1,0 +1,61 @@
+import Dispatch
+import Foundation
+import JobKitTesting
+import Uploads
+
+/// How the run is stopped from outside: Ctrl-C (SIGINT), a terminal that
+/// closes (SIGHUP) or `kill` (SIGTERM). The first signal cancels the
+/// publishing, or, before it started, the writing of the sample media;
+/// either way the run then cleans up and exits.
+final class Stop {
+    private struct State: Sendable {
+        var signal: Int32?
+        var publishing: Task<PublishReceipt, any Error>?
+    }
+
+    private let state = LockedValue(State())
+    /// Kept for the life of the run: a released source stops listening.
+    private let sources: [any DispatchSourceSignal]
+
+    /// Starts listening for the signals.
+    init() {
+        let state = self.state
+        sources = [SIGINT, SIGTERM, SIGHUP].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                let publishing = state.withValue { state -> Task<PublishReceipt, any Error>? in
+                    state.signal = state.signal ?? number
+                    return state.publishing
+                }
+                publishing?.cancel()
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    /// The first signal received, if any.
+    var received: Int32? { state.value.signal }
+
+    /// Whether a signal asked the run to stop.
+    var isRequested: Bool { received != nil }
+
+    /// Cancels `publishing` when a signal comes, or at once if one came.
+    func cancels(_ publishing: Task<PublishReceipt, any Error>) {
+        let stopped = state.withValue { state -> Bool in
+            state.publishing = publishing
+            return state.signal != nil
+        }
+        if stopped { publishing.cancel() }
+    }
+
+    /// How the user sent the signal, for the error line.
+    var name: String {
+        let number = received ?? SIGINT
+        return [SIGINT: "Ctrl-C", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP"][number] ?? "signal \(number)"
+    }
+
+    /// The exit status of a run stopped by the signal: 128 + its number.
+    var exitStatus: Int32 { 128 + (received ?? SIGINT) }
+}
