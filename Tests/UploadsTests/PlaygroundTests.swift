@@ -281,6 +281,7 @@ private final class ExitDeadline: Sendable {
     init(_ process: Process, seconds: Int = 30) {
         self.seconds = seconds
         let pid = process.processIdentifier
+        // allowed: a watchdog that kills a hung child process; no test waits on it
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [state] in
             state.withValue { state in
                 guard state == .running else { return }
