@@ -281,8 +281,8 @@ private final class ExitDeadline: Sendable {
     init(_ process: Process, seconds: Int = 30) {
         self.seconds = seconds
         let pid = process.processIdentifier
-        // allowed: a watchdog that kills a hung child process; no test waits on it
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [state] in
+        // A watchdog that kills a hung child; no test waits on it.
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [state] in  // allowed: watchdog
             state.withValue { state in
                 guard state == .running else { return }
                 state = .killed
