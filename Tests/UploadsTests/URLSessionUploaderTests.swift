@@ -309,6 +309,67 @@ struct URLSessionUploaderTests {
         }
     }
 
+    @Test func aFileThatGrowsDuringTheUploadSendsTheBytesItsContentLengthDeclares() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let size = 8 * 1024 * 1024
+        let file = folder.url.appendingPathComponent("exporting.mp4")
+        try writePatternedFile(file, size: size)
+        let original = try sha256(of: file)
+        try await FixtureServer.with { server in
+            try await server.setRule("videos/exporting.mp4", ["read_delay": 0.005])
+            let grown = LockedValue(false)
+            let video = Video(file: file, destination: server.url("videos/exporting.mp4"))
+            let receipt = try await withTimeLimit(.seconds(30)) {
+                try await Job.uploading(video, using: URLSessionUploader()) { _ in
+                    // The exporter appends a megabyte while the upload runs.
+                    guard isFirst(grown) else { return }
+                    let handle = try? FileHandle(forWritingTo: file)
+                    _ = try? handle?.seekToEnd()
+                    try? handle?.write(contentsOf: Data(repeating: 0x58, count: 1024 * 1024))
+                    try? handle?.close()
+                }
+                .value
+            }
+
+            #expect(receipt.status == 201)
+            let upload = try #require(try await server.received().first)
+            #expect(upload.length == size)
+            #expect(upload.sha256 == original, "the bytes declared when the upload started, not the appended ones")
+        }
+    }
+
+    @Test func aFileThatShrinksDuringTheUploadFailsAtOnceAndIsNotRetried() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("shrinking.mp4")
+        try writePatternedFile(file, size: 16 * 1024 * 1024)
+        try await FixtureServer.with { server in
+            try await server.setRule("videos/shrinking.mp4", ["read_delay": 0.005])
+            let truncated = LockedValue(false)
+            let video = Video(file: file, destination: server.url("videos/shrinking.mp4"))
+            let upload = Job.uploading(video, using: URLSessionUploader()) { _ in
+                guard isFirst(truncated) else { return }
+                truncate(file.path, 1024 * 1024)
+            }
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(30)) { try await upload.retry(RetryPolicy(attempts: 3)).value }
+            }
+            guard case .unreadableFile(let url, let reason) = error else {
+                Issue.record("expected unreadableFile, got \(String(describing: error))")
+                return
+            }
+            #expect(url == file)
+            #expect(reason.contains("shrank"))
+            #expect(error?.isTransient == false)
+            let received = try await withTimeLimit(.seconds(20)) {
+                try await server.waitForUpload(of: "videos/shrinking.mp4")
+            }
+            #expect(received.count == 1, "not retried")
+            #expect(received.first?.complete == false)
+        }
+    }
+
     @Test func aFileLargerThan50MBIsStreamedNotReadWhole() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -375,6 +436,14 @@ struct URLSessionUploaderTests {
 
 /// The SHA-256 of a file, as hex, computed by Python's hashlib (Foundation
 /// on Linux has no hashing).
+/// `true` the first time it is asked about `flag`, `false` after.
+private func isFirst(_ flag: LockedValue<Bool>) -> Bool {
+    flag.withValue { done in
+        defer { done = true }
+        return !done
+    }
+}
+
 private func sha256(of file: URL) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -46,8 +46,18 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         task: URLSessionTask,
         needNewBodyStream completionHandler: @escaping (InputStream?) -> Void
     ) {
-        let file = uploads.withLock { $0[task.taskIdentifier]?.file }
-        completionHandler(file.flatMap { InputStream(url: $0) })
+        // Exactly the `size` bytes the request's Content-Length declares,
+        // whatever the file does meanwhile (see BoundedFileStream). Called
+        // again for each retry of the request, for a fresh stream.
+        guard let upload = uploads.withLock({ $0[task.taskIdentifier] }), let file = upload.file else {
+            completionHandler(nil)
+            return
+        }
+        #if canImport(FoundationNetworking)
+        completionHandler(BoundedFileStream(file: file, length: upload.size))
+        #else
+        completionHandler(InputStream(url: file))
+        #endif
     }
 
     func urlSession(
@@ -87,6 +97,22 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let upload = uploads.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let error {
+            // A BoundedFileStream that ran out of file (or could not open it)
+            // aborts the transfer, which the session reports as
+            // URLError(.unknown) and nothing more: say what happened.
+            if let file = upload.file, (error as? URLError)?.code == .unknown {
+                do {
+                    let found = try Media.sizeOfReadableFile(at: file)
+                    if found < upload.size {
+                        let reason = "it shrank from \(upload.size) to \(found) bytes during the upload"
+                        upload.complete(.failure(.unreadableFile(file, reason: reason)))
+                        return
+                    }
+                } catch {
+                    upload.complete(.failure(error))
+                    return
+                }
+            }
             let urlError = Self.urlError(error, answered: task.response != nil)
             upload.complete(.failure(.network(upload.destination, urlError)))
             return
