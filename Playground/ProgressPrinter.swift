@@ -76,7 +76,7 @@ final class ProgressPrinter: Sendable {
 
     /// The bar line, cut to fit `columns` so that it never wraps: the
     /// upload count goes first, then the bytes, then the bar narrows.
-    func bar(_ progress: PublishProgress, columns: Int) -> String {
+    private func bar(_ progress: PublishProgress, columns: Int = Terminal.columns()) -> String {
         let room = max(columns - 1, 8)
         let percent = String(Int(progress.fractionCompleted * 100)).leftPadded(to: 3) + "%"
         let details = [
@@ -91,10 +91,6 @@ final class ProgressPrinter: Sendable {
             return "  [\(String(repeating: "█", count: filled))\(String(repeating: "░", count: width - filled))]" + text
         }
         return String(percent.trimmingCharacters(in: .whitespaces).prefix(room))
-    }
-
-    private func bar(_ progress: PublishProgress) -> String {
-        bar(progress, columns: Terminal.columns())
     }
 
     private func write(_ text: String) {
