@@ -49,8 +49,7 @@ public final class URLSessionUploader: Uploader, Sendable {
     public let method: Method
     /// Headers sent with each upload.
     public let headers: [String: String]
-    private let session: URLSession
-    private let delegate: URLSessionUploadDelegate
+    private let client: HTTPClient
 
     /// Creates an uploader with its own `URLSession`.
     /// - Parameters:
@@ -66,13 +65,7 @@ public final class URLSessionUploader: Uploader, Sendable {
     ) {
         self.method = method
         self.headers = headers
-        delegate = URLSessionUploadDelegate()
-        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-    }
-
-    deinit {
-        // The session holds its delegate until it is invalidated.
-        session.finishTasksAndInvalidate()
+        client = HTTPClient(configuration: configuration)
     }
 
     /// Checks that `destination` is an `http` or `https` URL with a host.
@@ -110,46 +103,13 @@ public final class URLSessionUploader: Uploader, Sendable {
             for (name, value) in headers {
                 request.setValue(value, forHTTPHeaderField: name)
             }
-            let task: URLSessionUploadTask
-            var bodyFile: URL?
-            switch media.content {
-            case .bytes(let data):
-                task = session.uploadTask(with: request, from: data)
-            case .file(let file):
-                // Streamed from disk as it is sent, framed by Content-Length
-                // alone. (`uploadTask(with:fromFile:)` is not used: on Linux,
-                // cancelling one mid-way crashes FoundationNetworking; a
-                // `Data` body, even memory-mapped, is copied whole.)
-                request.setValue(String(size), forHTTPHeaderField: "Content-Length")
-                #if canImport(FoundationNetworking)
-                // FoundationNetworking gives libcurl a streamed body with no
-                // length, so libcurl adds `Transfer-Encoding: chunked` beside
-                // our Content-Length (invalid HTTP/1.1: strict servers answer
-                // 400) and `Expect: 100-continue` (a one-second stall before
-                // the body on a server that ignores it). libcurl replaces its
-                // own header with one of ours of the same name, and sends
-                // none when ours is blank; an empty value would go out as
-                // `Expect:`, which servers answer with 417, so the value is a
-                // space.
-                request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
-                request.setValue(" ", forHTTPHeaderField: "Expect")
-                #endif
-                task = session.uploadTask(withStreamedRequest: request)
-                bodyFile = file
-            }
-            delegate.register(task, destination: media.destination, size: size, file: bodyFile, progress: progress) {
-                controller.complete(with: $0)
-            }
-            controller.onCancel { [delegate] in
-                delegate.forget(task)
-                task.cancel()
-            }
-            // A job cancelled before this point has already cancelled the
-            // task (`onCancel` runs at once then), so it is never resumed.
-            // A cancel that lands between the check and `resume()` is still
-            // safe: resuming a task that was cancelled sends nothing.
-            if !controller.isCompleted {
-                task.resume()
+            let body: HTTPBody =
+                switch media.content {
+                case .bytes(let data): .data(data)
+                case .file(let file): .file(file, offset: 0, length: size)
+                }
+            controller.perform(client.send(request, body: body, destination: media.destination, progress: progress)) {
+                controller.complete(with: $0.map(\.receipt))
             }
         }
     }

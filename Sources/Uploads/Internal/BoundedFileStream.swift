@@ -6,9 +6,10 @@ import Foundation
 // this stream never sends.
 #if canImport(FoundationNetworking)
 
-/// The first `length` bytes of a file, as an upload body framed by
-/// `Content-Length: length`: never more, whatever the file has grown to
-/// meanwhile, and an error, not a short end, if the file ends sooner.
+/// `length` bytes of a file from `offset` (the whole file, or one part of a
+/// multipart upload), as an upload body framed by `Content-Length: length`:
+/// never more, whatever the file has grown to meanwhile, and an error, not
+/// a short end, if the file ends sooner.
 ///
 /// FoundationNetworking hands a streamed body to libcurl with no length of
 /// its own, so libcurl sends whatever the stream yields. Bytes past the
@@ -23,24 +24,24 @@ import Foundation
 /// One stream per transfer, used from one thread at a time: the session's
 /// own queue opens and reads it. It is not `Sendable`, and need not be.
 final class BoundedFileStream: InputStream {
-    /// Why the stream failed.
+    /// Why the stream failed, when the file did not say.
     enum Failure: Error, Hashable {
         /// The file ended after `found` of the `expected` bytes.
         case fileEnded(found: Int64, expected: Int64)
-        /// The file could not be opened or read.
-        case unreadable
     }
 
     private let file: URL
+    private let offset: Int64
     private let length: Int64
-    private var source: InputStream?
+    private var source: FileHandle?
     private var delivered: Int64 = 0
     private var status: Stream.Status = .notOpen
     private var failure: (any Error)?
 
-    /// A stream of the first `length` bytes of `file`, unopened.
-    init(file: URL, length: Int64) {
+    /// A stream of `length` bytes of `file` from `offset`, unopened.
+    init(file: URL, offset: Int64 = 0, length: Int64) {
         self.file = file
+        self.offset = max(offset, 0)
         self.length = max(length, 0)
         // InputStream's only designated initializers make a backing
         // CFReadStream; this empty one is never used: every member that
@@ -50,16 +51,20 @@ final class BoundedFileStream: InputStream {
 
     override func open() {
         guard status == .notOpen else { return }
-        guard let source = InputStream(url: file) else { return fail(Failure.unreadable) }
-        source.open()
-        guard source.streamStatus != .error else { return fail(source.streamError ?? Failure.unreadable) }
+        let source: FileHandle
+        do {
+            source = try FileHandle(forReadingFrom: file)
+            try source.seek(toOffset: UInt64(offset))
+        } catch {
+            return fail(error)
+        }
         self.source = source
         status = .open
         if length == 0 { finish() }
     }
 
     override func close() {
-        source?.close()
+        try? source?.close()
         source = nil
         if status != .error { status = .closed }
     }
@@ -80,16 +85,22 @@ final class BoundedFileStream: InputStream {
         }
         guard let source, len > 0 else { return 0 }
         let wanted = Int(min(Int64(len), length - delivered))
-        let count = source.read(buffer, maxLength: wanted)
-        if count > 0 {
-            delivered += Int64(count)
-            if delivered == length { finish() }
-            return count
+        let chunk: Data
+        do {
+            chunk = try source.read(upToCount: wanted) ?? Data()
+        } catch {
+            fail(error)
+            return -1
         }
-        // The file ended (or failed) before `length` bytes: abort, don't end.
-        let ended = Failure.fileEnded(found: delivered, expected: length)
-        fail(count == 0 ? ended : source.streamError ?? Failure.unreadable)
-        return -1
+        guard !chunk.isEmpty else {
+            // The file ended before `length` bytes: abort, don't end.
+            fail(Failure.fileEnded(found: offset + delivered, expected: offset + length))
+            return -1
+        }
+        chunk.copyBytes(to: buffer, count: chunk.count)
+        delivered += Int64(chunk.count)
+        if delivered == length { finish() }
+        return chunk.count
     }
 
     override func getBuffer(
@@ -108,14 +119,14 @@ final class BoundedFileStream: InputStream {
     /// All `length` bytes delivered: release the file at once.
     private func finish() {
         status = .atEnd
-        source?.close()
+        try? source?.close()
         source = nil
     }
 
     private func fail(_ error: any Error) {
         failure = error
         status = .error
-        source?.close()
+        try? source?.close()
         source = nil
     }
 }

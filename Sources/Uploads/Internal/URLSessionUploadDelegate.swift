@@ -5,34 +5,46 @@ import JobKit
 import FoundationNetworking
 #endif
 
-/// The session delegate of a ``URLSessionUploader``: routes each task's
-/// events to the upload it belongs to.
+/// The session delegate of an ``HTTPClient``: routes each task's events to
+/// the request it belongs to.
 final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable {
-    /// What one running upload needs from the session's events.
+    /// The part of a file a body streams.
+    struct FileRange: Sendable, Hashable {
+        var file: URL
+        var offset: Int64
+        var length: Int64
+    }
+
+    /// What one running request needs from the session's events.
     private struct Upload: Sendable {
         var destination: URL
         var size: Int64
-        /// The file the body streams from, when it is not in memory.
-        var file: URL?
+        /// The part of a file the body streams from, when it is not in
+        /// memory.
+        var file: FileRange?
+        var answerLimit: Int
         var progress: @Sendable (UploadProgress) -> Void
-        var complete: @Sendable (Result<UploadReceipt, UploadError>) -> Void
-        /// The start of the server's answer, for the receipt.
+        var complete: @Sendable (Result<HTTPAnswer, UploadError>) -> Void
+        /// The start of the server's answer, up to `answerLimit` bytes.
         var answer = Data()
     }
 
     private let uploads = Lock<[Int: Upload]>([:])
 
-    /// Routes the events of `task` to this upload, whose body streams from
+    /// Routes the events of `task` to this request, whose body streams from
     /// `file` when there is one.
     func register(
         _ task: URLSessionTask,
         destination: URL,
         size: Int64,
-        file: URL?,
+        file: FileRange?,
+        answerLimit: Int,
         progress: @escaping @Sendable (UploadProgress) -> Void,
-        complete: @escaping @Sendable (Result<UploadReceipt, UploadError>) -> Void
+        complete: @escaping @Sendable (Result<HTTPAnswer, UploadError>) -> Void
     ) {
-        let upload = Upload(destination: destination, size: size, file: file, progress: progress, complete: complete)
+        let upload = Upload(
+            destination: destination, size: size, file: file, answerLimit: answerLimit, progress: progress,
+            complete: complete)
         uploads.withLock { $0[task.taskIdentifier] = upload }
     }
 
@@ -49,14 +61,16 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         // Exactly the `size` bytes the request's Content-Length declares,
         // whatever the file does meanwhile (see BoundedFileStream). Called
         // again for each retry of the request, for a fresh stream.
-        guard let upload = uploads.withLock({ $0[task.taskIdentifier] }), let file = upload.file else {
+        guard let upload = uploads.withLock({ $0[task.taskIdentifier] }), let range = upload.file else {
             completionHandler(nil)
             return
         }
         #if canImport(FoundationNetworking)
-        completionHandler(BoundedFileStream(file: file, length: upload.size))
+        completionHandler(BoundedFileStream(file: range.file, offset: range.offset, length: range.length))
         #else
-        completionHandler(InputStream(url: file))
+        let stream = InputStream(url: range.file)
+        _ = stream?.setProperty(NSNumber(value: range.offset), forKey: .fileCurrentOffsetKey)
+        completionHandler(stream)
         #endif
     }
 
@@ -74,7 +88,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         uploads.withLock { uploads in
             guard var upload = uploads[dataTask.taskIdentifier] else { return }
-            let room = UploadReceipt.bodyPrefixLength - upload.answer.count
+            let room = upload.answerLimit - upload.answer.count
             guard room > 0 else { return }
             upload.answer.append(data.prefix(room))
             uploads[dataTask.taskIdentifier] = upload
@@ -100,12 +114,13 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             // A BoundedFileStream that ran out of file (or could not open it)
             // aborts the transfer, which the session reports as
             // URLError(.unknown) and nothing more: say what happened.
-            if let file = upload.file, (error as? URLError)?.code == .unknown {
+            if let range = upload.file, (error as? URLError)?.code == .unknown {
                 do {
-                    let found = try Media.sizeOfReadableFile(at: file)
-                    if found < upload.size {
-                        let reason = "it shrank from \(upload.size) to \(found) bytes during the upload"
-                        upload.complete(.failure(.unreadableFile(file, reason: reason)))
+                    let found = try Media.sizeOfReadableFile(at: range.file)
+                    if found < range.offset + range.length {
+                        let expected = range.offset + range.length
+                        let reason = "it shrank from \(expected) to \(found) bytes during the upload"
+                        upload.complete(.failure(.unreadableFile(range.file, reason: reason)))
                         return
                     }
                 } catch {
@@ -136,6 +151,6 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             return
         }
         upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))
-        upload.complete(.success(receipt))
+        upload.complete(.success(HTTPAnswer(receipt: receipt, body: upload.answer)))
     }
 }

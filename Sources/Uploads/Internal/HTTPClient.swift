@@ -1,0 +1,126 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The body of one HTTP request.
+enum HTTPBody: Sendable, Hashable {
+    /// No body.
+    case empty
+    /// Bytes in memory.
+    case data(Data)
+    /// `length` bytes of `file` from `offset`, streamed from disk as they
+    /// are sent.
+    case file(URL, offset: Int64, length: Int64)
+
+    /// How many bytes the body holds.
+    var count: Int64 {
+        switch self {
+        case .empty: 0
+        case .data(let data): Int64(data.count)
+        case .file(_, _, let length): length
+        }
+    }
+}
+
+/// What a server answered one request.
+struct HTTPAnswer: Sendable {
+    /// The status, the headers and the start of the body.
+    var receipt: UploadReceipt
+    /// The body, up to the limit the request was sent with.
+    var body: Data
+}
+
+/// Sends HTTP requests with one `URLSession` of its own, each as a job:
+/// the transport of ``URLSessionUploader`` and ``S3Uploader``.
+///
+/// A file body is streamed with a `Content-Length` and nothing else
+/// framing it (see ``URLSessionUploader``); errors and receipts name the
+/// destination the caller gives, never the request's URL, whose query may
+/// hold a signature.
+final class HTTPClient: Sendable {
+    private let session: URLSession
+    private let delegate: URLSessionUploadDelegate
+
+    init(configuration: URLSessionConfiguration) {
+        delegate = URLSessionUploadDelegate()
+        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    deinit {
+        // The session holds its delegate until it is invalidated.
+        session.finishTasksAndInvalidate()
+    }
+
+    /// A job that sends `request` with `body` and finishes with the answer
+    /// when its status is in 200...299.
+    ///
+    /// - Parameters:
+    ///   - request: The method, URL and headers.
+    ///   - body: What to send.
+    ///   - destination: What errors and the receipt name.
+    ///   - answerLimit: The most bytes of the answer's body kept.
+    ///   - progress: Called as the body goes out.
+    /// - Returns: A job that fails with ``UploadError/httpStatus(_:)`` for
+    ///   any other status and ``UploadError/network(_:_:)`` when the
+    ///   connection fails.
+    func send(
+        _ request: URLRequest,
+        body: HTTPBody,
+        destination: URL,
+        answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
+    ) -> Job<HTTPAnswer> {
+        Job { [session, delegate] controller in
+            var request = request
+            let task: URLSessionTask
+            var range: URLSessionUploadDelegate.FileRange?
+            switch body {
+            case .empty:
+                task = session.dataTask(with: request)
+            case .data(let data):
+                task = session.uploadTask(with: request, from: data)
+            case .file(let file, let offset, let length):
+                // Streamed from disk as it is sent, framed by Content-Length
+                // alone. (`uploadTask(with:fromFile:)` is not used: on Linux,
+                // cancelling one mid-way crashes FoundationNetworking; a
+                // `Data` body, even memory-mapped, is copied whole.)
+                request.setValue(String(length), forHTTPHeaderField: "Content-Length")
+                #if canImport(FoundationNetworking)
+                // FoundationNetworking gives libcurl a streamed body with no
+                // length, so libcurl adds `Transfer-Encoding: chunked` beside
+                // our Content-Length (invalid HTTP/1.1: strict servers answer
+                // 400) and `Expect: 100-continue` (a one-second stall before
+                // the body on a server that ignores it). libcurl replaces its
+                // own header with one of ours of the same name, and sends
+                // none when ours is blank; an empty value would go out as
+                // `Expect:`, which servers answer with 417, so the value is a
+                // space.
+                request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
+                request.setValue(" ", forHTTPHeaderField: "Expect")
+                #endif
+                task = session.uploadTask(withStreamedRequest: request)
+                range = .init(file: file, offset: offset, length: length)
+            }
+            delegate.register(
+                task, destination: destination, size: body.count, file: range, answerLimit: answerLimit,
+                progress: progress
+            ) {
+                controller.complete(with: $0)
+            }
+            controller.onCancel {
+                delegate.forget(task)
+                task.cancel()
+            }
+            // A job cancelled before this point has already cancelled the
+            // task (`onCancel` runs at once then), so it is never resumed.
+            // A cancel that lands between the check and `resume()` is still
+            // safe: resuming a task that was cancelled sends nothing.
+            if !controller.isCompleted {
+                task.resume()
+            }
+        }
+    }
+}
