@@ -46,6 +46,13 @@ public enum UploadError: Error, Hashable, Sendable {
     /// The file could not be written where it goes: a folder that cannot be
     /// created, a full disk, no permission.
     case writeFailed(URL, reason: String)
+    /// The file changed (its size or modification date) since its multipart
+    /// upload began, so the parts already stored are not parts of it. The
+    /// stale upload is aborted: uploading the file again starts afresh.
+    case fileChanged(URL, reason: String)
+    /// The server's answer to a successful request could not be
+    /// understood: no `ETag` for a part, an upload ID missing from its XML.
+    case invalidAnswer(URL, reason: String)
 
     /// Whether the same upload may succeed if tried again later: a
     /// connection that failed in a way that can pass (timed out, lost,
@@ -61,7 +68,8 @@ public enum UploadError: Error, Hashable, Sendable {
             Self.transientNetworkCodes.contains(error.code)
         case .timedOut:
             true
-        case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed:
+        case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed, .fileChanged,
+            .invalidAnswer:
             false
         }
     }
@@ -95,13 +103,18 @@ extension UploadError: CustomStringConvertible {
             "the post has no destination for its document"
         case .httpStatus(let receipt):
             "\(Self.name(of: receipt.destination)): the server answered \(Self.statusLine(receipt.status))"
-                + Self.excerpt(of: receipt.bodyText)
+                + (S3XML.error(in: receipt.body).map { " (\($0.code): \($0.message))" }
+                    ?? Self.excerpt(of: receipt.bodyText))
         case .network(let destination, let error):
             "\(Self.name(of: destination)): \(URLErrorName.sentence(for: error.code))"
         case .timedOut(let destination, let limit):
             "\(Self.name(of: destination)): timed out after \(Self.seconds(limit))"
         case .writeFailed(let file, let reason):
             "\(file.path): cannot be written: \(reason)"
+        case .fileChanged(let file, let reason):
+            "\(file.path): changed during its upload: \(reason)"
+        case .invalidAnswer(let destination, let reason):
+            "\(Self.name(of: destination)): the server's answer could not be understood: \(reason)"
         }
     }
 

@@ -161,7 +161,7 @@ struct URLSessionUploaderTests {
             #expect(!names.contains("transfer-encoding"), "raw headers: \(upload.rawHeaders)")
             #expect(!names.contains("expect"), "raw headers: \(upload.rawHeaders)")
             #expect(upload.length == 3_000_000)
-            #expect(upload.sha256 == (try sha256(of: file)))
+            #expect(upload.sha256 == (try await sha256(of: file)))
             #expect(reports.value.last == UploadProgress(bytesSent: 3_000_000, bytesTotal: 3_000_000))
             let sent = reports.value.map(\.bytesSent)
             #expect(sent == sent.sorted())
@@ -309,7 +309,7 @@ struct URLSessionUploaderTests {
         let size = 8 * 1024 * 1024
         let file = folder.url.appendingPathComponent("exporting.mp4")
         try writePatternedFile(file, size: size)
-        let original = try sha256(of: file)
+        let original = try await sha256(of: file)
         try await FixtureServer.with { server in
             try await server.setRule("videos/exporting.mp4", ["read_delay": 0.005])
             let grown = LockedValue(false)
@@ -384,7 +384,7 @@ struct URLSessionUploaderTests {
 
             let upload = try #require(try await server.received().first)
             #expect(upload.length == size)
-            #expect(upload.sha256 == (try sha256(of: file)))
+            #expect(upload.sha256 == (try await sha256(of: file)))
             if before > 0 {
                 // Reading the file whole would add 80 MB.
                 #expect(peak.value - before < 30 * 1024 * 1024, "anonymous memory grew by \(peak.value - before) bytes")
@@ -436,44 +436,4 @@ private func isFirst(_ flag: LockedValue<Bool>) -> Bool {
         defer { done = true }
         return !done
     }
-}
-
-private func sha256(of file: URL) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    let script =
-        "import hashlib,sys\nh=hashlib.sha256()\nf=open(sys.argv[1],'rb')\n"
-        + "for b in iter(lambda: f.read(1<<20), b''): h.update(b)\nprint(h.hexdigest())"
-    process.arguments = ["python3", "-c", script, file.path]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-}
-
-/// Writes `size` patterned bytes to `file`, a megabyte at a time.
-private func writePatternedFile(_ file: URL, size: Int) throws {
-    _ = FileManager.default.createFile(atPath: file.path, contents: nil)
-    let handle = try FileHandle(forWritingTo: file)
-    defer { try? handle.close() }
-    let chunk = patternedBytes(1024 * 1024, seed: 7)
-    for _ in 0..<(size / chunk.count) {
-        try handle.write(contentsOf: chunk)
-    }
-}
-
-/// This process's resident memory in bytes (VmRSS), or 0 where
-/// `/proc/self/status` does not exist.
-/// The process's resident anonymous memory (`RssAnon`): heap and buffers,
-/// not the file-backed pages of a file being read, which the kernel can drop
-/// and which are not the cost of reading a file whole into memory.
-private func residentMemory() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
-        let kilobytes = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        return kilobytes * 1024
-    }
-    return 0
 }

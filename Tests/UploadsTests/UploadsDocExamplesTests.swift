@@ -13,6 +13,22 @@ import FoundationNetworking
 // verbatim, each between BEGIN DOC and END DOC. JobKitTests'
 // DocExamplesCompileTests checks that every one of them is in this file.
 
+// BEGIN DOC
+struct BackendPresigner: S3Presigner {
+    let endpoint: URL
+    let token: String
+
+    func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
+        var request = URLRequest(url: endpoint)
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.httpBody = Data("\(operation) \(object.path)".utf8)
+        let (body, _) = try await URLSession.shared.data(for: request)
+        return URL(string: String(decoding: body, as: UTF8.self))!
+    }
+}
+// END DOC
+
 @Suite("Doc comment examples: Uploads", .timeLimit(.minutes(1)))
 struct UploadsDocExamplesTests {
     private static func photo(_ name: String) -> Photo {
@@ -180,5 +196,16 @@ struct UploadsDocExamplesTests {
         }
         // END DOC
         handle.cancel()
+    }
+
+    /// Compiled, not run: this needs object storage.
+    private func s3Example(video: Video, presignEndpoint: URL, token: String, applicationSupport: URL) async throws {
+        // BEGIN DOC
+        let uploader = S3Uploader(
+            presigner: BackendPresigner(endpoint: presignEndpoint, token: token),
+            manifestFolder: applicationSupport.appendingPathComponent("uploads"))
+        let receipt = try await Job.uploading(video, using: uploader).value
+        print(receipt.etag ?? "", receipt.finalURL)
+        // END DOC
     }
 }

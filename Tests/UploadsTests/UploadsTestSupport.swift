@@ -145,3 +145,52 @@ func exactRetries(_ attempts: Int, initial: Duration, maximum: Duration? = nil) 
         random: Halfway()
     )
 }
+
+/// The SHA-256 of a file, hex-encoded: python3 reads it, off Swift's
+/// cooperative threads.
+func sha256(of file: URL) async throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    let script =
+        "import hashlib,sys\nh=hashlib.sha256()\nf=open(sys.argv[1],'rb')\n"
+        + "for b in iter(lambda: f.read(1<<20), b''): h.update(b)\nprint(h.hexdigest())"
+    process.arguments = ["python3", "-c", script, file.path]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            continuation.resume(returning: data)
+        }
+    }
+    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Writes `size` patterned bytes to `file`, a megabyte at a time.
+func writePatternedFile(_ file: URL, size: Int) throws {
+    _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: file)
+    defer { try? handle.close() }
+    let megabyte = 1024 * 1024
+    for index in 0..<(size / megabyte) {
+        // Each megabyte differs, so parts sent in the wrong place show.
+        try handle.write(contentsOf: patternedBytes(megabyte, seed: UInt8(truncatingIfNeeded: index * 7 + 1)))
+    }
+    if size % megabyte > 0 {
+        try handle.write(contentsOf: patternedBytes(size % megabyte))
+    }
+}
+
+/// The process's resident anonymous memory (`RssAnon`): heap and buffers,
+/// not the file-backed pages of a file being read, which the kernel can drop
+/// and which are not the cost of reading a file whole into memory.
+func residentMemory() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
+        let kilobytes = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return kilobytes * 1024
+    }
+    return 0
+}

@@ -27,6 +27,8 @@ enum HTTPBody: Sendable, Hashable {
 
 /// What a server answered one request.
 struct HTTPAnswer: Sendable {
+    /// The URL the request went to.
+    var url: URL
     /// The status, the headers and the start of the body.
     var receipt: UploadReceipt
     /// The body, up to the limit the request was sent with.
@@ -104,11 +106,12 @@ final class HTTPClient: Sendable {
                 task = session.uploadTask(withStreamedRequest: request)
                 range = .init(file: file, offset: offset, length: length)
             }
+            let url = request.url ?? destination
             delegate.register(
                 task, destination: destination, size: body.count, file: range, answerLimit: answerLimit,
                 progress: progress
-            ) {
-                controller.complete(with: $0)
+            ) { result in
+                controller.complete(with: result.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
             }
             controller.onCancel {
                 delegate.forget(task)

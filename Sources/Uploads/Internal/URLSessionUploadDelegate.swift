@@ -24,7 +24,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         var file: FileRange?
         var answerLimit: Int
         var progress: @Sendable (UploadProgress) -> Void
-        var complete: @Sendable (Result<HTTPAnswer, UploadError>) -> Void
+        var complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
         /// The start of the server's answer, up to `answerLimit` bytes.
         var answer = Data()
     }
@@ -40,7 +40,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         file: FileRange?,
         answerLimit: Int,
         progress: @escaping @Sendable (UploadProgress) -> Void,
-        complete: @escaping @Sendable (Result<HTTPAnswer, UploadError>) -> Void
+        complete: @escaping @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
     ) {
         let upload = Upload(
             destination: destination, size: size, file: file, answerLimit: answerLimit, progress: progress,
@@ -151,6 +151,6 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             return
         }
         upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))
-        upload.complete(.success(HTTPAnswer(receipt: receipt, body: upload.answer)))
+        upload.complete(.success((receipt, upload.answer)))
     }
 }

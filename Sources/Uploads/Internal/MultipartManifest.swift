@@ -1,0 +1,87 @@
+import Foundation
+
+/// What a multipart upload in progress must remember to resume in another
+/// process: which file, where to, its upload ID and part size, and the
+/// parts finished so far with their ETags.
+///
+/// One small JSON file per file and destination, in the folder the
+/// ``S3Uploader`` was given, replaced atomically on each change (written
+/// beside it, then renamed over it), so a process killed at any moment
+/// leaves the previous manifest or the next one, never half of one.
+struct MultipartManifest: Codable, Sendable, Hashable {
+    /// The format of this file; a manifest of another version is ignored.
+    static let currentVersion = 1
+
+    var version = Self.currentVersion
+    /// The file's path.
+    var file: String
+    /// The media's destination.
+    var destination: String
+    /// The file's size when the upload began.
+    var fileSize: Int64
+    /// The file's modification date when the upload began, in seconds since
+    /// 1970.
+    var fileModified: Double
+    var uploadID: String
+    var partSize: Int64
+    /// Finished parts: each part number's ETag.
+    var parts: [Int: String] = [:]
+
+    /// Where the manifest of `file` going to `destination` lives in
+    /// `folder`: a name derived from both, so that each upload has its own.
+    static func location(in folder: URL, file: URL, destination: URL) -> URL {
+        // FNV-1a, 64 bits: stable across processes and platforms, unlike
+        // `Hasher`, which is seeded per process.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (file.standardizedFileURL.path + "\n" + destination.absoluteString).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        let name = String(hash, radix: 16)
+        return folder.appendingPathComponent("multipart-\(String(repeating: "0", count: 16 - name.count))\(name).json")
+    }
+
+    /// The manifest at `location` if it is one of this version for `file`
+    /// and `destination`; `nil` otherwise (none, unreadable, or another's).
+    static func load(from location: URL, file: URL, destination: URL) -> MultipartManifest? {
+        guard let data = try? Data(contentsOf: location),
+            let manifest = try? JSONDecoder().decode(MultipartManifest.self, from: data),
+            manifest.version == currentVersion,
+            manifest.file == file.standardizedFileURL.path,
+            manifest.destination == destination.absoluteString
+        else { return nil }
+        return manifest
+    }
+
+    /// Writes the manifest to `location` atomically, creating its folder.
+    func save(to location: URL) throws(UploadError) {
+        do {
+            try FileManager.default.createDirectory(
+                at: location.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            try encoder.encode(self).write(to: location, options: .atomic)
+        } catch {
+            throw .writeFailed(location, reason: error.localizedDescription)
+        }
+    }
+
+    /// Removes the manifest at `location`, if there is one.
+    static func remove(at location: URL) {
+        try? FileManager.default.removeItem(at: location)
+    }
+}
+
+/// The size and modification date of a file, which tell whether it changed
+/// since a multipart upload of it began.
+struct FileIdentity: Sendable, Hashable {
+    var size: Int64
+    var modified: Double
+
+    /// The identity of `file` now.
+    static func of(_ file: URL) throws(UploadError) -> FileIdentity {
+        let size = try Media.sizeOfReadableFile(at: file)
+        let attributes = try? FileManager.default.attributesOfItem(atPath: file.path)
+        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        return FileIdentity(size: size, modified: modified)
+    }
+}

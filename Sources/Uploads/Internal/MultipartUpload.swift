@@ -1,0 +1,322 @@
+import Foundation
+import JobKit
+
+/// One performance of an ``S3Uploader``'s multipart upload of one file:
+/// resume or create the upload, send the parts the storage lacks, complete
+/// it; abort it when it is cancelled or fails for good.
+final class MultipartUpload: Sendable {
+    /// What the parts are and which of them the storage already holds.
+    struct Plan: Sendable {
+        var uploadID: String
+        var parts: [Part]
+        /// The ETags of the parts already stored, by part number.
+        var stored: [Int: String]
+    }
+
+    /// One part: its number (from 1) and its bytes in the file.
+    struct Part: Sendable, Hashable {
+        var number: Int
+        var offset: Int64
+        var length: Int64
+    }
+
+    /// The state shared by the steps, and the cancel handler.
+    private struct State {
+        /// The upload's ID once it is known: created, or read from a
+        /// manifest.
+        var uploadID: String?
+        /// The manifest as last saved.
+        var manifest: MultipartManifest?
+        /// Set once the upload is aborted or the manifest removed for
+        /// good, so that only one of a failure and a cancel does it.
+        var settled = false
+    }
+
+    private let uploader: S3Uploader
+    private let media: Media
+    private let file: URL
+    private let manifestLocation: URL
+    private let progress: PartProgress
+    private let state = Lock(State())
+
+    init(uploader: S3Uploader, media: Media, file: URL, progress: @escaping @Sendable (UploadProgress) -> Void) {
+        self.uploader = uploader
+        self.media = media
+        self.file = file
+        manifestLocation = MultipartManifest.location(
+            in: uploader.manifestFolder, file: file, destination: media.destination)
+        self.progress = PartProgress(report: progress)
+    }
+
+    /// Runs the upload and reports its outcome to `controller`.
+    func start(_ controller: Job<UploadReceipt>.Controller) {
+        let identity: FileIdentity
+        do {
+            identity = try FileIdentity.of(file)
+        } catch {
+            controller.fail(with: error)
+            return
+        }
+        progress.total = identity.size
+        let queue = controller.queue
+        controller.onCancel { [self] in
+            // The steps in flight are cancelled with the job; the upload is
+            // then discarded, in the background: the job has completed.
+            abort()?.perform(on: queue) { _ in }
+        }
+        let upload = prepare(identity).then { [self] plan in
+            sendParts(plan).then { [self] etags in complete(plan.uploadID, etags) }
+        }
+        controller.perform(upload) { [self] outcome in
+            switch outcome {
+            case .success:
+                settle()
+                controller.complete(with: outcome)
+            case .failure(let error) where error is CancellationError || RetryPolicy.isTransient(error):
+                // Cancelled: `onCancel` aborts. Transient: kept to resume.
+                controller.complete(with: outcome)
+            case .failure:
+                guard let abort = abort() else {
+                    controller.complete(with: outcome)
+                    return
+                }
+                controller.perform(abort) { _ in controller.complete(with: outcome) }
+            }
+        }
+    }
+
+    // MARK: - Steps
+
+    /// The upload to send parts to: the one the manifest names, with the
+    /// parts the storage holds, or a new one.
+    private func prepare(_ identity: FileIdentity) -> Job<Plan> {
+        guard let manifest = MultipartManifest.load(from: manifestLocation, file: file, destination: media.destination)
+        else { return create(identity) }
+        state.withLock {
+            $0.uploadID = manifest.uploadID
+            $0.manifest = manifest
+        }
+        guard manifest.fileSize == identity.size, manifest.fileModified == identity.modified else {
+            let reason =
+                manifest.fileSize == identity.size
+                ? "it was modified since its upload began"
+                : "it was \(manifest.fileSize) bytes when its upload began, and is \(identity.size) now"
+            return .failed(UploadError.fileChanged(file, reason: reason))
+        }
+        let parts = Self.parts(size: identity.size, partSize: manifest.partSize)
+        return listParts(manifest.uploadID).map { [progress] listed in
+            var stored: [Int: String] = [:]
+            for part in parts where listed[part.number]?.size == part.length {
+                stored[part.number] = listed[part.number]?.etag
+            }
+            progress.count(stored: parts.filter { stored[$0.number] != nil })
+            return Plan(uploadID: manifest.uploadID, parts: parts, stored: stored)
+        }.recover { [self] error in
+            // The storage no longer has the upload (it expired, or was
+            // aborted): start a new one.
+            guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 404 else {
+                return .failed(error)
+            }
+            MultipartManifest.remove(at: manifestLocation)
+            state.withLock {
+                $0.uploadID = nil
+                $0.manifest = nil
+            }
+            return create(identity)
+        }
+    }
+
+    /// Creates the upload and saves its manifest.
+    private func create(_ identity: FileIdentity) -> Job<Plan> {
+        let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
+        return uploader.send(.createMultipartUpload(contentType: media.contentType), for: media).map { [self] answer in
+            guard let uploadID = S3XML.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
+                throw UploadError.invalidAnswer(
+                    media.destination, reason: "no UploadId in its answer to creating the upload")
+            }
+            let manifest = MultipartManifest(
+                file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
+                fileSize: identity.size, fileModified: identity.modified, uploadID: uploadID, partSize: partSize)
+            state.withLock {
+                $0.uploadID = uploadID
+                $0.manifest = manifest
+            }
+            try manifest.save(to: manifestLocation)
+            return Plan(uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
+        }
+    }
+
+    /// Every part the storage holds of `uploadID`, page after page.
+    private func listParts(_ uploadID: String, after marker: Int? = nil) -> Job<[Int: (size: Int64, etag: String)]> {
+        uploader.send(.listParts(uploadID: uploadID, partNumberMarker: marker), for: media, answerLimit: 4 << 20)
+            .then { [self] answer in
+                // S3 names the root ListPartsResult; some implementations,
+                // moto among them, ListPartsResponse.
+                guard let root = S3XML.parse(answer.body), root.name.hasPrefix("ListParts") else {
+                    return .failed(
+                        UploadError.invalidAnswer(media.destination, reason: "its list of parts is not S3's XML"))
+                }
+                var parts: [Int: (size: Int64, etag: String)] = [:]
+                for part in root.all("Part") {
+                    guard let number = part["PartNumber"].flatMap({ Int($0.text) }),
+                        let size = part["Size"].flatMap({ Int64($0.text) }),
+                        let etag = part["ETag"]?.text
+                    else { continue }
+                    parts[number] = (size, etag)
+                }
+                guard root["IsTruncated"]?.text == "true",
+                    let next = root["NextPartNumberMarker"].flatMap({ Int($0.text) }), next != marker
+                else { return .succeeded(parts) }
+                return listParts(uploadID, after: next).map { [parts] in parts.merging($0) { first, _ in first } }
+            }
+    }
+
+    /// Sends the parts the storage lacks; finishes with every part's ETag.
+    private func sendParts(_ plan: Plan) -> Job<[Int: String]> {
+        let missing = plan.parts.filter { plan.stored[$0.number] == nil }
+        let sends = missing.map { part in
+            uploader.send(
+                .uploadPart(uploadID: plan.uploadID, partNumber: part.number), for: media,
+                body: .file(file, offset: part.offset, length: part.length),
+                progress: { [progress] in progress.update(part: part.number, bytesSent: $0.bytesSent) }
+            ).map { [self] answer in
+                guard let etag = answer.receipt.etag else {
+                    throw UploadError.invalidAnswer(media.destination, reason: "no ETag for part \(part.number)")
+                }
+                record(part: part.number, etag: etag)
+                return etag
+            }
+        }
+        return Job.collect(sends, maxConcurrent: uploader.maxConcurrentParts).map { etags in
+            var all = plan.stored
+            for (part, etag) in zip(missing, etags) {
+                all[part.number] = etag
+            }
+            return all
+        }
+    }
+
+    /// Joins the parts into the object.
+    private func complete(_ uploadID: String, _ etags: [Int: String]) -> Job<UploadReceipt> {
+        let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        return uploader.send(.completeMultipartUpload(uploadID: uploadID), for: media, body: .data(body)).map {
+            [media] answer in
+            // S3 may answer 200 and put an error in the body. (S3 names the
+            // root CompleteMultipartUploadResult; moto, ...Response.)
+            guard S3XML.error(in: answer.body) == nil else { throw UploadError.httpStatus(answer.receipt) }
+            guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
+                throw UploadError.invalidAnswer(
+                    media.destination, reason: "its answer to completing the upload is not S3's XML")
+            }
+            var receipt = answer.receipt
+            if let etag = root["ETag"]?.text {
+                receipt.headers["etag"] = etag
+            }
+            receipt.headers["location"] =
+                root["Location"]?.text ?? S3Uploader.withoutQuery(answer.url).absoluteString
+            return receipt
+        }
+    }
+
+    // MARK: - Bookkeeping
+
+    /// Notes in the manifest that `part` is stored, with its ETag. A
+    /// manifest that cannot be written costs nothing but this note: on
+    /// resuming, the storage's own list of parts is what counts.
+    private func record(part: Int, etag: String) {
+        state.withLock { state in
+            guard !state.settled, var manifest = state.manifest else { return }
+            manifest.parts[part] = etag
+            state.manifest = manifest
+            try? manifest.save(to: manifestLocation)
+        }
+    }
+
+    /// Removes the manifest, once: the upload finished or was discarded.
+    private func settle() {
+        state.withLock { state in
+            state.settled = true
+            MultipartManifest.remove(at: manifestLocation)
+        }
+    }
+
+    /// A job that discards the upload and then its manifest, or `nil` when
+    /// there is nothing to discard or another step already did.
+    private func abort() -> Job<Void>? {
+        let uploadID: String? = state.withLock { state in
+            guard !state.settled else { return nil }
+            state.settled = true
+            return state.uploadID
+        }
+        guard let uploadID else { return nil }
+        return uploader.send(.abortMultipartUpload(uploadID: uploadID), for: media)
+            .discardingValue()
+            .recover { _ in }
+            .map { [manifestLocation] in MultipartManifest.remove(at: manifestLocation) }
+    }
+
+    // MARK: - Arithmetic
+
+    /// The parts of a file of `size` bytes in parts of `partSize`.
+    static func parts(size: Int64, partSize: Int64) -> [Part] {
+        let count = max(Int(ceilingDivision(size, Int(partSize))), 1)
+        return (0..<count).map { index in
+            let offset = Int64(index) * partSize
+            return Part(number: index + 1, offset: offset, length: min(partSize, size - offset))
+        }
+    }
+
+    static func ceilingDivision(_ dividend: Int64, _ divisor: Int) -> Int64 {
+        (dividend + Int64(divisor) - 1) / Int64(divisor)
+    }
+}
+
+/// Progress across the parts of one multipart upload: each part counts the
+/// most bytes any of its attempts sent, so the total never goes backwards
+/// when a part is sent again, and a part the storage already held counts
+/// whole.
+final class PartProgress: Sendable {
+    private struct State {
+        var total: Int64 = 0
+        var sent: Int64 = 0
+        var parts: [Int: Int64] = [:]
+    }
+
+    private let report: @Sendable (UploadProgress) -> Void
+    private let state = Lock(State())
+
+    init(report: @escaping @Sendable (UploadProgress) -> Void) {
+        self.report = report
+    }
+
+    /// The size of the whole file.
+    var total: Int64 {
+        get { state.withLock { $0.total } }
+        set { state.withLock { $0.total = newValue } }
+    }
+
+    /// The storage already holds `parts`: they count whole, in one report.
+    func count(stored parts: [MultipartUpload.Part]) {
+        guard !parts.isEmpty else { return }
+        state.withLock { state in
+            for part in parts {
+                state.sent += part.length - (state.parts[part.number] ?? 0)
+                state.parts[part.number] = part.length
+            }
+            report(UploadProgress(bytesSent: state.sent, bytesTotal: state.total))
+        }
+    }
+
+    /// Part `part` has sent `bytesSent` bytes in its current attempt.
+    func update(part: Int, bytesSent: Int64) {
+        // Reported under the lock, so that two parts reporting at once
+        // cannot deliver their totals out of order.
+        state.withLock { state in
+            let counted = state.parts[part] ?? 0
+            guard bytesSent > counted else { return }
+            state.parts[part] = bytesSent
+            state.sent += bytesSent - counted
+            report(UploadProgress(bytesSent: state.sent, bytesTotal: state.total))
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+
+/// One request to S3-compatible object storage that an ``S3Uploader``
+/// needs a presigned URL for.
+///
+/// Each case is one S3 API call on one object: the app's backend signs it
+/// with its credentials (in boto3, `generate_presigned_url` with the client
+/// method in parentheses below; in the AWS SDKs, their presigners) and the
+/// app sends it without ever holding a credential.
+public enum S3Operation: Sendable, Hashable {
+    /// `PutObject` (`put_object`): one `PUT` of a whole small object.
+    case putObject(contentType: String)
+    /// `CreateMultipartUpload` (`create_multipart_upload`): a `POST` that
+    /// starts a multipart upload and answers its upload ID.
+    case createMultipartUpload(contentType: String)
+    /// `UploadPart` (`upload_part`): a `PUT` of part `partNumber` (from 1)
+    /// of the upload `uploadID`.
+    case uploadPart(uploadID: String, partNumber: Int)
+    /// `CompleteMultipartUpload` (`complete_multipart_upload`): a `POST`
+    /// that joins the parts into the object.
+    case completeMultipartUpload(uploadID: String)
+    /// `AbortMultipartUpload` (`abort_multipart_upload`): a `DELETE` that
+    /// discards the upload and its parts.
+    case abortMultipartUpload(uploadID: String)
+    /// `ListParts` (`list_parts`): a `GET` of the parts the storage holds,
+    /// from after `partNumberMarker` (`PartNumberMarker`) when it is not
+    /// `nil`.
+    case listParts(uploadID: String, partNumberMarker: Int?)
+
+    /// The HTTP method the URL is signed for.
+    public var httpMethod: String {
+        switch self {
+        case .putObject, .uploadPart: "PUT"
+        case .createMultipartUpload, .completeMultipartUpload: "POST"
+        case .abortMultipartUpload: "DELETE"
+        case .listParts: "GET"
+        }
+    }
+}
+
+/// Hands out presigned URLs for uploads to S3-compatible object storage:
+/// the part of an ``S3Uploader`` that the app implements, usually by
+/// asking its own backend, which holds the credentials.
+///
+/// ```swift
+/// struct BackendPresigner: S3Presigner {
+///     let endpoint: URL
+///     let token: String
+///
+///     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
+///         var request = URLRequest(url: endpoint)
+///         request.httpMethod = "POST"
+///         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+///         request.httpBody = Data("\(operation) \(object.path)".utf8)
+///         let (body, _) = try await URLSession.shared.data(for: request)
+///         return URL(string: String(decoding: body, as: UTF8.self))!
+///     }
+/// }
+/// ```
+///
+/// The URL is asked for right before each request and each retry, so it
+/// can expire soon. A URL for ``S3Operation/putObject(contentType:)`` or
+/// ``S3Operation/createMultipartUpload(contentType:)`` may bind the
+/// content type: the request sends that `Content-Type`.
+public protocol S3Presigner: Sendable {
+    /// A URL that performs `operation` on the object that `object` names.
+    ///
+    /// - Parameters:
+    ///   - operation: The S3 call, with its upload ID and part number.
+    ///   - object: The media's destination, as given to ``Media``: it is the
+    ///     presigner's to map to a bucket and key (its path, say).
+    /// - Throws: Whatever stops it from signing; the upload fails with it
+    ///   (and retries it when ``RetryPolicy/isTransient(_:)`` says it can
+    ///   pass).
+    func presignedURL(for operation: S3Operation, object: URL) async throws -> URL
+}

@@ -1,0 +1,188 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An uploader to S3-compatible object storage (Amazon S3, Cloudflare R2,
+/// MinIO, Google Cloud Storage's XML API) through presigned URLs, with
+/// resumable multipart uploads for large files.
+///
+/// The app never holds a credential: every request goes to a URL that an
+/// ``S3Presigner`` (usually the app's backend) signs for it.
+///
+/// ```swift
+/// let uploader = S3Uploader(
+///     presigner: BackendPresigner(endpoint: presignEndpoint, token: token),
+///     manifestFolder: applicationSupport.appendingPathComponent("uploads"))
+/// let receipt = try await Job.uploading(video, using: uploader).value
+/// print(receipt.etag ?? "", receipt.finalURL)
+/// ```
+///
+/// A file of ``multipartThreshold`` bytes or more goes up as a multipart
+/// upload: its parts, ``partSize`` bytes each but the last, are sent at
+/// most ``maxConcurrentParts`` at a time, each streamed from the file with a
+/// `Content-Length` and retried on its own as ``retry`` says, so only the
+/// parts that failed are sent again; then one request joins them. Smaller
+/// media, and media in memory, go up in one `PUT`. The receipt carries the
+/// object's `ETag` and its location.
+///
+/// A multipart upload can resume, in this process or in the next one after
+/// the app was killed: its state is kept in a small manifest in
+/// ``manifestFolder``, replaced atomically as parts finish. Uploading the
+/// same file to the same destination again asks the storage which parts it
+/// already holds and sends only the others. What happens to an upload that
+/// does not finish:
+///
+/// - It failed with an error that can pass (the network went away, and
+///   the retries ran out): nothing is discarded, and the manifest is kept
+///   for the next attempt to resume.
+/// - It was cancelled, or failed for good (a refused URL, a part list the
+///   storage rejects, a file that changed since the upload began): the
+///   upload is aborted, which discards its parts, and the manifest is
+///   removed.
+///
+/// Progress counts bytes across all parts, parts already stored included,
+/// and never goes backwards, not even when a part is sent again.
+public final class S3Uploader: Uploader, Sendable {
+    /// S3's smallest part, except the last: 5 MiB.
+    public static let minimumPartSize: Int64 = 5 * 1024 * 1024
+    /// S3's largest number of parts in one upload.
+    public static let maximumPartCount = 10_000
+
+    /// Signs each request.
+    public let presigner: any S3Presigner
+    /// Where the manifests of multipart uploads in progress are kept.
+    public let manifestFolder: URL
+    /// The smallest file sent as a multipart upload.
+    public let multipartThreshold: Int64
+    /// The size of each part but the last.
+    public let partSize: Int64
+    /// The most parts sent at once.
+    public let maxConcurrentParts: Int
+    /// How each request (a part, the creation, completion or listing of an
+    /// upload, a small object's `PUT`) is retried on its own.
+    public let retry: RetryPolicy
+    let client: HTTPClient
+
+    /// Creates an uploader.
+    /// - Parameters:
+    ///   - presigner: Signs each request; the app's backend, usually.
+    ///   - manifestFolder: Where multipart uploads keep the manifests they
+    ///     resume from: a folder of the app's own that outlives the
+    ///     process, such as one in Application Support. Created when
+    ///     needed.
+    ///   - multipartThreshold: The smallest file sent as a multipart upload;
+    ///     8 MiB by default.
+    ///   - partSize: The size of each part but the last; 8 MiB by default.
+    ///     It is raised to ``minimumPartSize`` if smaller, and for a file
+    ///     so large that it would need more than ``maximumPartCount``
+    ///     parts, to the size that fits.
+    ///   - maxConcurrentParts: The most parts sent at once; 4 by default,
+    ///     at least 1.
+    ///   - retry: How each request is retried on its own; transient errors
+    ///     only, 3 attempts, by default.
+    ///   - configuration: The `URLSession`'s configuration; ephemeral by
+    ///     default.
+    public init(
+        presigner: some S3Presigner,
+        manifestFolder: URL,
+        multipartThreshold: Int64 = 8 * 1024 * 1024,
+        partSize: Int64 = 8 * 1024 * 1024,
+        maxConcurrentParts: Int = 4,
+        retry: RetryPolicy = RetryPolicy(),
+        configuration: URLSessionConfiguration = .ephemeral
+    ) {
+        self.presigner = presigner
+        self.manifestFolder = manifestFolder
+        self.multipartThreshold = multipartThreshold
+        self.partSize = max(partSize, Self.minimumPartSize)
+        self.maxConcurrentParts = max(maxConcurrentParts, 1)
+        self.retry = retry
+        client = HTTPClient(configuration: configuration)
+    }
+
+    /// A job that uploads `media` to the object its destination names, as
+    /// one `PUT` or as a multipart upload, and finishes with a receipt
+    /// carrying the object's `ETag` and location.
+    ///
+    /// Each performance of the job resumes the multipart upload of the same
+    /// file and destination that an earlier one left, if there is one.
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        Job { [self] controller in
+            let size: Int64
+            do {
+                size = try media.byteCount()
+            } catch {
+                controller.fail(with: error)
+                return
+            }
+            guard case .file(let file) = media.content, size >= multipartThreshold else {
+                controller.perform(putObject(media, size: size, progress: progress)) { controller.complete(with: $0) }
+                return
+            }
+            MultipartUpload(uploader: self, media: media, file: file, progress: progress).start(controller)
+        }
+    }
+
+    /// One `PUT` of the whole media.
+    private func putObject(
+        _ media: Media,
+        size: Int64,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        let body: HTTPBody =
+            switch media.content {
+            case .bytes(let data): .data(data)
+            case .file(let file): .file(file, offset: 0, length: size)
+            }
+        return send(.putObject(contentType: media.contentType), for: media, body: body, progress: progress).map {
+            answer in
+            var receipt = answer.receipt
+            if receipt.header("Location") == nil {
+                receipt.headers["location"] = Self.withoutQuery(answer.url).absoluteString
+            }
+            return receipt
+        }
+    }
+
+    /// A job that asks the presigner for the URL of `operation` on the
+    /// object of `media`, then sends the request, retried as ``retry`` says.
+    func send(
+        _ operation: S3Operation,
+        for media: Media,
+        body: HTTPBody = .empty,
+        answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
+    ) -> Job<HTTPAnswer> {
+        let contentType: String? =
+            switch operation {
+            case .putObject(let type), .createMultipartUpload(let type): type
+            case .completeMultipartUpload: "application/xml"
+            // Without one, FoundationNetworking labels a body as a form.
+            case .uploadPart: "application/octet-stream"
+            default: nil
+            }
+        let attempt = Job<URL>.task { [presigner] in
+            try await presigner.presignedURL(for: operation, object: media.destination)
+        }.then { [client] url in
+            var request = URLRequest(url: url)
+            request.httpMethod = operation.httpMethod
+            if let contentType {
+                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            }
+            return client.send(
+                request, body: body, destination: media.destination, answerLimit: answerLimit, progress: progress)
+        }
+        return attempt.retry(retry)
+    }
+
+    /// `url` without its query, where a presigned URL keeps its signature.
+    static func withoutQuery(_ url: URL) -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url }
+        components.query = nil
+        components.fragment = nil
+        return components.url ?? url
+    }
+}

@@ -1,0 +1,698 @@
+#!/usr/bin/env python3
+"""
+An S3 test backend for UploadsTests: moto's S3 server behind a counting,
+fault-injecting proxy, plus an "app backend" that hands out presigned URLs.
+
+The uploader under test never holds AWS credentials. It asks this process for
+presigned URLs (made with boto3, dummy credentials) and sends its requests to
+them; the URLs point at the proxy, which records each request (bytes actually
+received, status answered), applies fault rules, and forwards the rest to a
+real S3 implementation (moto's ThreadedMotoServer) holding bucket `jobkit`.
+
+Process protocol
+    Run as `python3 s3_backend.py`. Listens on 127.0.0.1 only, on free ports.
+    If boto3 or moto.server cannot be imported, prints `UNAVAILABLE <reason>`
+    and exits with code 3 (the tests skip). Otherwise prints exactly one line,
+    `READY <port>`, once everything is listening, and nothing more to stdout.
+    Exits (code 0) when standard input reaches EOF (the test that started it
+    closed it or died) or on SIGTERM.
+
+Endpoints (all on the one port)
+    POST /presign                 {"operation", "key", "uploadId", "partNumber",
+                                  "partNumberMarker", "maxParts", "expiresIn"}
+                                  -> {"url": "http://127.0.0.1:<port>/jobkit/<key>?..."}
+                                  operations: putObject, createMultipartUpload,
+                                  uploadPart, completeMultipartUpload,
+                                  abortMultipartUpload, listParts
+    POST /_control/rules          a JSON list of rules, replacing the current ones
+    POST /_control/reset          clear the rules and the request records
+    GET  /_control/requests       the records of every proxied request, in order
+    GET  /_control/object?key=K   {"exists", "size", "sha256", "etag"} (from moto)
+    GET  /_control/uploads        {"uploads": [{"key", "uploadId"}]} (from moto)
+    GET  /_control/parts?key=K&uploadId=U
+                                  {"parts": [{"partNumber", "size", "etag"}]}
+                                  (plus "error": code if moto refused)
+    GET  /_control/wait?operation=OP&count=N&timeout=S
+                                  block until N records of OP were answered, or
+                                  S seconds (at most 30) passed -> {"ok", "count"}
+    anything else                 proxied to moto (paths /jobkit/...)
+
+Rules (matched in order; the first whose selectors all equal the request's,
+and which has `times` left, applies; `times` is unlimited when absent)
+    selectors: "operation", "partNumber", "method", "key"
+    {"operation": "uploadPart", "partNumber": 2, "status": 500, "times": 1}
+        read the whole body, then answer 500 with an S3-style XML error
+        ("code"/"message" optional; default code InternalError for 5xx,
+        AccessDenied for 403, InvalidRequest otherwise)
+    {"operation": "uploadPart", "dropAfter": 1048576}
+        read at most that many body bytes, then reset the connection without
+        answering (recorded with status 0)
+    {"presign": "uploadPart", "status": 503}
+        POST /presign for that operation answers 503 (a refusing backend);
+        "partNumber" is honoured as a selector here too
+
+Request records
+    {"method", "path", "key", "query", "partNumber", "uploadId", "operation",
+     "bytes", "status", "chunked", "contentLength"}
+    `bytes` counts body bytes as they arrive; `status` is null while the
+    request is in flight, then the status answered (0 if the connection was
+    dropped). Requests with a Transfer-Encoding header are refused with 400.
+
+Forwarding
+    Requests go to moto as sent (same path, query and Host header, which the
+    signature covers), minus hop-by-hop headers, with one change: a body sent
+    as application/x-www-form-urlencoded (curl's, urllib's and URLSession's
+    default for a body without a type) is forwarded as
+    application/octet-stream, because moto misreads such bodies (see
+    is_form_content_type). No "100 Continue" is ever sent.
+"""
+
+import hashlib
+import http.client
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.sax.saxutils import escape as xml_escape
+
+try:
+    import boto3
+    import botocore.config
+    from botocore.exceptions import ClientError
+    from moto.server import ThreadedMotoServer
+except Exception as error:  # ImportError, or a broken dependency of moto
+    print(f"UNAVAILABLE {type(error).__name__}: {error}".splitlines()[0], flush=True)
+    sys.exit(3)
+
+
+BUCKET = "jobkit"
+REGION = "us-east-1"
+CHUNK = 64 * 1024
+MAX_WAIT_SECONDS = 30.0
+
+# Headers that describe one hop, never forwarded in either direction.
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "expect",
+    "te",
+    "trailer",
+    "upgrade",
+}
+
+# operation name in /presign -> (boto3 client method, required JSON fields)
+PRESIGN_OPERATIONS = {
+    "putObject": ("put_object", ()),
+    "createMultipartUpload": ("create_multipart_upload", ()),
+    "uploadPart": ("upload_part", ("uploadId", "partNumber")),
+    "completeMultipartUpload": ("complete_multipart_upload", ("uploadId",)),
+    "abortMultipartUpload": ("abort_multipart_upload", ("uploadId",)),
+    "listParts": ("list_parts", ("uploadId",)),
+}
+
+
+def s3_client(endpoint_url):
+    """A boto3 S3 client on path-style SigV4 URLs with the dummy credentials."""
+    config = botocore.config.Config(
+        signature_version="s3v4",
+        s3={"addressing_style": "path"},
+        # No flexible checksums: presigned URLs and direct calls stay plain.
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+        retries={"max_attempts": 1},
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        config=config,
+        region_name=REGION,
+        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def infer_operation(method, query):
+    """The S3 operation a proxied request performs, from its method and query."""
+    if method == "PUT":
+        return "uploadPart" if "partNumber" in query else "putObject"
+    if method == "POST" and "uploads" in query:
+        return "createMultipartUpload"
+    if method == "POST" and "uploadId" in query:
+        return "completeMultipartUpload"
+    if method == "DELETE" and "uploadId" in query:
+        return "abortMultipartUpload"
+    if method == "GET" and "uploadId" in query:
+        return "listParts"
+    return "other"
+
+
+def is_form_content_type(content_type):
+    """Whether moto would take a body with this Content-Type for an HTML form.
+
+    moto's server treats an application/x-www-form-urlencoded body as an AWS
+    query-protocol form: it hangs on one that is not UTF-8 (it consumes the
+    stream, fails to decode it, then waits for the body again) and loses the
+    XML of a CompleteMultipartUpload (answering 500). S3 does neither, and
+    curl, urllib and URLSession send that type by default for a body without
+    one, so the proxy forwards such bodies as application/octet-stream. The
+    presigned URLs do not sign Content-Type, so signatures are unaffected.
+    """
+    return content_type.strip().lower().startswith("application/x-www-form-urlencoded")
+
+
+def s3_error_xml(code, message):
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f"<Error><Code>{xml_escape(code)}</Code>"
+        f"<Message>{xml_escape(message)}</Message></Error>"
+    ).encode()
+
+
+def default_error_code(status):
+    if status >= 500:
+        return "InternalError"
+    if status == 403:
+        return "AccessDenied"
+    return "InvalidRequest"
+
+
+def as_int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class State:
+    """Rules and request records, shared by all handler threads under one lock."""
+
+    def __init__(self):
+        self.changed = threading.Condition(threading.Lock())
+        self.rules = []
+        self.records = []
+
+    def set_rules(self, rules):
+        with self.changed:
+            self.rules = [dict(rule) for rule in rules]
+
+    def reset(self):
+        with self.changed:
+            self.rules = []
+            self.records = []
+            self.changed.notify_all()
+
+    def take_rule(self, presign_operation=None, **facts):
+        """The first rule matching, with one of its `times` used up, or None.
+
+        With presign_operation, only rules with a "presign" selector for that
+        operation are considered; otherwise only rules without one.
+        """
+        with self.changed:
+            for rule in self.rules:
+                if presign_operation is not None:
+                    if rule.get("presign") != presign_operation:
+                        continue
+                elif "presign" in rule:
+                    continue
+                if any(
+                    selector in rule and rule[selector] != value
+                    for selector, value in facts.items()
+                ):
+                    continue
+                times = rule.get("times")
+                if times is not None:
+                    if times <= 0:
+                        continue
+                    rule["times"] = times - 1
+                return dict(rule)
+        return None
+
+    def add_record(self, record):
+        with self.changed:
+            self.records.append(record)
+
+    def add_bytes(self, record, count):
+        with self.changed:
+            record["bytes"] += count
+
+    def answered(self, record, status):
+        with self.changed:
+            record["status"] = status
+            self.changed.notify_all()
+
+    def snapshot(self):
+        with self.changed:
+            return [dict(record, query=dict(record["query"])) for record in self.records]
+
+    def wait(self, operation, count, timeout):
+        """Block until `count` records of `operation` (any, if None) are answered."""
+
+        def answered_count():
+            return sum(
+                1
+                for record in self.records
+                if record["status"] is not None
+                and (operation is None or record["operation"] == operation)
+            )
+
+        with self.changed:
+            ok = self.changed.wait_for(lambda: answered_count() >= count, timeout)
+            return ok, answered_count()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Presign, control and proxy endpoints; one instance per connection."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive; every answer has a Content-Length
+    server_version = "s3-backend-fixture"
+
+    # -- plumbing ----------------------------------------------------------
+
+    def log_message(self, format, *args):
+        pass  # keep the test output quiet
+
+    def handle_expect_100(self):
+        # Never send "100 Continue": a body framed by Content-Length just flows.
+        return True
+
+    def do_GET(self):
+        self.dispatch()
+
+    do_POST = do_PUT = do_DELETE = do_HEAD = do_GET
+
+    def dispatch(self):
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/presign" or path.startswith("/_control/"):
+            try:
+                self.handle_local(path)
+            except Exception as error:  # a fixture bug: answer it, do not drop
+                self.send_json(500, {"error": f"{type(error).__name__}: {error}"}, close=True)
+        else:
+            self.handle_proxy()
+
+    def send_body(self, status, body, content_type, close=False, reason=None, headers=()):
+        self.send_response(status, reason)
+        for name, value in headers:
+            self.send_header(name, value)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def send_json(self, status, value, close=False):
+        self.send_body(status, json.dumps(value).encode(), "application/json", close=close)
+
+    def content_length(self):
+        return as_int(self.headers.get("Content-Length"))
+
+    # -- presign and control endpoints ---------------------------------------
+
+    def handle_local(self, path):
+        if "Transfer-Encoding" in self.headers:
+            self.send_json(400, {"error": "Transfer-Encoding is not supported"}, close=True)
+            return
+        body = self.rfile.read(self.content_length() or 0)
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        state = self.server.state
+        route = (self.command, path)
+
+        if route == ("POST", "/presign"):
+            self.presign(body)
+        elif route == ("POST", "/_control/rules"):
+            try:
+                rules = json.loads(body or b"[]")
+                if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+                    raise ValueError("rules must be a JSON list of objects")
+            except ValueError as error:
+                self.send_json(400, {"error": str(error)})
+                return
+            state.set_rules(rules)
+            self.send_json(200, {"ok": True})
+        elif route == ("POST", "/_control/reset"):
+            state.reset()
+            self.send_json(200, {"ok": True})
+        elif route == ("GET", "/_control/requests"):
+            self.send_json(200, state.snapshot())
+        elif route == ("GET", "/_control/object"):
+            self.send_json(200, self.server.object_info(query.get("key", "")))
+        elif route == ("GET", "/_control/uploads"):
+            self.send_json(200, self.server.list_uploads())
+        elif route == ("GET", "/_control/parts"):
+            self.send_json(
+                200, self.server.list_parts(query.get("key", ""), query.get("uploadId", ""))
+            )
+        elif route == ("GET", "/_control/wait"):
+            count = as_int(query.get("count"))
+            count = 1 if count is None else count
+            try:
+                timeout = min(max(float(query.get("timeout", "10")), 0.0), MAX_WAIT_SECONDS)
+            except ValueError:
+                timeout = 10.0
+            ok, seen = state.wait(query.get("operation"), count, timeout)
+            self.send_json(200, {"ok": ok, "count": seen})
+        else:
+            self.send_json(404, {"error": f"no endpoint {self.command} {path}"})
+
+    def presign(self, body):
+        try:
+            request = json.loads(body or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as error:
+            self.send_json(400, {"error": f"bad JSON: {error}"})
+            return
+        operation = request.get("operation")
+        if operation not in PRESIGN_OPERATIONS:
+            self.send_json(400, {"error": f"unknown operation {operation!r}"})
+            return
+        client_method, required = PRESIGN_OPERATIONS[operation]
+        missing = [name for name in ("key",) + required if request.get(name) in (None, "")]
+        if missing:
+            self.send_json(400, {"error": f"{operation} needs {', '.join(missing)}"})
+            return
+
+        rule = self.server.state.take_rule(
+            presign_operation=operation, partNumber=request.get("partNumber")
+        )
+        if rule is not None and "status" in rule:
+            status = int(rule["status"])
+            message = rule.get("message", f"presign refused for {operation}")
+            self.send_json(status, {"error": message})
+            return
+
+        # putObject: ContentType is deliberately not signed, so any is accepted.
+        params = {"Bucket": BUCKET, "Key": str(request["key"])}
+        try:
+            if "uploadId" in required:
+                params["UploadId"] = str(request["uploadId"])
+            if operation == "uploadPart":
+                params["PartNumber"] = int(request["partNumber"])
+            if operation == "listParts":
+                if request.get("partNumberMarker") is not None:
+                    params["PartNumberMarker"] = int(request["partNumberMarker"])
+                if request.get("maxParts") is not None:
+                    params["MaxParts"] = int(request["maxParts"])
+            expires_in = int(request.get("expiresIn") or 3600)
+        except (TypeError, ValueError) as error:
+            self.send_json(400, {"error": f"bad parameter: {error}"})
+            return
+        url = self.server.presigner.generate_presigned_url(
+            client_method, Params=params, ExpiresIn=expires_in
+        )
+        self.send_json(200, {"url": url})
+
+    # -- the proxy -------------------------------------------------------------
+
+    def handle_proxy(self):
+        """Record a request for the bucket, then handle it (see proxy())."""
+        split = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+        prefix = f"/{BUCKET}/"
+        key = urllib.parse.unquote(split.path[len(prefix):]) if split.path.startswith(prefix) else None
+        length = self.content_length()
+        record = {
+            "method": self.command,
+            "path": split.path,
+            "key": key,
+            "query": query,
+            "partNumber": as_int(query.get("partNumber")),
+            "uploadId": query.get("uploadId"),
+            "operation": infer_operation(self.command, query),
+            "bytes": 0,
+            "status": None,
+            "chunked": "Transfer-Encoding" in self.headers,
+            "contentLength": length,
+        }
+        self.server.state.add_record(record)
+        try:
+            self.proxy(record, length or 0)
+        except Exception as error:  # a fixture bug: answer it, never leave it pending
+            if record["status"] is None:
+                message = f"s3_backend.py: {type(error).__name__}: {error}"
+                self.answer(record, 500, s3_error_xml("InternalError", message),
+                            "application/xml", close=True)
+
+    def proxy(self, record, length):
+        """Refuse, fail, drop or forward one request, as the rules say."""
+        state = self.server.state
+        if record["chunked"]:
+            self.answer(record, 400, b"Transfer-Encoding is not supported\n", "text/plain", close=True)
+            return
+
+        rule = state.take_rule(
+            operation=record["operation"],
+            partNumber=record["partNumber"],
+            method=self.command,
+            key=record["key"],
+        )
+
+        if rule is not None and "dropAfter" in rule:
+            self.read_body(record, min(int(rule["dropAfter"]), length))
+            self.drop_connection()
+            state.answered(record, 0)
+            return
+
+        body = self.read_body(record, length)
+        if body is None:  # the client went away mid-body
+            self.close_connection = True
+            state.answered(record, 0)
+            return
+
+        if rule is not None and "status" in rule:
+            status = int(rule["status"])
+            code = rule.get("code") or default_error_code(status)
+            message = rule.get("message") or f"injected by the test ({code})"
+            self.answer(record, status, s3_error_xml(code, message), "application/xml")
+            return
+
+        self.forward(record, body)
+
+    def read_body(self, record, count):
+        """Read `count` body bytes into one buffer, counting them as they arrive.
+
+        Returns the bytes, or None if the client closed or reset early.
+        """
+        buffer = bytearray(count)
+        view = memoryview(buffer)
+        received = 0
+        try:
+            while received < count:
+                n = self.rfile.readinto(view[received:received + min(CHUNK, count - received)])
+                if not n:
+                    return None
+                received += n
+                self.server.state.add_bytes(record, n)
+        except OSError:
+            return None
+        finally:
+            view.release()
+        return buffer
+
+    def drop_connection(self):
+        """Reset the connection without answering (a failure mid-request)."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.connection.close()
+
+    def answer(self, record, status, body, content_type, close=False, reason=None, headers=()):
+        """Answer the client and mark the record answered (0 if the write failed)."""
+        try:
+            self.send_body(status, body, content_type, close=close, reason=reason, headers=headers)
+        except OSError:
+            self.close_connection = True
+            status = 0
+        self.server.state.answered(record, status)
+
+    def forward(self, record, body):
+        """Send the request on to moto and relay its answer."""
+        host, port = self.server.moto_address
+        connection = http.client.HTTPConnection(host, port, timeout=60)
+        try:
+            # The Host header is relayed as the client sent it: the signature covers it.
+            connection.putrequest(
+                self.command, self.path, skip_host=True, skip_accept_encoding=True
+            )
+            for name, value in self.headers.items():
+                lowered = name.lower()
+                if lowered in HOP_BY_HOP or lowered.startswith("proxy-") or lowered == "content-length":
+                    continue
+                if lowered == "content-type" and is_form_content_type(value):
+                    value = "application/octet-stream"
+                connection.putheader(name, value)
+            if body or self.command in ("PUT", "POST"):
+                connection.putheader("Content-Length", str(len(body)))
+            connection.endheaders(body if body else None)
+            response = connection.getresponse()
+            answer = response.read()
+            headers = [
+                (name, value)
+                for name, value in response.getheaders()
+                if name.lower() not in HOP_BY_HOP
+                and not name.lower().startswith("proxy-")
+                and name.lower() not in ("content-length", "content-type", "date", "server")
+            ]
+            content_type = response.getheader("Content-Type")
+            if self.command == "HEAD":
+                # A HEAD answer states the length of the body a GET would have.
+                length = response.getheader("Content-Length")
+                if length is not None:
+                    headers.append(("Content-Length", length))
+                self.head_answer(record, response.status, response.reason, content_type, headers)
+                return
+            self.answer(
+                record, response.status, answer, content_type,
+                reason=response.reason, headers=headers,
+            )
+        except OSError as error:  # moto unreachable or timed out
+            self.answer(record, 502, s3_error_xml("BadGateway", str(error)), "application/xml")
+        finally:
+            connection.close()
+
+    def head_answer(self, record, status, reason, content_type, headers):
+        status_sent = status
+        try:
+            self.send_response(status, reason)
+            for name, value in headers:
+                self.send_header(name, value)
+            if content_type:
+                self.send_header("Content-Type", content_type)
+            if not any(name.lower() == "content-length" for name, _ in headers):
+                self.send_header("Content-Length", "0")
+            self.end_headers()
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+            status_sent = 0
+        self.server.state.answered(record, status_sent)
+
+
+class Backend(ThreadingHTTPServer):
+    """The HTTP server, holding the shared state and the boto3 clients."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, moto_address):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.state = State()
+        self.moto_address = moto_address
+        self.port = self.server_address[1]
+        self.presigner = s3_client(f"http://127.0.0.1:{self.port}")
+        self.moto = s3_client(f"http://{moto_address[0]}:{moto_address[1]}")
+
+    def object_info(self, key):
+        try:
+            response = self.moto.get_object(Bucket=BUCKET, Key=key)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in ("NoSuchKey", "404"):
+                return {"exists": False, "size": 0, "sha256": "", "etag": ""}
+            raise
+        digest = hashlib.sha256()
+        size = 0
+        stream = response["Body"]
+        for chunk in iter(lambda: stream.read(1024 * 1024), b""):
+            digest.update(chunk)
+            size += len(chunk)
+        return {
+            "exists": True,
+            "size": size,
+            "sha256": digest.hexdigest(),
+            "etag": response.get("ETag", ""),
+        }
+
+    def list_uploads(self):
+        response = self.moto.list_multipart_uploads(Bucket=BUCKET)
+        uploads = [
+            {"key": upload["Key"], "uploadId": upload["UploadId"]}
+            for upload in response.get("Uploads", [])
+        ]
+        return {"uploads": uploads}
+
+    def list_parts(self, key, upload_id):
+        parts = []
+        marker = 0
+        try:
+            while True:
+                response = self.moto.list_parts(
+                    Bucket=BUCKET, Key=key, UploadId=upload_id, PartNumberMarker=marker
+                )
+                parts += [
+                    {"partNumber": part["PartNumber"], "size": part["Size"], "etag": part["ETag"]}
+                    for part in response.get("Parts", [])
+                ]
+                if not response.get("IsTruncated"):
+                    break
+                marker = int(response["NextPartNumberMarker"])
+        except ClientError as error:
+            return {"parts": [], "error": error.response.get("Error", {}).get("Code", "Unknown")}
+        return {"parts": parts}
+
+
+def main():
+    os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+    os.environ["AWS_DEFAULT_REGION"] = REGION
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
+
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    moto_address = moto.get_host_and_port()
+
+    backend = Backend(moto_address)
+    backend.moto.create_bucket(Bucket=BUCKET)
+    threading.Thread(target=backend.serve_forever, name="backend", daemon=True).start()
+
+    stop = threading.Event()
+    # The signal handler only flips a flag: taking the Event's lock inside a
+    # handler could deadlock against the main thread's own wait on it.
+    terminated = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
+
+    def watch_stdin():
+        try:
+            while sys.stdin.buffer.read1(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        stop.set()
+
+    threading.Thread(target=watch_stdin, name="stdin", daemon=True).start()
+
+    print(f"READY {backend.port}", flush=True)
+
+    while not terminated and not stop.wait(0.2):
+        pass
+
+    def shut_down():
+        backend.shutdown()
+        backend.server_close()
+        moto.stop()
+
+    closer = threading.Thread(target=shut_down, name="shutdown", daemon=True)
+    closer.start()
+    closer.join(timeout=3)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

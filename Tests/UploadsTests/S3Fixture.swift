@@ -1,0 +1,237 @@
+import Foundation
+import Testing
+import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// moto's S3 server, a widely used implementation of the S3 API that we did
+/// not write, behind the counting, fault-injecting proxy and the presigning
+/// "app backend" of `Fixtures/s3_backend.py`, on 127.0.0.1. Started by a
+/// test and stopped when the test ends, whether it passed or not.
+final class S3Fixture: Sendable {
+    /// The command that installs what these tests need.
+    static let installCommand = #"pip install "moto[server]==5.2.1""#
+
+    /// Whether moto can run here. Always `true` under CI, where a missing
+    /// moto must fail the tests, not skip them.
+    static let isAvailable: Bool = {
+        if ProcessInfo.processInfo.environment["CI"] != nil { return true }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import boto3, moto.server"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }()
+
+    /// Why the S3 tests are skipped where moto is missing.
+    static let skipReason: Comment = "moto's S3 server is not installed; install it with: \(installCommand)"
+
+    /// One request the proxy received.
+    struct Request: Decodable, Sendable {
+        let method: String
+        let operation: String
+        let partNumber: Int?
+        let uploadId: String?
+        /// Body bytes received.
+        let bytes: Int
+        /// The status answered; 0 for a dropped connection, `nil` while in
+        /// flight.
+        let status: Int?
+        let chunked: Bool
+        let contentLength: Int?
+    }
+
+    /// An object as the storage holds it.
+    struct Object: Decodable, Sendable {
+        let exists: Bool
+        let size: Int?
+        let sha256: String?
+        let etag: String?
+    }
+
+    struct Upload: Decodable, Sendable {
+        let key: String
+        let uploadId: String
+    }
+
+    let baseURL: URL
+    private let process: Process
+    private let input: Pipe
+
+    /// Starts the storage, runs `body` with it, and stops it.
+    static func with<T>(_ body: (S3Fixture) async throws -> T) async throws -> T {
+        let fixture = try await start()
+        defer { fixture.stop() }
+        return try await body(fixture)
+    }
+
+    /// Starts `s3_backend.py` and waits for its `READY <port>` line, off
+    /// Swift's cooperative threads (moto takes a second or two to import),
+    /// for at most 60 seconds.
+    private static func start() async throws -> S3Fixture {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/s3_backend.py")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        // Bounds the wait: a backend that never prints is stopped, which
+        // ends its output.
+        let watchdog = DispatchWorkItem { process.terminate() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
+        let line = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var line = Data()
+                while !line.contains(UInt8(ascii: "\n")) {
+                    let chunk = output.fileHandleForReading.availableData
+                    guard !chunk.isEmpty else { break }
+                    line.append(chunk)
+                }
+                continuation.resume(returning: String(decoding: line, as: UTF8.self))
+            }
+        }
+        watchdog.cancel()
+        // One line: `READY <port>`, or `UNAVAILABLE <reason>` and an exit.
+        let words = line.trimmingCharacters(in: .whitespacesAndNewlines)
+            .split(separator: " ", maxSplits: 1).map(String.init)
+        guard words.count == 2, words[0] == "READY", let port = Int(words[1]) else {
+            process.terminate()
+            process.waitUntilExit()
+            throw FixtureServer.ServerError(
+                message: "s3_backend.py did not start (\(words.joined(separator: " "))); \(Self.installCommand)")
+        }
+        return S3Fixture(baseURL: URL(string: "http://127.0.0.1:\(port)")!, process: process, input: input)
+    }
+
+    private init(baseURL: URL, process: Process, input: Pipe) {
+        self.baseURL = baseURL
+        self.process = process
+        self.input = input
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// A presigner that asks this backend, as an app asks its own.
+    var presigner: FixturePresigner { FixturePresigner(endpoint: baseURL.appendingPathComponent("presign")) }
+
+    /// Sets how the proxy answers, replacing earlier rules.
+    func setRules(_ rules: [[String: any Sendable]]) async throws {
+        _ = try await send("_control/rules", method: "POST", json: rules)
+    }
+
+    /// Every request the proxy received so far, in order.
+    func requests() async throws -> [Request] {
+        try JSONDecoder().decode([Request].self, from: try await send("_control/requests"))
+    }
+
+    /// Forgets the requests received so far and the rules.
+    func reset() async throws {
+        _ = try await send("_control/reset", method: "POST")
+    }
+
+    /// The object stored under `key`.
+    func object(_ key: String) async throws -> Object {
+        try JSONDecoder().decode(Object.self, from: try await send("_control/object", query: ["key": key]))
+    }
+
+    /// The multipart uploads in progress.
+    func uploads() async throws -> [Upload] {
+        struct Uploads: Decodable { let uploads: [Upload] }
+        return try JSONDecoder().decode(Uploads.self, from: try await send("_control/uploads")).uploads
+    }
+
+    /// Waits until `count` requests of `operation` were answered (at most
+    /// `timeout` seconds); whether they were.
+    func wait(for operation: String, count: Int = 1, timeout: Int = 30) async throws -> Bool {
+        struct Waited: Decodable { let ok: Bool }
+        let data = try await send(
+            "_control/wait", query: ["operation": operation, "count": "\(count)", "timeout": "\(timeout)"])
+        return try JSONDecoder().decode(Waited.self, from: data).ok
+    }
+
+    private func send(
+        _ path: String, method: String = "GET", query: [String: String] = [:], json: (any Sendable)? = nil
+    ) async throws -> Data {
+        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty {
+            components.queryItems = query.map { URLQueryItem(name: $0.key, value: $0.value) }
+        }
+        var request = URLRequest(url: components.url!)
+        request.httpMethod = method
+        if let json {
+            request.httpBody = try JSONSerialization.data(withJSONObject: json)
+        }
+        return try await HTTP.data(for: request)
+    }
+}
+
+/// The test's "app backend" client: asks `s3_backend.py` for each URL.
+struct FixturePresigner: S3Presigner {
+    let endpoint: URL
+
+    func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
+        var fields: [String: any Sendable] = ["key": String(object.path.drop { $0 == "/" })]
+        switch operation {
+        case .putObject(let contentType):
+            fields["operation"] = "putObject"
+            fields["contentType"] = contentType
+        case .createMultipartUpload(let contentType):
+            fields["operation"] = "createMultipartUpload"
+            fields["contentType"] = contentType
+        case .uploadPart(let uploadID, let partNumber):
+            fields["operation"] = "uploadPart"
+            fields["uploadId"] = uploadID
+            fields["partNumber"] = partNumber
+        case .completeMultipartUpload(let uploadID):
+            fields["operation"] = "completeMultipartUpload"
+            fields["uploadId"] = uploadID
+        case .abortMultipartUpload(let uploadID):
+            fields["operation"] = "abortMultipartUpload"
+            fields["uploadId"] = uploadID
+        case .listParts(let uploadID, let marker):
+            fields["operation"] = "listParts"
+            fields["uploadId"] = uploadID
+            fields["partNumberMarker"] = marker
+        }
+        var request = URLRequest(url: endpoint)
+        request.httpMethod = "POST"
+        request.httpBody = try JSONSerialization.data(withJSONObject: fields)
+        struct Presigned: Decodable { let url: String }
+        let data = try await HTTP.data(for: request)
+        guard let url = URL(string: try JSONDecoder().decode(Presigned.self, from: data).url) else {
+            throw URLError(.badURL)
+        }
+        return url
+    }
+}
+
+/// A request to a fixture, its answer's body; an error for a status outside
+/// 200...299.
+enum HTTP {
+    static func data(for request: URLRequest) async throws -> Data {
+        try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.dataTask(with: request) { data, response, error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else if let status = (response as? HTTPURLResponse)?.statusCode, !(200...299).contains(status) {
+                    continuation.resume(throwing: URLError(.badServerResponse))
+                } else {
+                    continuation.resume(returning: data ?? Data())
+                }
+            }.resume()
+        }
+    }
+}

@@ -1,0 +1,302 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+@testable import Uploads
+
+/// `S3Uploader` against moto's S3 server (`Fixtures/s3_backend.py`): a real
+/// implementation of the S3 API, reached through presigned URLs that a
+/// stand-in for the app's backend makes with boto3.
+@Suite("S3Uploader", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+struct S3UploaderTests {
+    static let mebibyte = 1024 * 1024
+    /// Three parts of 5 MiB, the last one short.
+    static let threePartSize = 2 * 5 * mebibyte + 123_457
+
+    /// An uploader with 5 MiB parts, a manifest folder of `folder`, and
+    /// retries that wait milliseconds.
+    static func uploader(
+        _ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int = 4, retry: RetryPolicy? = nil
+    ) -> S3Uploader {
+        S3Uploader(
+            presigner: s3.presigner,
+            manifestFolder: folder.url.appendingPathComponent("manifests"),
+            partSize: Int64(5 * mebibyte),
+            maxConcurrentParts: concurrentParts,
+            retry: retry ?? RetryPolicy(attempts: 3, initialDelay: .milliseconds(20))
+        )
+    }
+
+    static func video(_ file: URL, key: String) -> Video {
+        Video(file: file, destination: URL(string: "https://media.example.com/\(key)")!)
+    }
+
+    /// Runs `body` with a storage of its own and a file of `size` patterned
+    /// bytes (three parts by default) in a folder of its own.
+    static func withStorage(
+        size: Int = threePartSize, _ body: (S3Fixture, TemporaryFolder, URL) async throws -> Void
+    ) async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("surf.mp4")
+        try writePatternedFile(file, size: size)
+        try await S3Fixture.with { try await body($0, folder, file) }
+    }
+
+    /// The manifests left in `folder`.
+    static func manifests(_ folder: TemporaryFolder) -> [String] {
+        folder.files().filter { $0.hasPrefix("manifests/") }
+    }
+
+    /// Records every progress report.
+    final class ProgressLog: Sendable {
+        let reports = LockedValue<[UploadProgress]>([])
+        func record(_ progress: UploadProgress) { reports.withValue { $0.append(progress) } }
+        var neverWentBack: Bool {
+            let sent = reports.value.map(\.bytesSent)
+            return zip(sent, sent.dropFirst()).allSatisfy { $0 <= $1 }
+        }
+    }
+
+    // MARK: - Uploading
+
+    @Test func aLargeFileGoesUpInPartsAndArrivesIntact() async throws {
+        try await Self.withStorage { s3, folder, file in
+            let log = ProgressLog()
+            let receipt = try await withTimeLimit(.seconds(60)) {
+                try await Job.uploading(
+                    Self.video(file, key: "videos/surf.mp4"), using: Self.uploader(s3, folder: folder)
+                ) {
+                    log.record($0)
+                }.value
+            }
+
+            let object = try await s3.object("videos/surf.mp4")
+            #expect(object.exists)
+            #expect(object.size == Self.threePartSize)
+            #expect(object.sha256 == (try await sha256(of: file)))
+            #expect(receipt.etag == object.etag)
+            #expect(receipt.etag?.hasSuffix("-3\"") == true, "a multipart ETag: \(receipt.etag ?? "none")")
+            #expect(receipt.finalURL.path.hasSuffix("videos/surf.mp4"))
+            #expect(receipt.finalURL.query == nil)
+
+            let requests = try await s3.requests()
+            #expect(
+                requests.map(\.operation).filter { $0 != "uploadPart" } == [
+                    "createMultipartUpload", "completeMultipartUpload",
+                ])
+            let parts = requests.filter { $0.operation == "uploadPart" }.sorted {
+                ($0.partNumber ?? 0) < ($1.partNumber ?? 0)
+            }
+            #expect(parts.map(\.partNumber) == [1, 2, 3])
+            #expect(parts.map(\.bytes) == [5 * Self.mebibyte, 5 * Self.mebibyte, 123_457])
+            #expect(parts.allSatisfy { !$0.chunked && $0.contentLength == $0.bytes })
+            #expect(log.neverWentBack)
+            #expect(
+                log.reports.value.last
+                    == UploadProgress(bytesSent: Int64(Self.threePartSize), bytesTotal: Int64(Self.threePartSize)))
+            #expect(Self.manifests(folder).isEmpty, "the manifest is removed once the object is complete")
+        }
+    }
+
+    @Test func aSmallFileIsOnePut() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let bytes = patternedBytes(300_000, seed: 3)
+        let file = try folder.file("photo.jpg", bytes: bytes)
+        try await S3Fixture.with { s3 in
+            let uploader = Self.uploader(s3, folder: folder)
+            let fromFile = try await Job.uploading(
+                Photo(file: file, destination: URL(string: "https://media.example.com/photos/a.jpg")!), using: uploader
+            ).value
+            let fromMemory = try await Job.uploading(
+                Photo(bytes: bytes, destination: URL(string: "https://media.example.com/photos/b.jpg")!),
+                using: uploader
+            ).value
+
+            let requests = try await s3.requests()
+            #expect(requests.map(\.operation) == ["putObject", "putObject"])
+            #expect(requests.map(\.bytes) == [300_000, 300_000])
+            for (receipt, key) in [(fromFile, "photos/a.jpg"), (fromMemory, "photos/b.jpg")] {
+                let object = try await s3.object(key)
+                #expect(object.size == 300_000)
+                #expect(receipt.etag == object.etag)
+                #expect(receipt.finalURL.path.hasSuffix(key))
+                #expect(receipt.finalURL.query == nil, "the receipt keeps no signature")
+            }
+        }
+    }
+
+    // MARK: - Failures of one part
+
+    @Test(arguments: [
+        ["operation": "uploadPart", "partNumber": 2, "status": 500, "times": 1] as [String: any Sendable],
+        ["operation": "uploadPart", "partNumber": 2, "dropAfter": 1_048_576, "times": 1],
+    ])
+    func aPartThatFailsOnceIsSentAgainAlone(rule: [String: any Sendable]) async throws {
+        try await Self.withStorage { s3, folder, file in
+            try await s3.setRules([rule])
+            let log = ProgressLog()
+            _ = try await withTimeLimit(.seconds(60)) {
+                try await Job.uploading(
+                    Self.video(file, key: "videos/retried.mp4"), using: Self.uploader(s3, folder: folder)
+                ) {
+                    log.record($0)
+                }.value
+            }
+
+            let sent = try await s3.requests().filter { $0.operation == "uploadPart" }.compactMap(\.partNumber)
+            #expect(sent.sorted() == [1, 2, 2, 3], "part 2 failed once, then went up; the others went once")
+            let object = try await s3.object("videos/retried.mp4")
+            #expect(object.sha256 == (try await sha256(of: file)))
+            #expect(log.neverWentBack, "progress never goes back when a part is sent again")
+        }
+    }
+
+    // MARK: - Cancelling and failing for good
+
+    @Test func cancellingMidUploadAbortsItAndLeavesNothing() async throws {
+        try await Self.withStorage { s3, folder, file in
+            let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
+            let handle = LockedValue<JobHandle?>(nil)
+            let job = Job.uploading(
+                Self.video(file, key: "videos/cancelled.mp4"), using: Self.uploader(s3, folder: folder)
+            ) {
+                // Cancel once bytes of a part are on their way.
+                if $0.bytesSent > 0 { handle.value?.cancel() }
+            }
+            handle.withValue { $0 = job.perform { result in outcome.withValue { $0 = result } } }
+
+            let aborted = try await s3.wait(for: "abortMultipartUpload")
+            let uploads = try await s3.uploads()
+            let object = try await s3.object("videos/cancelled.mp4")
+            #expect(aborted, "Abort was sent")
+            let cancelled = outcome.value.map {
+                if case .failure(let error) = $0 { error is CancellationError } else { false }
+            }
+            #expect(cancelled == true)
+            #expect(uploads.isEmpty, "no multipart upload is left")
+            #expect(!object.exists)
+            #expect(Self.manifests(folder).isEmpty)
+        }
+    }
+
+    @Test func aRefusedURLFailsAtOnceAndAborts() async throws {
+        try await Self.withStorage { s3, folder, file in
+            try await s3.setRules([
+                ["operation": "uploadPart", "partNumber": 2, "status": 403, "message": "Access Denied"]
+            ])
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.uploading(
+                    Self.video(file, key: "videos/refused.mp4"),
+                    using: Self.uploader(s3, folder: folder, concurrentParts: 1)
+                ).value
+            }
+            guard case .httpStatus(let receipt) = error else {
+                Issue.record("expected a status, got \(String(describing: error))")
+                return
+            }
+            #expect(receipt.status == 403)
+            #expect(
+                error?.localizedDescription
+                    == "videos/refused.mp4: the server answered 403 Forbidden (AccessDenied: Access Denied)")
+            let requests = try await s3.requests()
+            #expect(requests.compactMap(\.partNumber) == [1, 2], "a 403 is not retried, and no later part starts")
+            #expect(requests.last?.operation == "abortMultipartUpload")
+            #expect(try await s3.uploads().isEmpty)
+            #expect(Self.manifests(folder).isEmpty)
+        }
+    }
+
+    @Test func aPartListTheStorageRejectsFailsAndAborts() async throws {
+        try await Self.withStorage { s3, folder, file in
+            try await s3.setRules([
+                [
+                    "operation": "completeMultipartUpload", "status": 400, "code": "InvalidPart",
+                    "message": "One or more of the specified parts could not be found.",
+                ]
+            ])
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.uploading(
+                    Self.video(file, key: "videos/rejected.mp4"), using: Self.uploader(s3, folder: folder)
+                ).value
+            }
+            #expect(error?.localizedDescription.contains("400 Bad Request (InvalidPart: ") == true)
+            #expect(try await s3.requests().last?.operation == "abortMultipartUpload")
+            #expect(try await s3.uploads().isEmpty)
+            #expect(try await s3.object("videos/rejected.mp4").exists == false)
+            #expect(Self.manifests(folder).isEmpty)
+        }
+    }
+
+    // MARK: - Resuming
+
+    @Test func aTransientFailureKeepsTheUploadAndTheNextAttemptSendsOnlyTheMissingParts() async throws {
+        try await Self.withStorage { s3, folder, file in
+            let video = Self.video(file, key: "videos/resumed.mp4")
+            // Parts go one at a time; the third meets a server that is down.
+            try await s3.setRules([["operation": "uploadPart", "partNumber": 3, "status": 503]])
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.uploading(
+                    video, using: Self.uploader(s3, folder: folder, concurrentParts: 1, retry: .never)
+                ).value
+            }
+            #expect(error?.isTransient == true)
+            let first = try await s3.requests()
+            #expect(!first.contains { $0.operation == "abortMultipartUpload" }, "a transient failure aborts nothing")
+            #expect(try await s3.uploads().count == 1)
+            #expect(Self.manifests(folder).count == 1)
+
+            // The next attempt, with a new uploader as in a new process.
+            try await s3.reset()
+            let log = ProgressLog()
+            let receipt = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)) { log.record($0) }
+                .value
+
+            let second = try await s3.requests()
+            #expect(second.map(\.operation) == ["listParts", "uploadPart", "completeMultipartUpload"])
+            #expect(second.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [3])
+            #expect(second.reduce(0) { $0 + $1.bytes } < Self.threePartSize / 10 + 4096, "only part 3 was sent again")
+            let firstReport = log.reports.value.first?.bytesSent ?? 0
+            #expect(firstReport >= Int64(10 * Self.mebibyte), "the parts stored count as sent")
+            #expect(log.neverWentBack)
+            let object = try await s3.object("videos/resumed.mp4")
+            #expect(object.sha256 == (try await sha256(of: file)))
+            #expect(receipt.etag == object.etag)
+            #expect(Self.manifests(folder).isEmpty)
+            #expect(try await s3.uploads().isEmpty)
+        }
+    }
+
+    @Test func aFileThatChangedSinceItsUploadBeganFailsAndTheNextAttemptStartsAfresh() async throws {
+        try await Self.withStorage { s3, folder, file in
+            let video = Self.video(file, key: "videos/changed.mp4")
+            try await s3.setRules([["operation": "uploadPart", "partNumber": 3, "status": 503]])
+            _ = try? await Job.uploading(
+                video, using: Self.uploader(s3, folder: folder, concurrentParts: 1, retry: .never)
+            ).value
+            try await s3.reset()
+            try writePatternedFile(file, size: Self.threePartSize + 1_000_000)
+
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+            }
+            guard case .fileChanged(let changed, _) = error else {
+                Issue.record("expected fileChanged, got \(String(describing: error))")
+                return
+            }
+            #expect(changed == file)
+            #expect(error?.isTransient == false)
+            #expect(
+                try await s3.requests().map(\.operation) == ["abortMultipartUpload"], "the stale upload is discarded")
+            #expect(Self.manifests(folder).isEmpty)
+
+            try await s3.reset()
+            _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+            #expect(try await s3.requests().first?.operation == "createMultipartUpload")
+            #expect(try await s3.object("videos/changed.mp4").sha256 == (try await sha256(of: file)))
+        }
+    }
+}
