@@ -1,0 +1,154 @@
+import Foundation
+import JobKitTesting
+import Testing
+
+@testable import Uploads
+
+/// The pieces of `S3Uploader` that need no storage: parts, the manifest,
+/// S3's XML, progress across parts.
+@Suite("Multipart pieces", .timeLimit(.minutes(1)))
+struct MultipartPartsTests {
+    static let mebibyte: Int64 = 1024 * 1024
+
+    // MARK: - Parts
+
+    @Test func aFileIsCutIntoPartsOfTheSizeWithAShortLastOne() {
+        let parts = MultipartUpload.parts(size: 12 * Self.mebibyte + 5, partSize: 5 * Self.mebibyte)
+        #expect(parts.map(\.number) == [1, 2, 3])
+        #expect(parts.map(\.offset) == [0, 5 * Self.mebibyte, 10 * Self.mebibyte])
+        #expect(parts.map(\.length) == [5 * Self.mebibyte, 5 * Self.mebibyte, 2 * Self.mebibyte + 5])
+        #expect(MultipartUpload.parts(size: 10 * Self.mebibyte, partSize: 5 * Self.mebibyte).count == 2)
+    }
+
+    @Test func partsSmallerThanS3AllowsAreRaisedToItsMinimum() throws {
+        let uploader = S3Uploader(
+            presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"), partSize: 1024)
+        #expect(uploader.partSize == S3Uploader.minimumPartSize)
+        #expect(
+            S3Uploader(
+                presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"),
+                maxConcurrentParts: 0
+            ).maxConcurrentParts == 1)
+    }
+
+    // MARK: - Manifest
+
+    @Test func aManifestIsFoundAgainOnlyForItsFileAndDestination() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("surf.mp4")
+        let destination = URL(string: "https://media.example.com/videos/surf.mp4")!
+        let location = MultipartManifest.location(in: folder.url, file: file, destination: destination)
+        var manifest = MultipartManifest(
+            file: file.standardizedFileURL.path, destination: destination.absoluteString, fileSize: 12,
+            fileModified: 1_700_000_000.25, uploadID: "upload-1", partSize: 5 * Self.mebibyte)
+        manifest.parts = [1: "\"etag-1\"", 2: "\"etag-2\""]
+        try manifest.save(to: location)
+
+        #expect(MultipartManifest.load(from: location, file: file, destination: destination) == manifest)
+        let elsewhere = URL(string: "https://media.example.com/videos/other.mp4")!
+        #expect(MultipartManifest.location(in: folder.url, file: file, destination: elsewhere) != location)
+        #expect(MultipartManifest.load(from: location, file: file, destination: elsewhere) == nil)
+        #expect(folder.files() == [location.lastPathComponent], "nothing beside it: written atomically, renamed")
+
+        try Data("{\"version\": 99}".utf8).write(to: location)
+        #expect(MultipartManifest.load(from: location, file: file, destination: destination) == nil)
+        MultipartManifest.remove(at: location)
+        #expect(folder.files().isEmpty)
+    }
+
+    @Test func aManifestThatCannotBeWrittenIsATypedError() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let blocker = try folder.file("not-a-folder", bytes: Data("x".utf8))
+        let manifest = MultipartManifest(
+            file: "/f", destination: "https://d/f", fileSize: 1, fileModified: 0, uploadID: "u", partSize: 1)
+        #expect {
+            try manifest.save(to: blocker.appendingPathComponent("m.json"))
+        } throws: { error in
+            guard case .writeFailed(let url, _) = error as? UploadError else { return false }
+            return url.lastPathComponent == "m.json"
+        }
+    }
+
+    // MARK: - XML
+
+    @Test func s3AnswersAreRead() throws {
+        let listed = Data(
+            """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <ListPartsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+              <UploadId>abc</UploadId><IsTruncated>true</IsTruncated><NextPartNumberMarker>2</NextPartNumberMarker>
+              <Part><PartNumber>1</PartNumber><ETag>&quot;e1&quot;</ETag><Size>5242880</Size></Part>
+              <Part><PartNumber>2</PartNumber><ETag>"e2"</ETag><Size>42</Size></Part>
+            </ListPartsResult>
+            """.utf8)
+        let root = try #require(S3XML.parse(listed))
+        #expect(root.name == "ListPartsResult")
+        #expect(root["IsTruncated"]?.text == "true")
+        #expect(root.all("Part").map { $0["ETag"]?.text } == ["\"e1\"", "\"e2\""])
+        #expect(root.all("Part").map { $0["Size"]?.text } == ["5242880", "42"])
+
+        let error = Data(
+            "<?xml version=\"1.0\"?><Error><Code>NoSuchUpload</Code><Message>The upload does not exist.</Message></Error>"
+                .utf8)
+        #expect(S3XML.error(in: error)?.code == "NoSuchUpload")
+        #expect(S3XML.error(in: error)?.message == "The upload does not exist.")
+        #expect(S3XML.error(in: listed) == nil)
+        #expect(S3XML.error(in: Data("stored".utf8)) == nil)
+        #expect(S3XML.parse(Data("<unclosed>".utf8)) == nil)
+    }
+
+    @Test func theCompletionBodyListsThePartsInOrderEscaped() throws {
+        let body = S3XML.completeMultipartUpload([(1, "\"a&b\""), (2, "\"c\"")])
+        let root = try #require(S3XML.parse(body))
+        #expect(root.name == "CompleteMultipartUpload")
+        #expect(root.all("Part").map { $0["PartNumber"]?.text } == ["1", "2"])
+        #expect(root.all("Part").map { $0["ETag"]?.text } == ["\"a&b\"", "\"c\""])
+    }
+
+    @Test func s3ErrorsReadWell() {
+        let receipt = UploadReceipt(
+            destination: URL(string: "https://media.example.com/videos/surf.mp4?X-Amz-Signature=secret")!,
+            status: 400,
+            body: Data(
+                "<Error><Code>InvalidPart</Code><Message>One or more parts could not be found.</Message></Error>".utf8))
+        #expect(
+            UploadError.httpStatus(receipt).localizedDescription
+                == "videos/surf.mp4: the server answered 400 Bad Request (InvalidPart: One or more parts could not be found.)"
+        )
+        let file = URL(fileURLWithPath: "/videos/surf.mp4")
+        #expect(
+            UploadError.fileChanged(file, reason: "it was 12 bytes when its upload began, and is 13 now")
+                .localizedDescription
+                == "/videos/surf.mp4: changed during its upload: it was 12 bytes when its upload began, and is 13 now")
+        #expect(
+            UploadError.invalidAnswer(receipt.destination, reason: "no ETag for part 2").localizedDescription
+                == "videos/surf.mp4: the server's answer could not be understood: no ETag for part 2")
+        #expect(!UploadError.fileChanged(file, reason: "").isTransient)
+        #expect(!UploadError.invalidAnswer(file, reason: "").isTransient)
+    }
+
+    // MARK: - Progress
+
+    @Test func progressAcrossPartsNeverGoesBackwards() {
+        let reports = LockedValue<[Int64]>([])
+        let progress = PartProgress { report in reports.withValue { $0.append(report.bytesSent) } }
+        progress.total = 30
+        progress.count(stored: [MultipartUpload.Part(number: 1, offset: 0, length: 10)])
+        progress.update(part: 2, bytesSent: 4)
+        progress.update(part: 3, bytesSent: 6)
+        progress.update(part: 2, bytesSent: 0)  // part 2 is sent again
+        progress.update(part: 2, bytesSent: 3)
+        progress.update(part: 2, bytesSent: 10)
+        progress.update(part: 3, bytesSent: 10)
+        #expect(reports.value == [10, 14, 20, 26, 30])
+    }
+}
+
+/// A presigner for uploaders that are never performed.
+private struct RefusingPresigner: S3Presigner {
+    func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
+        throw URLError(.userAuthenticationRequired)
+    }
+}
