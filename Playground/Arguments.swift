@@ -3,6 +3,8 @@ import Foundation
 /// The Playground's command line.
 struct Arguments {
     var server: URL?
+    /// The presigning backend of S3-compatible storage.
+    var s3: URL?
     var concurrency = 3
     var retries = 2
     var failRate = 0.0
@@ -28,6 +30,9 @@ struct Arguments {
 
         Options:
           --server URL       upload over HTTP (PUT) to this server instead of a folder
+          --s3 URL           upload to S3-compatible storage through presigned URLs from the backend
+                             at URL (POST {"operation", "key", ...} answered {"url": ...}); videos
+                             go up as multipart uploads that a new run resumes if one is killed
           --concurrency N    media uploads at once (default 3)
           --retries N        retries per upload whose failure can pass (timed out, connection lost,
                              HTTP 408, 429, 500, 502, 503, 504), with jittered backoff (default 2)
@@ -72,6 +77,15 @@ struct Arguments {
                     url.host != nil
                 else { throw UsageError(description: "--server needs an http or https URL, got '\(text)'") }
                 arguments.server = url
+            case "--s3":
+                let text = try value()
+                guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                    url.host != nil
+                else {
+                    throw UsageError(
+                        description: "--s3 needs the http or https URL of a presigning backend, got '\(text)'")
+                }
+                arguments.s3 = url
             case "--concurrency":
                 arguments.concurrency = try number(name, try value(), atLeast: 1)
             case "--retries":
@@ -116,6 +130,9 @@ struct Arguments {
             default:
                 throw UsageError(description: "unknown option '\(word)'")
             }
+        }
+        guard arguments.s3 == nil || (arguments.server == nil && arguments.output == nil) else {
+            throw UsageError(description: "--s3 cannot be combined with --server or --output")
         }
         return arguments
     }

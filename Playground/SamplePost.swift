@@ -24,10 +24,15 @@ enum SamplePost {
     ///   - destinationBase: The server (or pretend server) the uploads go to.
     ///   - scale: Multiplies every size: `0.01` makes a post of under a
     ///     megabyte, for tests. At least one byte per file.
+    ///   - reusingFiles: Keep a file already there with the size it would
+    ///     have (its bytes are the same), rather than write it again.
+    ///   - isCancelled: Asked before each file; `true` stops with
+    ///     `CancellationError`.
     /// - Returns: A post of six photos and three videos, read from `folder`.
     /// - Throws: The file system's error when a file cannot be written.
     static func make(
-        in folder: URL, destinationBase: URL, scale: Double = 1, isCancelled: () -> Bool = { false }
+        in folder: URL, destinationBase: URL, scale: Double = 1, reusingFiles: Bool = false,
+        isCancelled: () -> Bool = { false }
     ) throws -> Post {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let base = destinationBase.appendingPathComponent("posts")
@@ -38,8 +43,16 @@ enum SamplePost {
             if isCancelled() { throw CancellationError() }
             let file = folder.appendingPathComponent(name)
             let start = Int(generator.next() % UInt64(noise.count))
-            try writeFile(file, size: max(Int(Double(size) * scale), 1), header: header, noise: noise, start: start)
-            return (file, base.appendingPathComponent("beach-day").appendingPathComponent(name))
+            let size = max(Int(Double(size) * scale), 1)
+            let existing = try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber
+            // The same bytes as last time: left as they are, so that an
+            // upload of them can resume.
+            if reusingFiles, existing?.intValue == size { return (file, destination(name)) }
+            try writeFile(file, size: size, header: header, noise: noise, start: start)
+            return (file, destination(name))
+        }
+        func destination(_ name: String) -> URL {
+            base.appendingPathComponent("beach-day").appendingPathComponent(name)
         }
         let photos = try photoSizes.enumerated().map { index, size in
             let written = try write("photo-\(index + 1).jpg", size: size, header: [0xFF, 0xD8, 0xFF, 0xE0])

@@ -39,8 +39,13 @@ let stop = Stop()
 
 // MARK: - The post and the uploader
 
+// With --s3 the folder has a fixed name and outlives a run that did not
+// publish, so that the next run finds the media and the multipart uploads'
+// manifests, and resumes.
 let workFolder = (arguments.workFolder ?? FileManager.default.temporaryDirectory)
-    .appendingPathComponent("JobKitPlayground-\(UUID().uuidString.prefix(8))", isDirectory: true)
+    .appendingPathComponent(
+        arguments.s3 == nil ? "JobKitPlayground-\(UUID().uuidString.prefix(8))" : "JobKitPlayground-s3",
+        isDirectory: true)
 
 /// Removes what the run made in its folder (under `--work-folder`, or the
 /// system's temporary folder): the generated media always, and the uploads
@@ -48,6 +53,19 @@ let workFolder = (arguments.workFolder ?? FileManager.default.temporaryDirectory
 /// uploaded into a folder given with `--output` are the user's, and stay.
 func cleanUp(published: Bool) {
     let fileManager = FileManager.default
+    if arguments.s3 != nil {
+        // Unpublished, with multipart uploads left to resume: kept for the
+        // next run. (A cancelled upload is aborted, and leaves none.)
+        let manifests = try? fileManager.contentsOfDirectory(
+            atPath: workFolder.appendingPathComponent("multipart").path)
+        if !published, manifests?.isEmpty == false {
+            print("  the media and \(manifests?.count ?? 0) unfinished multipart uploads stay in \(workFolder.path):")
+            print("  run again to resume them")
+        } else if !(published && arguments.keeps) {
+            try? fileManager.removeItem(at: workFolder)
+        }
+        return
+    }
     let keeps = published && arguments.keeps && arguments.output == nil && arguments.server == nil
     try? fileManager.removeItem(at: keeps ? workFolder.appendingPathComponent("media") : workFolder)
     if (try? fileManager.contentsOfDirectory(atPath: workFolder.path))?.isEmpty == true {
@@ -59,7 +77,7 @@ let post: Post
 do {
     post = try SamplePost.make(
         in: workFolder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
-        isCancelled: { stop.isRequested })
+        reusingFiles: arguments.s3 != nil, isCancelled: { stop.isRequested })
 } catch is CancellationError {
     failStopped(publishing: false)
 } catch {
@@ -70,7 +88,15 @@ do {
 let destinationName: String
 let directoryUploader: DirectoryUploader?
 var uploader: any Uploader
-if let server = arguments.server {
+if let backend = arguments.s3 {
+    uploader = S3Uploader(
+        presigner: PresigningBackend(endpoint: backend),
+        manifestFolder: workFolder.appendingPathComponent("multipart", isDirectory: true),
+        retry: RetryPolicy(attempts: arguments.retries + 1, initialDelay: .milliseconds(200), maximumDelay: .seconds(2))
+    )
+    destinationName = "S3 storage, URLs presigned by \(backend.absoluteString)"
+    directoryUploader = nil
+} else if let server = arguments.server {
     uploader = URLSessionUploader(method: .put)
     destinationName = server.absoluteString
     directoryUploader = nil

@@ -27,6 +27,50 @@ public enum S3Operation: Sendable, Hashable {
     /// `nil`.
     case listParts(uploadID: String, partNumberMarker: Int?)
 
+    /// The S3 API action: `PutObject`, `CreateMultipartUpload`,
+    /// `UploadPart`, `CompleteMultipartUpload`, `AbortMultipartUpload` or
+    /// `ListParts`.
+    public var action: String {
+        switch self {
+        case .putObject: "PutObject"
+        case .createMultipartUpload: "CreateMultipartUpload"
+        case .uploadPart: "UploadPart"
+        case .completeMultipartUpload: "CompleteMultipartUpload"
+        case .abortMultipartUpload: "AbortMultipartUpload"
+        case .listParts: "ListParts"
+        }
+    }
+
+    /// The content type the object is stored with, for `PutObject` and
+    /// `CreateMultipartUpload`.
+    public var contentType: String? {
+        switch self {
+        case .putObject(let type), .createMultipartUpload(let type): type
+        default: nil
+        }
+    }
+
+    /// The multipart upload's ID, for every action but `PutObject` and
+    /// `CreateMultipartUpload`.
+    public var uploadID: String? {
+        switch self {
+        case .uploadPart(let id, _), .completeMultipartUpload(let id), .abortMultipartUpload(let id),
+            .listParts(let id, _):
+            id
+        default: nil
+        }
+    }
+
+    /// The part's number, for `UploadPart`.
+    public var partNumber: Int? {
+        if case .uploadPart(_, let number) = self { number } else { nil }
+    }
+
+    /// Where the list starts after, for `ListParts` after its first page.
+    public var partNumberMarker: Int? {
+        if case .listParts(_, let marker) = self { marker } else { nil }
+    }
+
     /// The HTTP method the URL is signed for.
     public var httpMethod: String {
         switch self {
@@ -43,17 +87,12 @@ public enum S3Operation: Sendable, Hashable {
 /// asking its own backend, which holds the credentials.
 ///
 /// ```swift
-/// struct BackendPresigner: S3Presigner {
-///     let endpoint: URL
-///     let token: String
+/// struct Presigner: S3Presigner {
+///     let api: any MediaAPI  // the app's client of its own backend
 ///
 ///     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
-///         var request = URLRequest(url: endpoint)
-///         request.httpMethod = "POST"
-///         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-///         request.httpBody = Data("\(operation) \(object.path)".utf8)
-///         let (body, _) = try await URLSession.shared.data(for: request)
-///         return URL(string: String(decoding: body, as: UTF8.self))!
+///         try await api.presign(
+///             operation.action, key: object.path, uploadID: operation.uploadID, partNumber: operation.partNumber)
 ///     }
 /// }
 /// ```

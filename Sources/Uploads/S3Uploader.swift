@@ -14,7 +14,7 @@ import FoundationNetworking
 ///
 /// ```swift
 /// let uploader = S3Uploader(
-///     presigner: BackendPresigner(endpoint: presignEndpoint, token: token),
+///     presigner: Presigner(api: api),
 ///     manifestFolder: applicationSupport.appendingPathComponent("uploads"))
 /// let receipt = try await Job.uploading(video, using: uploader).value
 /// print(receipt.etag ?? "", receipt.finalURL)
@@ -158,11 +158,10 @@ public final class S3Uploader: Uploader, Sendable {
     ) -> Job<HTTPAnswer> {
         let contentType: String? =
             switch operation {
-            case .putObject(let type), .createMultipartUpload(let type): type
             case .completeMultipartUpload: "application/xml"
             // Without one, FoundationNetworking labels a body as a form.
             case .uploadPart: "application/octet-stream"
-            default: nil
+            default: operation.contentType
             }
         let attempt = Job<URL>.task { [presigner] in
             try await presigner.presignedURL(for: operation, object: media.destination)

@@ -305,7 +305,7 @@ private final class ExitDeadline: Sendable {
 }
 
 /// The built Playground: next to the test bundle in the build folder.
-private func playgroundExecutable() throws -> URL {
+func playgroundExecutable() throws -> URL {
     var candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
     #if os(macOS)
     candidates += Bundle.allBundles.filter { $0.bundlePath.hasSuffix(".xctest") }

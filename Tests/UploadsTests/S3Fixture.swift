@@ -35,6 +35,8 @@ final class S3Fixture: Sendable {
     struct Request: Decodable, Sendable {
         let method: String
         let operation: String
+        /// The object's key.
+        let key: String?
         let partNumber: Int?
         let uploadId: String?
         /// Body bytes received.
@@ -178,43 +180,22 @@ final class S3Fixture: Sendable {
     }
 }
 
-/// The test's "app backend" client: asks `s3_backend.py` for each URL.
+/// The test's "app backend" client: asks `s3_backend.py` for each URL, as
+/// the README's `AppBackend` and the Playground's `PresigningBackend` do.
 struct FixturePresigner: S3Presigner {
     let endpoint: URL
 
     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
-        var fields: [String: any Sendable] = ["key": String(object.path.drop { $0 == "/" })]
-        switch operation {
-        case .putObject(let contentType):
-            fields["operation"] = "putObject"
-            fields["contentType"] = contentType
-        case .createMultipartUpload(let contentType):
-            fields["operation"] = "createMultipartUpload"
-            fields["contentType"] = contentType
-        case .uploadPart(let uploadID, let partNumber):
-            fields["operation"] = "uploadPart"
-            fields["uploadId"] = uploadID
-            fields["partNumber"] = partNumber
-        case .completeMultipartUpload(let uploadID):
-            fields["operation"] = "completeMultipartUpload"
-            fields["uploadId"] = uploadID
-        case .abortMultipartUpload(let uploadID):
-            fields["operation"] = "abortMultipartUpload"
-            fields["uploadId"] = uploadID
-        case .listParts(let uploadID, let marker):
-            fields["operation"] = "listParts"
-            fields["uploadId"] = uploadID
-            fields["partNumberMarker"] = marker
-        }
+        let fields: [String: (any Sendable)?] = [
+            "operation": operation.action, "key": String(object.path.drop { $0 == "/" }),
+            "uploadId": operation.uploadID,
+            "partNumber": operation.partNumber, "partNumberMarker": operation.partNumberMarker,
+        ]
         var request = URLRequest(url: endpoint)
         request.httpMethod = "POST"
-        request.httpBody = try JSONSerialization.data(withJSONObject: fields)
-        struct Presigned: Decodable { let url: String }
-        let data = try await HTTP.data(for: request)
-        guard let url = URL(string: try JSONDecoder().decode(Presigned.self, from: data).url) else {
-            throw URLError(.badURL)
-        }
-        return url
+        request.httpBody = try JSONSerialization.data(withJSONObject: fields.compactMapValues { $0 })
+        struct Presigned: Decodable { let url: URL }
+        return try JSONDecoder().decode(Presigned.self, from: try await HTTP.data(for: request)).url
     }
 }
 

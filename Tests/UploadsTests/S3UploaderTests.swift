@@ -9,7 +9,7 @@ import Uploads
 /// `S3Uploader` against moto's S3 server (`Fixtures/s3_backend.py`): a real
 /// implementation of the S3 API, reached through presigned URLs that a
 /// stand-in for the app's backend makes with boto3.
-@Suite("S3Uploader", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+@Suite("S3Uploader", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason), .serialized)
 struct S3UploaderTests {
     static let mebibyte = 1024 * 1024
     /// Three parts of 5 MiB, the last one short.
@@ -355,6 +355,103 @@ struct S3FramingTests {
             }
             let completion = try #require(try await server.received().first { $0.path == "/s3/complete" })
             #expect(completion.body?.contains("<PartNumber>3</PartNumber>") == true)
+        }
+    }
+}
+
+/// The Playground publishing to moto through `--s3`, killed mid-way and run
+/// again: a new process resumes the multipart uploads from their manifests.
+@Suite("Playground on S3", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+struct PlaygroundS3Tests {
+    struct PartSent: Hashable {
+        let key: String
+        let number: Int
+    }
+
+    /// Starts the Playground; its output is discarded.
+    static func start(_ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = try playgroundExecutable()
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// Waits for `process` to exit, off Swift's cooperative threads, for at
+    /// most 60 seconds (then kills it); its exit status.
+    static func exit(of process: Process) async -> Int32 {
+        let watchdog = DispatchWorkItem { kill(process.processIdentifier, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
+        let status = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                process.waitUntilExit()
+                continuation.resume(returning: process.terminationStatus)
+            }
+        }
+        watchdog.cancel()
+        return status
+    }
+
+    @Test func aKilledRunIsResumedByTheNextOneWhichSendsOnlyTheMissingParts() async throws {
+        let work = try TemporaryFolder()
+        defer { work.remove() }
+        try await S3Fixture.with { s3 in
+            let arguments = [
+                "--s3", s3.baseURL.appendingPathComponent("presign").absoluteString, "--work-folder", work.url.path,
+                "--concurrency", "1", "--keep",
+            ]
+            // Videos go one at a time, in 8 MiB parts: video-1 (18 MB) in
+            // three, video-2 (26 MB) in four. The last part of video-2 is
+            // held in flight, and the first run is killed once the six
+            // others are stored: mid-way through video-2.
+            try await s3.setRules([
+                ["operation": "uploadPart", "key": "posts/beach-day/video-2.mp4", "partNumber": 4, "holdFor": 30]
+            ])
+            let first = try Self.start(arguments)
+            let partsStored = try await s3.wait(for: "uploadPart", count: 6, timeout: 60)
+            kill(first.processIdentifier, SIGKILL)
+            let firstStatus = await Self.exit(of: first)
+            #expect(partsStored)
+            #expect(firstStatus != 0, "killed before it finished")
+            let firstRun = try await s3.requests()
+            let stored = Set(
+                firstRun.filter { $0.operation == "uploadPart" && $0.status == 200 }
+                    .compactMap { request in request.key.map { PartSent(key: $0, number: request.partNumber ?? 0) } })
+            let video2 = "posts/beach-day/video-2.mp4"
+            #expect(stored.filter { $0.key == video2 }.map(\.number).sorted() == [1, 2, 3])
+            #expect(try await s3.uploads().map(\.key) == [video2], "video-2's upload was left to resume")
+
+            try await s3.reset()
+            let second = try Self.start(arguments)
+            #expect(await Self.exit(of: second) == 0)
+            let secondRun = try await s3.requests()
+            let resent = Set(
+                secondRun.filter { $0.operation == "uploadPart" }
+                    .compactMap { request in request.key.map { PartSent(key: $0, number: request.partNumber ?? 0) } })
+            // video-1 was complete before the kill; publishing, which keeps
+            // no record of finished media, sends it again whole.
+            let storedOfVideo2 = stored.filter { $0.key == video2 }
+            #expect(resent.isDisjoint(with: storedOfVideo2), "no stored part is sent again")
+            #expect(resent.filter { $0.key == video2 }.map(\.number) == [4], "video-2 sent only its missing part")
+            #expect(secondRun.contains { $0.operation == "listParts" }, "the next run asked which parts were stored")
+            #expect(try await s3.uploads().isEmpty)
+
+            let media = work.url.appendingPathComponent("JobKitPlayground-s3/media")
+            for video in 1...3 {
+                let object = try await s3.object("posts/beach-day/video-\(video).mp4")
+                let file = media.appendingPathComponent("video-\(video).mp4")
+                #expect(object.sha256 == (try await sha256(of: file)), "video-\(video).mp4 is intact")
+            }
+            if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
+                let partBytes = { (run: [S3Fixture.Request]) in
+                    run.filter { $0.operation == "uploadPart" }.reduce(0) { $0 + $1.bytes }
+                }
+                print(
+                    "resume: first run sent \(partBytes(firstRun)) bytes of parts, second run \(partBytes(secondRun))"
+                        + " (\(stored.count) parts stored before the kill)")
+            }
         }
     }
 }

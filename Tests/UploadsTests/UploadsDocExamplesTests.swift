@@ -13,18 +13,18 @@ import FoundationNetworking
 // verbatim, each between BEGIN DOC and END DOC. JobKitTests'
 // DocExamplesCompileTests checks that every one of them is in this file.
 
+/// The app's client of its backend, in the doc examples.
+protocol MediaAPI: Sendable {
+    func presign(_ action: String, key: String, uploadID: String?, partNumber: Int?) async throws -> URL
+}
+
 // BEGIN DOC
-struct BackendPresigner: S3Presigner {
-    let endpoint: URL
-    let token: String
+struct Presigner: S3Presigner {
+    let api: any MediaAPI  // the app's client of its own backend
 
     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
-        var request = URLRequest(url: endpoint)
-        request.httpMethod = "POST"
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        request.httpBody = Data("\(operation) \(object.path)".utf8)
-        let (body, _) = try await URLSession.shared.data(for: request)
-        return URL(string: String(decoding: body, as: UTF8.self))!
+        try await api.presign(
+            operation.action, key: object.path, uploadID: operation.uploadID, partNumber: operation.partNumber)
     }
 }
 // END DOC
@@ -199,10 +199,10 @@ struct UploadsDocExamplesTests {
     }
 
     /// Compiled, not run: this needs object storage.
-    private func s3Example(video: Video, presignEndpoint: URL, token: String, applicationSupport: URL) async throws {
+    private func s3Example(video: Video, api: any MediaAPI, applicationSupport: URL) async throws {
         // BEGIN DOC
         let uploader = S3Uploader(
-            presigner: BackendPresigner(endpoint: presignEndpoint, token: token),
+            presigner: Presigner(api: api),
             manifestFolder: applicationSupport.appendingPathComponent("uploads"))
         let receipt = try await Job.uploading(video, using: uploader).value
         print(receipt.etag ?? "", receipt.finalURL)

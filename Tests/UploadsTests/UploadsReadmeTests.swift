@@ -5,6 +5,10 @@ import Testing
 import Uploads
 import UploadsTesting
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 // The README's Uploads examples, verbatim, between the BEGIN/END markers.
 // JobKitTests' ReadmeTests checks that every Swift block of README.md
 // appears in its own file or in this one.
@@ -70,4 +74,69 @@ struct UploadsReadmeTests {
         #expect(try outcome.value?.get().media.first?.etag != nil)
     }
     // END README
+}
+
+private let printedS3Lines = LockedValue<[String]>([])
+
+private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, surfMovie: URL) async throws {
+    @Sendable func print(_ line: String) { printedS3Lines.withValue { $0.append(line) } }
+    // BEGIN README: S3 example
+    /// A stub of the app's backend: it holds the storage's credentials and
+    /// answers {"url": ...} to {"operation": "UploadPart", "key": ..., ...}.
+    struct AppBackend: S3Presigner {
+        let presignEndpoint: URL
+
+        func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
+            let fields: [String: Any?] = [
+                "operation": operation.action, "key": String(object.path.dropFirst()),
+                "contentType": operation.contentType, "uploadId": operation.uploadID,
+                "partNumber": operation.partNumber, "partNumberMarker": operation.partNumberMarker,
+            ]
+            var request = URLRequest(url: presignEndpoint)
+            request.httpMethod = "POST"
+            request.httpBody = try JSONSerialization.data(withJSONObject: fields.compactMapValues { $0 })
+            let (body, _) = try await URLSession.shared.data(for: request)
+            let answer = try JSONSerialization.jsonObject(with: body) as? [String: Any]
+            guard let url = (answer?["url"] as? String).flatMap(URL.init(string:)) else {
+                throw URLError(.badServerResponse)
+            }
+            return url
+        }
+    }
+
+    let uploader = S3Uploader(
+        presigner: AppBackend(presignEndpoint: presignEndpoint),
+        manifestFolder: applicationSupport.appendingPathComponent("uploads"),
+        partSize: 8 * 1024 * 1024, maxConcurrentParts: 4)
+    let surf = Video(file: surfMovie, destination: URL(string: "https://media.example.com/posts/1/surf.mp4")!)
+    let receipt = try await Job.uploading(surf, using: uploader) { progress in
+        print("\(Int(progress.fractionCompleted * 100))%")
+    }.value
+    print("stored as \(receipt.finalURL), ETag \(receipt.etag ?? "none")")
+    // END README
+}
+
+/// The README's S3 example, run against moto's S3 server.
+@Suite("README S3", .timeLimit(.minutes(1)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+struct S3ReadmeTests {
+    @Test func s3ExampleUploadsTheVideoInParts() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let movie = folder.url.appendingPathComponent("surf.mp4")
+        try writePatternedFile(movie, size: 17 * 1024 * 1024)
+        try await S3Fixture.with { s3 in
+            try await uploadReadmeVideo(
+                presignEndpoint: s3.baseURL.appendingPathComponent("presign"), applicationSupport: folder.url,
+                surfMovie: movie)
+
+            let object = try await s3.object("posts/1/surf.mp4")
+            #expect(object.sha256 == (try await sha256(of: movie)))
+            let parts = try await s3.requests().filter { $0.operation == "uploadPart" }
+            #expect(parts.count == 3, "8 MiB parts")
+            #expect(
+                printedS3Lines.value.last
+                    == "stored as http://jobkit.s3.amazonaws.com/posts/1/surf.mp4, ETag \(object.etag ?? "")")
+            #expect(printedS3Lines.value.dropLast().last == "100%")
+        }
+    }
 }

@@ -174,12 +174,15 @@ func writePatternedFile(_ file: URL, size: Int) throws {
     let handle = try FileHandle(forWritingTo: file)
     defer { try? handle.close() }
     let megabyte = 1024 * 1024
+    // `patternedBytes(megabyte, seed: s)` is this block from offset s.
+    let block = patternedBytes(megabyte + 256)
     for index in 0..<(size / megabyte) {
         // Each megabyte differs, so parts sent in the wrong place show.
-        try handle.write(contentsOf: patternedBytes(megabyte, seed: UInt8(truncatingIfNeeded: index * 7 + 1)))
+        let seed = (index * 7 + 1) % 256
+        try handle.write(contentsOf: block[seed..<seed + megabyte])
     }
     if size % megabyte > 0 {
-        try handle.write(contentsOf: patternedBytes(size % megabyte))
+        try handle.write(contentsOf: block[0..<size % megabyte])
     }
 }
 

@@ -18,7 +18,8 @@ Process protocol
     closed it or died) or on SIGTERM.
 
 Endpoints (all on the one port)
-    POST /presign                 {"operation", "key", "uploadId", "partNumber",
+    POST /presign                 {"operation" (ours or S3's action name, "UploadPart"),
+                                  "key", "uploadId", "partNumber",
                                   "partNumberMarker", "maxParts", "expiresIn"}
                                   -> {"url": "http://127.0.0.1:<port>/jobkit/<key>?..."}
                                   operations: putObject, createMultipartUpload,
@@ -44,6 +45,9 @@ and which has `times` left, applies; `times` is unlimited when absent)
         read the whole body, then answer 500 with an S3-style XML error
         ("code"/"message" optional; default code InternalError for 5xx,
         AccessDenied for 403, InvalidRequest otherwise)
+    {"operation": "uploadPart", "key": "a.mp4", "partNumber": 4, "holdFor": 30}
+        read the whole body, then wait that many seconds (at most 30) before
+        answering or forwarding: a request still in flight
     {"operation": "uploadPart", "dropAfter": 1048576}
         read at most that many body bytes, then reset the connection without
         answering (recorded with status 0)
@@ -374,6 +378,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(400, {"error": f"bad JSON: {error}"})
             return
         operation = request.get("operation")
+        # S3's action names ("UploadPart") are accepted as well as ours.
+        if isinstance(operation, str) and operation[:1].isupper():
+            operation = operation[0].lower() + operation[1:]
         if operation not in PRESIGN_OPERATIONS:
             self.send_json(400, {"error": f"unknown operation {operation!r}"})
             return
@@ -469,6 +476,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             state.answered(record, 0)
             return
+
+        if rule is not None and "holdFor" in rule:
+            # Keep the request in flight: a part that is still being sent
+            # when its uploader is killed.
+            threading.Event().wait(min(float(rule["holdFor"]), 30.0))
 
         if rule is not None and "status" in rule:
             status = int(rule["status"])
