@@ -250,8 +250,8 @@ struct PlaygroundTests {
         let run = try playground(["--help"], fast: false)
         #expect(run.status == 0)
         for option in [
-            "--server", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep", "--work-folder",
-            "--help",
+            "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
+            "--work-folder", "--help",
         ] {
             #expect(run.output.contains(option))
         }
@@ -259,7 +259,9 @@ struct PlaygroundTests {
 
     @Test(arguments: [
         ["--bogus"], ["--concurrency", "0"], ["--fail-rate", "2"], ["--server", "ftp://x"], ["--retries"],
-        ["--work-folder"], ["--timeout", "0"], ["--timeout", "soon"], ["--timeout", "1e19"],
+        ["--work-folder"], ["--timeout", "0"], ["--timeout", "soon"], ["--timeout", "1e19"], ["--s3", "s3://bucket"],
+        ["--s3", "http://127.0.0.1:9/presign", "--server", "http://127.0.0.1:9"],
+        ["--s3", "http://127.0.0.1:9/presign", "--output", "/tmp/x"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
         let run = try playground(arguments, fast: false)

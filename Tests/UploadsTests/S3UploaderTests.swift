@@ -6,6 +6,10 @@ import Uploads
 
 @testable import Uploads
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// `S3Uploader` against moto's S3 server (`Fixtures/s3_backend.py`): a real
 /// implementation of the S3 API, reached through presigned URLs that a
 /// stand-in for the app's backend makes with boto3.
@@ -267,6 +271,65 @@ struct S3UploaderTests {
             #expect(receipt.etag == object.etag)
             #expect(Self.manifests(folder).isEmpty)
             #expect(try await s3.uploads().isEmpty)
+        }
+    }
+
+    @Test func anUploadTheStorageNoLongerHasIsStartedAgain() async throws {
+        try await Self.withStorage { s3, folder, file in
+            let video = Self.video(file, key: "videos/expired.mp4")
+            try await s3.setRules([["operation": "uploadPart", "partNumber": 3, "status": 503]])
+            _ = try? await Job.uploading(
+                video, using: Self.uploader(s3, folder: folder, concurrentParts: 1, retry: .never)
+            )
+            .value
+            // The storage drops the upload (a lifecycle rule, say).
+            let upload = try #require(try await s3.uploads().first)
+            var abort = URLRequest(
+                url: try await s3.presigner.presignedURL(
+                    for: .abortMultipartUpload(uploadID: upload.uploadId), object: video.media.destination))
+            abort.httpMethod = "DELETE"
+            _ = try await HTTP.data(for: abort)
+            try await s3.reset()
+
+            _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+
+            let requests = try await s3.requests()
+            #expect(requests.first?.operation == "listParts")
+            #expect(requests.first?.status == 404)
+            #expect(requests.dropFirst().first?.operation == "createMultipartUpload")
+            #expect(requests.filter { $0.operation == "uploadPart" }.count == 3, "every part, to the new upload")
+            #expect(try await s3.object("videos/expired.mp4").sha256 == (try await sha256(of: file)))
+            #expect(Self.manifests(folder).isEmpty)
+        }
+    }
+
+    @Test func aLargeFileWithFourPartsInFlightStaysWithinAFewPartsOfMemory() async throws {
+        let partSize = 8 * Self.mebibyte
+        try await Self.withStorage(size: 200 * 1_000_000) { s3, folder, file in
+            let uploader = S3Uploader(
+                presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
+                partSize: Int64(partSize), maxConcurrentParts: 4)
+            let before = residentMemory()
+            let peak = LockedValue(before)
+            _ = try await withTimeLimit(.seconds(90)) {
+                try await Job.uploading(Self.video(file, key: "videos/large.mp4"), using: uploader) { _ in
+                    let now = residentMemory()
+                    peak.withValue { $0 = max($0, now) }
+                }.value
+            }
+
+            let object = try await s3.object("videos/large.mp4")
+            #expect(object.size == 200 * 1_000_000)
+            #expect(object.sha256 == (try await sha256(of: file)))
+            #expect(try await s3.requests().filter { $0.operation == "uploadPart" }.count == 24)
+            if before > 0 {
+                // Four parts read whole would add 32 MiB; the file, 200 MB.
+                let growth = peak.value - before
+                #expect(growth < 2 * partSize, "anonymous memory grew by \(growth) bytes")
+                if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
+                    print("200 MB in 8 MiB parts, 4 in flight: RssAnon grew by \(growth) bytes at its peak")
+                }
+            }
         }
     }
 
