@@ -45,6 +45,11 @@ import FoundationNetworking
 ///
 /// Progress counts bytes across all parts, parts already stored included,
 /// and never goes backwards, not even when a part is sent again.
+///
+/// A time limit on a whole upload (``PublishOptions/uploadTimeout``, or
+/// `timeout(after:)`) cancels it when it runs out, which aborts it: give a
+/// large video a generous one, or none, and let the session's own timeouts
+/// catch a stalled request (which fails it transiently, and is resumed).
 public final class S3Uploader: Uploader, Sendable {
     /// S3's smallest part, except the last: 5 MiB.
     public static let minimumPartSize: Int64 = 5 * 1024 * 1024
