@@ -15,7 +15,7 @@ Process protocol
     and exits with code 3 (the tests skip). Otherwise prints exactly one line,
     `READY <port>`, once everything is listening, and nothing more to stdout.
     Exits (code 0) when standard input reaches EOF (the test that started it
-    closed it or died) or on SIGTERM.
+    closed it or died), on SIGTERM, or on Ctrl-C.
 
 Endpoints (all on the one port)
     POST /presign                 {"operation" (ours or S3's action name, "UploadPart"),
@@ -676,7 +676,8 @@ def main():
     # The signal handler only flips a flag: taking the Event's lock inside a
     # handler could deadlock against the main thread's own wait on it.
     terminated = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
+    for number in (signal.SIGTERM, signal.SIGINT):  # SIGINT: Ctrl-C, run by hand
+        signal.signal(number, lambda signum, frame: terminated.append(signum))
 
     def watch_stdin():
         try:
