@@ -35,13 +35,16 @@ import FoundationNetworking
 /// already holds and sends only the others. What happens to an upload that
 /// does not finish:
 ///
-/// - It failed with an error that can pass (the network went away, and
-///   the retries ran out): nothing is discarded, and the manifest is kept
-///   for the next attempt to resume.
+/// - It failed with an error that ``retry`` counts as retryable (the
+///   network went away, and the retries ran out): nothing is discarded,
+///   and the manifest is kept for the next attempt to resume.
 /// - It was cancelled, or failed for good (a refused URL, a part list the
 ///   storage rejects, a file that changed since the upload began): the
-///   upload is aborted, which discards its parts, and the manifest is
-///   removed.
+///   manifest is removed and the upload aborted, which discards its parts.
+///   An upload still being created when the job is cancelled is aborted
+///   once the storage answers with its ID. An abort that fails leaves the
+///   parts to the bucket's lifecycle rules (S3's
+///   `AbortIncompleteMultipartUpload`).
 ///
 /// Progress counts bytes across all parts, parts already stored included,
 /// and never goes backwards, not even when a part is sent again.
@@ -153,12 +156,16 @@ public final class S3Uploader: Uploader, Sendable {
     }
 
     /// A job that asks the presigner for the URL of `operation` on the
-    /// object of `media`, then sends the request, retried as ``retry`` says.
+    /// object of `media`, then sends the request, and checks the answer
+    /// with `validate`; all of it retried as `retry` says (``retry`` by
+    /// default).
     func send(
         _ operation: S3Operation,
         for media: Media,
         body: HTTPBody = .empty,
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        retry: RetryPolicy? = nil,
+        validate: @escaping @Sendable (HTTPAnswer) throws -> Void = { _ in },
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
         let contentType: String? =
@@ -178,8 +185,11 @@ public final class S3Uploader: Uploader, Sendable {
             }
             return client.send(
                 request, body: body, destination: media.destination, answerLimit: answerLimit, progress: progress)
+        }.map { answer in
+            try validate(answer)
+            return answer
         }
-        return attempt.retry(retry)
+        return attempt.retry(retry ?? self.retry)
     }
 
     /// `url` without its query, where a presigned URL keeps its signature.

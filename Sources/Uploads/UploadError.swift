@@ -57,13 +57,16 @@ public enum UploadError: Error, Hashable, Sendable {
     /// Whether the same upload may succeed if tried again later: a
     /// connection that failed in a way that can pass (timed out, lost,
     /// refused, no network, a failed DNS look-up), a time limit reached, or
-    /// the server answering 408, 429, 500, 502, 503 or 504. Every other
+    /// the server answering 408, 429, 500, 502, 503 or 504, or with one of
+    /// S3's error codes that ask for another attempt (`InternalError`,
+    /// `SlowDown`, `ServiceUnavailable`, `RequestTimeout`). Every other
     /// error is permanent: trying again sends the same bytes to the same
     /// answer.
     public var isTransient: Bool {
         switch self {
         case .httpStatus(let receipt):
             Self.transientStatuses.contains(receipt.status)
+                || S3XML.error(in: receipt.body).map { Self.transientS3Codes.contains($0.code) } == true
         case .network(_, let error):
             Self.transientNetworkCodes.contains(error.code)
         case .timedOut:
@@ -76,6 +79,11 @@ public enum UploadError: Error, Hashable, Sendable {
 
     /// The HTTP statuses worth retrying.
     static let transientStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    /// The error codes of S3 worth retrying, whatever the status they come
+    /// with (S3 can answer `200 OK` with an `InternalError`, and
+    /// `400 Bad Request` with a `RequestTimeout`).
+    static let transientS3Codes: Set<String> = ["InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"]
 
     /// The transport failures worth retrying.
     static let transientNetworkCodes: Set<URLError.Code> = [

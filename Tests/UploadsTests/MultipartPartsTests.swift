@@ -41,7 +41,7 @@ struct MultipartPartsTests {
         let location = MultipartManifest.location(in: folder.url, file: file, destination: destination)
         var manifest = MultipartManifest(
             file: file.standardizedFileURL.path, destination: destination.absoluteString, fileSize: 12,
-            fileModified: 1_700_000_000.25, uploadID: "upload-1", partSize: 5 * Self.mebibyte)
+            fileModified: 1_700_000_000.25, uploadID: "upload-1", partSize: S3Uploader.minimumPartSize)
         manifest.parts = [1: "\"etag-1\"", 2: "\"etag-2\""]
         try manifest.save(to: location)
 
@@ -51,10 +51,22 @@ struct MultipartPartsTests {
         #expect(MultipartManifest.load(from: location, file: file, destination: elsewhere) == nil)
         #expect(folder.files() == [location.lastPathComponent], "nothing beside it: written atomically, renamed")
 
-        try Data("{\"version\": 99}".utf8).write(to: location)
-        #expect(MultipartManifest.load(from: location, file: file, destination: destination) == nil)
-        MultipartManifest.remove(at: location)
+        MultipartManifest.remove(at: location, ifItNames: "a newer upload")
+        #expect(folder.files() == [location.lastPathComponent], "another upload's manifest is left alone")
+        MultipartManifest.remove(at: location, ifItNames: "upload-1")
         #expect(folder.files().isEmpty)
+
+        for unusable in [
+            { (manifest: inout MultipartManifest) in manifest.version = 99 },
+            { $0.partSize = 0 },
+            { $0.partSize = S3Uploader.minimumPartSize - 1 },
+            { $0.fileSize = S3Uploader.minimumPartSize * Int64(S3Uploader.maximumPartCount) + 1 },
+        ] {
+            var changed = manifest
+            unusable(&changed)
+            try changed.save(to: location)
+            #expect(MultipartManifest.load(from: location, file: file, destination: destination) == nil)
+        }
     }
 
     @Test func aManifestThatCannotBeWrittenIsATypedError() throws {
@@ -97,6 +109,7 @@ struct MultipartPartsTests {
         #expect(S3XML.error(in: listed) == nil)
         #expect(S3XML.error(in: Data("stored".utf8)) == nil)
         #expect(S3XML.parse(Data("<unclosed>".utf8)) == nil)
+        #expect(S3XML.parse(Data("<a><b><![CDATA[x & y]]></b></a>".utf8))?["b"]?.text == "x & y")
     }
 
     @Test func theCompletionBodyListsThePartsInOrderEscaped() throws {
@@ -125,6 +138,11 @@ struct MultipartPartsTests {
         #expect(
             UploadError.invalidAnswer(receipt.destination, reason: "no ETag for part 2").localizedDescription
                 == "videos/surf.mp4: the server's answer could not be understood: no ETag for part 2")
+        let internalError = UploadReceipt(
+            destination: receipt.destination, status: 200,
+            body: Data("\n<Error><Code>InternalError</Code><Message>Try again.</Message></Error>".utf8))
+        #expect(UploadError.httpStatus(internalError).isTransient, "S3's InternalError, even with a 200")
+        #expect(!UploadError.httpStatus(receipt).isTransient, "InvalidPart is for good")
         #expect(!UploadError.fileChanged(file, reason: "").isTransient)
         #expect(!UploadError.invalidAnswer(file, reason: "").isTransient)
     }

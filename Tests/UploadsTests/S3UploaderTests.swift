@@ -187,6 +187,68 @@ struct S3UploaderTests {
         }
     }
 
+    @Test func aCancelWhileTheUploadIsBeingCreatedAbortsItOnceItExists() async throws {
+        try await Self.withStorage { s3, folder, file in
+            try await s3.setRules([["operation": "createMultipartUpload", "holdFor": 1]])
+            let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
+            let handle = Job.uploading(
+                Self.video(file, key: "videos/early.mp4"), using: Self.uploader(s3, folder: folder)
+            )
+            .perform { result in outcome.withValue { $0 = result } }
+            let creating = try await s3.wait(for: "createMultipartUpload", received: true)
+            handle.cancel()
+            let aborted = try await s3.wait(for: "abortMultipartUpload")
+
+            #expect(creating)
+            #expect(aborted, "the upload created after the cancel is aborted")
+            let uploads = try await s3.uploads()
+            #expect(uploads.isEmpty, "nothing is left behind: \(uploads)")
+            #expect(try await s3.requests().map(\.operation) == ["createMultipartUpload", "abortMultipartUpload"])
+            #expect(Self.manifests(folder).isEmpty)
+            let cancelled = outcome.value.map {
+                if case .failure(let error) = $0 { error is CancellationError } else { false }
+            }
+            #expect(cancelled == true)
+        }
+    }
+
+    @Test func aCancelWhileAFailedUploadIsBeingAbortedDoesNotStopTheAbort() async throws {
+        try await Self.withStorage { s3, folder, file in
+            try await s3.setRules([
+                ["operation": "uploadPart", "partNumber": 2, "status": 403],
+                ["operation": "abortMultipartUpload", "holdFor": 1],
+            ])
+            let handle = Job.uploading(
+                Self.video(file, key: "videos/refused-then-cancelled.mp4"),
+                using: Self.uploader(s3, folder: folder, concurrentParts: 1)
+            ).perform { _ in }
+            let aborting = try await s3.wait(for: "abortMultipartUpload", received: true)
+            handle.cancel()
+            let aborted = try await s3.wait(for: "abortMultipartUpload")
+
+            #expect(aborting && aborted)
+            #expect(try await s3.uploads().isEmpty)
+            #expect(Self.manifests(folder).isEmpty)
+        }
+    }
+
+    @Test func aCompletionAnswered200WithAnInternalErrorIsTriedAgain() async throws {
+        try await Self.withStorage { s3, folder, file in
+            try await s3.setRules([
+                ["operation": "completeMultipartUpload", "status": 200, "code": "InternalError", "times": 1]
+            ])
+            let receipt = try await Job.uploading(
+                Self.video(file, key: "videos/completed-twice.mp4"), using: Self.uploader(s3, folder: folder)
+            ).value
+
+            let completions = try await s3.requests().filter { $0.operation == "completeMultipartUpload" }
+            #expect(completions.map(\.status) == [200, 200])
+            let object = try await s3.object("videos/completed-twice.mp4")
+            #expect(receipt.etag == object.etag)
+            #expect(object.sha256 == (try await sha256(of: file)))
+        }
+    }
+
     @Test func aRefusedURLFailsAtOnceAndAborts() async throws {
         try await Self.withStorage { s3, folder, file in
             try await s3.setRules([

@@ -47,7 +47,11 @@ struct MultipartManifest: Codable, Sendable, Hashable {
             let manifest = try? JSONDecoder().decode(MultipartManifest.self, from: data),
             manifest.version == currentVersion,
             manifest.file == file.standardizedFileURL.path,
-            manifest.destination == destination.absoluteString
+            manifest.destination == destination.absoluteString,
+            // A part size S3 would refuse, or one that cannot cover the
+            // file: not a manifest this uploader wrote.
+            manifest.partSize >= S3Uploader.minimumPartSize,
+            manifest.fileSize <= manifest.partSize * Int64(S3Uploader.maximumPartCount)
         else { return nil }
         return manifest
     }
@@ -65,8 +69,13 @@ struct MultipartManifest: Codable, Sendable, Hashable {
         }
     }
 
-    /// Removes the manifest at `location`, if there is one.
-    static func remove(at location: URL) {
+    /// Removes the manifest at `location` if it is the one of `uploadID`
+    /// (another performance may have replaced it with a newer upload's).
+    static func remove(at location: URL, ifItNames uploadID: String) {
+        guard let data = try? Data(contentsOf: location),
+            let manifest = try? JSONDecoder().decode(MultipartManifest.self, from: data),
+            manifest.uploadID == uploadID
+        else { return }
         try? FileManager.default.removeItem(at: location)
     }
 }

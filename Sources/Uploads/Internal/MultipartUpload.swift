@@ -20,15 +20,18 @@ final class MultipartUpload: Sendable {
         var length: Int64
     }
 
-    /// The state shared by the steps, and the cancel handler.
+    /// The state shared by the steps and the cancel handler. Its lock also
+    /// orders the manifest's writes and its removal.
     private struct State {
         /// The upload's ID once it is known: created, or read from a
         /// manifest.
         var uploadID: String?
         /// The manifest as last saved.
         var manifest: MultipartManifest?
-        /// Set once the upload is aborted or the manifest removed for
-        /// good, so that only one of a failure and a cancel does it.
+        /// The job was cancelled.
+        var cancelled = false
+        /// Set once the upload is finished or discarded, so that nothing
+        /// else aborts it or writes its manifest.
         var settled = false
     }
 
@@ -60,9 +63,11 @@ final class MultipartUpload: Sendable {
         progress.total = identity.size
         let queue = controller.queue
         controller.onCancel { [self] in
-            // The steps in flight are cancelled with the job; the upload is
-            // then discarded, in the background: the job has completed.
-            abort()?.perform(on: queue) { _ in }
+            // The steps in flight are cancelled with the job; the upload, if
+            // it has an ID yet, is then discarded in the background. (One
+            // still being created is discarded once its ID comes back.)
+            state.withLock { $0.cancelled = true }
+            discard()?.perform(on: queue) { _ in }
         }
         let upload = prepare(identity).then { [self] plan in
             sendParts(plan).then { [self] etags in complete(plan.uploadID, etags) }
@@ -72,15 +77,18 @@ final class MultipartUpload: Sendable {
             case .success:
                 settle()
                 controller.complete(with: outcome)
-            case .failure(let error) where error is CancellationError || RetryPolicy.isTransient(error):
-                // Cancelled: `onCancel` aborts. Transient: kept to resume.
+            case .failure(let error) where error is CancellationError || uploader.retry.isRetryable(error):
+                // Cancelled: `onCancel` discards it. Retryable: kept, for
+                // the next attempt to resume.
                 controller.complete(with: outcome)
             case .failure:
-                guard let abort = abort() else {
+                // For good: discarded before the job fails. Not a child of
+                // the job, so that a cancel now cannot stop the abort.
+                guard let discard = discard() else {
                     controller.complete(with: outcome)
                     return
                 }
-                controller.perform(abort) { _ in controller.complete(with: outcome) }
+                discard.perform(on: queue) { _ in controller.complete(with: outcome) }
             }
         }
     }
@@ -117,33 +125,55 @@ final class MultipartUpload: Sendable {
             guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 404 else {
                 return .failed(error)
             }
-            MultipartManifest.remove(at: manifestLocation)
-            state.withLock {
-                $0.uploadID = nil
-                $0.manifest = nil
+            state.withLock { state in
+                MultipartManifest.remove(at: manifestLocation, ifItNames: manifest.uploadID)
+                state.uploadID = nil
+                state.manifest = nil
             }
             return create(identity)
         }
     }
 
     /// Creates the upload and saves its manifest.
+    ///
+    /// The request is not cancelled with the job: an upload the storage
+    /// creates is then known, and discarded, rather than left behind.
     private func create(_ identity: FileIdentity) -> Job<Plan> {
         let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
-        return uploader.send(.createMultipartUpload(contentType: media.contentType), for: media).map { [self] answer in
-            guard let uploadID = S3XML.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
-                throw UploadError.invalidAnswer(
-                    media.destination, reason: "no UploadId in its answer to creating the upload")
+        let creation = uploader.send(.createMultipartUpload(contentType: media.contentType), for: media)
+        return Job { [self] controller in
+            let queue = controller.queue
+            creation.perform(on: queue) { [self] outcome in
+                controller.complete(
+                    with: Result { try adopt(outcome.get(), identity, partSize: partSize, queue: queue) })
             }
-            let manifest = MultipartManifest(
-                file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
-                fileSize: identity.size, fileModified: identity.modified, uploadID: uploadID, partSize: partSize)
-            state.withLock {
-                $0.uploadID = uploadID
-                $0.manifest = manifest
-            }
-            try manifest.save(to: manifestLocation)
-            return Plan(uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
         }
+    }
+
+    /// Takes on the upload that `answer` created: saves its manifest, or
+    /// discards it if the job was cancelled meanwhile.
+    private func adopt(
+        _ answer: HTTPAnswer, _ identity: FileIdentity, partSize: Int64, queue: any JobQueue
+    ) throws -> Plan {
+        guard let uploadID = S3XML.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
+            throw UploadError.invalidAnswer(
+                media.destination, reason: "no UploadId in its answer to creating the upload")
+        }
+        let manifest = MultipartManifest(
+            file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
+            fileSize: identity.size, fileModified: identity.modified, uploadID: uploadID, partSize: partSize)
+        let cancelled = try state.withLock { state throws(UploadError) in
+            state.uploadID = uploadID
+            guard !state.cancelled else { return true }
+            state.manifest = manifest
+            try manifest.save(to: manifestLocation)
+            return false
+        }
+        if cancelled {
+            discard()?.perform(on: queue) { _ in }
+            throw CancellationError()
+        }
+        return Plan(uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
     }
 
     /// Every part the storage holds of `uploadID`, page after page.
@@ -165,7 +195,7 @@ final class MultipartUpload: Sendable {
                     parts[number] = (size, etag)
                 }
                 guard root["IsTruncated"]?.text == "true",
-                    let next = root["NextPartNumberMarker"].flatMap({ Int($0.text) }), next != marker
+                    let next = root["NextPartNumberMarker"].flatMap({ Int($0.text) }), next > marker ?? 0
                 else { return .succeeded(parts) }
                 return listParts(uploadID, after: next).map { [parts] in parts.merging($0) { first, _ in first } }
             }
@@ -199,11 +229,16 @@ final class MultipartUpload: Sendable {
     /// Joins the parts into the object.
     private func complete(_ uploadID: String, _ etags: [Int: String]) -> Job<UploadReceipt> {
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        return uploader.send(.completeMultipartUpload(uploadID: uploadID), for: media, body: .data(body)).map {
-            [media] answer in
-            // S3 may answer 200 and put an error in the body. (S3 names the
-            // root CompleteMultipartUploadResult; moto, ...Response.)
-            guard S3XML.error(in: answer.body) == nil else { throw UploadError.httpStatus(answer.receipt) }
+        return uploader.send(
+            .completeMultipartUpload(uploadID: uploadID), for: media, body: .data(body), answerLimit: 64 << 10,
+            // S3 may answer 200 with an error in the body (InternalError,
+            // say, which is worth another attempt).
+            validate: { answer in
+                if S3XML.error(in: answer.body) != nil { throw UploadError.httpStatus(answer.receipt) }
+            }
+        ).map { [media] answer in
+            // S3 names the root CompleteMultipartUploadResult; moto,
+            // CompleteMultipartUploadResponse.
             guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
                 throw UploadError.invalidAnswer(
                     media.destination, reason: "its answer to completing the upload is not S3's XML")
@@ -232,27 +267,32 @@ final class MultipartUpload: Sendable {
         }
     }
 
-    /// Removes the manifest, once: the upload finished or was discarded.
+    /// The upload is finished: removes its manifest.
     private func settle() {
         state.withLock { state in
             state.settled = true
-            MultipartManifest.remove(at: manifestLocation)
+            if let uploadID = state.uploadID {
+                MultipartManifest.remove(at: manifestLocation, ifItNames: uploadID)
+            }
         }
     }
 
-    /// A job that discards the upload and then its manifest, or `nil` when
-    /// there is nothing to discard or another step already did.
-    private func abort() -> Job<Void>? {
+    /// Discards the upload: removes its manifest at once (so that a retry
+    /// starting now does not resume it) and returns a job that aborts it,
+    /// in one attempt, whatever the answer; `nil` when there is nothing to
+    /// discard or it was already settled. An abort that fails leaves the
+    /// parts to the storage's lifecycle rules.
+    private func discard() -> Job<Void>? {
         let uploadID: String? = state.withLock { state in
-            guard !state.settled else { return nil }
+            guard !state.settled, let uploadID = state.uploadID else { return nil }
             state.settled = true
-            return state.uploadID
+            MultipartManifest.remove(at: manifestLocation, ifItNames: uploadID)
+            return uploadID
         }
         guard let uploadID else { return nil }
-        return uploader.send(.abortMultipartUpload(uploadID: uploadID), for: media)
+        return uploader.send(.abortMultipartUpload(uploadID: uploadID), for: media, retry: .never)
             .discardingValue()
             .recover { _ in }
-            .map { [manifestLocation] in MultipartManifest.remove(at: manifestLocation) }
     }
 
     // MARK: - Arithmetic

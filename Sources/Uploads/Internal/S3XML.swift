@@ -55,7 +55,7 @@ struct S3XML: Sendable, Hashable {
 
     /// S3's error code and message, when `data` is an `<Error>` document.
     static func error(in data: Data) -> (code: String, message: String)? {
-        guard data.first == UInt8(ascii: "<"), let root = parse(data), root.name == "Error",
+        guard data.firstRange(of: Data("<Error".utf8)) != nil, let root = parse(data), root.name == "Error",
             let code = root["Code"]?.text
         else { return nil }
         return (code, root["Message"]?.text ?? "")
@@ -81,6 +81,11 @@ struct S3XML: Sendable, Hashable {
         func parser(_ parser: XMLParser, foundCharacters string: String) {
             guard !stack.isEmpty else { return }
             stack[stack.count - 1].text += string
+        }
+
+        func parser(_ parser: XMLParser, foundCDATA block: Data) {
+            guard !stack.isEmpty else { return }
+            stack[stack.count - 1].text += String(decoding: block, as: UTF8.self)
         }
 
         func parser(

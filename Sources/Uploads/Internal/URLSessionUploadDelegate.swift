@@ -100,12 +100,15 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     /// up as `badServerResponse` (libcurl's "got nothing") and a broken pipe
     /// as `unknown`, where Apple's URLSession says `networkConnectionLost`,
     /// which can pass and is retried.
+    ///
+    /// Only the code is kept: the session's error carries the request's
+    /// URL, whose query may hold a presigned URL's signature.
     static func urlError(_ error: any Error, answered: Bool) -> URLError {
         guard let error = error as? URLError else { return URLError(.networkConnectionLost) }
         if !answered, error.code == .badServerResponse || error.code == .unknown {
             return URLError(.networkConnectionLost)
         }
-        return error
+        return URLError(error.code)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

@@ -33,9 +33,10 @@ Endpoints (all on the one port)
     GET  /_control/parts?key=K&uploadId=U
                                   {"parts": [{"partNumber", "size", "etag"}]}
                                   (plus "error": code if moto refused)
-    GET  /_control/wait?operation=OP&count=N&timeout=S
-                                  block until N records of OP were answered, or
-                                  S seconds (at most 30) passed -> {"ok", "count"}
+    GET  /_control/wait?operation=OP&count=N&timeout=S[&received=1]
+                                  block until N records of OP were answered (with
+                                  received=1: had arrived), or S seconds (at most
+                                  30) passed -> {"ok", "count"}
     anything else                 proxied to moto (paths /jobkit/...)
 
 Rules (matched in order; the first whose selectors all equal the request's,
@@ -240,6 +241,7 @@ class State:
     def add_record(self, record):
         with self.changed:
             self.records.append(record)
+            self.changed.notify_all()
 
     def add_bytes(self, record, count):
         with self.changed:
@@ -254,14 +256,15 @@ class State:
         with self.changed:
             return [dict(record, query=dict(record["query"])) for record in self.records]
 
-    def wait(self, operation, count, timeout):
-        """Block until `count` records of `operation` (any, if None) are answered."""
+    def wait(self, operation, count, timeout, received=False):
+        """Block until `count` records of `operation` (any, if None) are answered,
+        or with `received`, have arrived (answered or not)."""
 
         def answered_count():
             return sum(
                 1
                 for record in self.records
-                if record["status"] is not None
+                if (received or record["status"] is not None)
                 and (operation is None or record["operation"] == operation)
             )
 
@@ -364,7 +367,7 @@ class Handler(BaseHTTPRequestHandler):
                 timeout = min(max(float(query.get("timeout", "10")), 0.0), MAX_WAIT_SECONDS)
             except ValueError:
                 timeout = 10.0
-            ok, seen = state.wait(query.get("operation"), count, timeout)
+            ok, seen = state.wait(query.get("operation"), count, timeout, query.get("received") == "1")
             self.send_json(200, {"ok": ok, "count": seen})
         else:
             self.send_json(404, {"error": f"no endpoint {self.command} {path}"})
