@@ -186,12 +186,16 @@ final class S3Fixture: Sendable {
 /// the README's `AppBackend` and the Playground's `PresigningBackend` do.
 struct FixturePresigner: S3Presigner {
     let endpoint: URL
+    /// The most parts per page of ListParts; the storage's own (1,000) when
+    /// `nil`.
+    var listPageSize: Int?
 
     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
         let fields: [String: (any Sendable)?] = [
             "operation": operation.action, "key": String(object.path.drop { $0 == "/" }),
             "uploadId": operation.uploadID,
             "partNumber": operation.partNumber, "partNumberMarker": operation.partNumberMarker,
+            "maxParts": operation.action == "ListParts" ? listPageSize : nil,
         ]
         var request = URLRequest(url: endpoint)
         request.httpMethod = "POST"

@@ -22,10 +22,13 @@ struct S3UploaderTests {
     /// An uploader with 5 MiB parts, a manifest folder of `folder`, and
     /// retries that wait milliseconds.
     static func uploader(
-        _ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int = 4, retry: RetryPolicy? = nil
+        _ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int = 4, retry: RetryPolicy? = nil,
+        listPageSize: Int? = nil
     ) -> S3Uploader {
-        S3Uploader(
-            presigner: s3.presigner,
+        var presigner = s3.presigner
+        presigner.listPageSize = listPageSize
+        return S3Uploader(
+            presigner: presigner,
             manifestFolder: folder.url.appendingPathComponent("manifests"),
             partSize: Int64(5 * mebibyte),
             maxConcurrentParts: concurrentParts,
@@ -315,14 +318,18 @@ struct S3UploaderTests {
             #expect(try await s3.uploads().count == 1)
             #expect(Self.manifests(folder).count == 1)
 
-            // The next attempt, with a new uploader as in a new process.
+            // The next attempt, with a new uploader as in a new process,
+            // which reads the list of parts one part per page.
             try await s3.reset()
             let log = ProgressLog()
-            let receipt = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)) { log.record($0) }
-                .value
+            let receipt = try await Job.uploading(video, using: Self.uploader(s3, folder: folder, listPageSize: 1)) {
+                log.record($0)
+            }.value
 
             let second = try await s3.requests()
-            #expect(second.map(\.operation) == ["listParts", "uploadPart", "completeMultipartUpload"])
+            let pages = second.prefix { $0.operation == "listParts" }.count
+            #expect(pages >= 2, "both stored parts were found, a page each")
+            #expect(second.dropFirst(pages).map(\.operation) == ["uploadPart", "completeMultipartUpload"])
             #expect(second.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [3])
             #expect(second.reduce(0) { $0 + $1.bytes } < Self.threePartSize / 10 + 4096, "only part 3 was sent again")
             let firstReport = log.reports.value.first?.bytesSent ?? 0
@@ -386,8 +393,9 @@ struct S3UploaderTests {
             #expect(try await s3.requests().filter { $0.operation == "uploadPart" }.count == 24)
             if before > 0 {
                 // Four parts read whole would add 32 MiB; the file, 200 MB.
+                // (Streamed: 4.4 MB here, 18 MB under Thread Sanitizer.)
                 let growth = peak.value - before
-                #expect(growth < 2 * partSize, "anonymous memory grew by \(growth) bytes")
+                #expect(growth < 3 * partSize, "anonymous memory grew by \(growth) bytes")
                 if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
                     print("200 MB in 8 MiB parts, 4 in flight: RssAnon grew by \(growth) bytes at its peak")
                 }
