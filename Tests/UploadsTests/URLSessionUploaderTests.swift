@@ -364,37 +364,6 @@ struct URLSessionUploaderTests {
         }
     }
 
-    @Test func aFileLargerThan50MBIsStreamedNotReadWhole() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let size = 80 * 1024 * 1024
-        let file = folder.url.appendingPathComponent("large.mp4")
-        try writePatternedFile(file, size: size)
-        try await FixtureServer.with { server in
-            let before = residentMemory()
-            let peak = LockedValue(before)
-            let video = Video(file: file, destination: server.url("videos/large.mp4"))
-            _ = try await withTimeLimit(.seconds(45)) {
-                try await Job.uploading(video, using: URLSessionUploader()) { _ in
-                    let now = residentMemory()
-                    peak.withValue { $0 = max($0, now) }
-                }
-                .value
-            }
-
-            let upload = try #require(try await server.received().first)
-            #expect(upload.length == size)
-            #expect(upload.sha256 == (try await sha256(of: file)))
-            if before > 0 {
-                // Reading the file whole would add 80 MB.
-                #expect(peak.value - before < 30 * 1024 * 1024, "anonymous memory grew by \(peak.value - before) bytes")
-                if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEMORY"] != nil {
-                    print("80 MB upload: RssAnon grew by \(peak.value - before) bytes at its peak")
-                }
-            }
-        }
-    }
-
     // MARK: - Bad input
 
     @Test func aMissingFileFailsBeforeAnyRequest() async throws {
@@ -435,5 +404,42 @@ private func isFirst(_ flag: LockedValue<Bool>) -> Bool {
     flag.withValue { done in
         defer { done = true }
         return !done
+    }
+}
+
+extension LargeTransfers {
+    @Suite("Large files over HTTP", .timeLimit(.minutes(1)))
+    struct LargeHTTPFileTests {
+        @Test func aFileLargerThan50MBIsStreamedNotReadWhole() async throws {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let size = 80 * 1024 * 1024
+            let file = folder.url.appendingPathComponent("large.mp4")
+            try writePatternedFile(file, size: size)
+            try await FixtureServer.with { server in
+                let before = residentMemory()
+                let peak = LockedValue(before)
+                let video = Video(file: file, destination: server.url("videos/large.mp4"))
+                _ = try await withTimeLimit(.seconds(45)) {
+                    try await Job.uploading(video, using: URLSessionUploader()) { _ in
+                        let now = residentMemory()
+                        peak.withValue { $0 = max($0, now) }
+                    }
+                    .value
+                }
+
+                let upload = try #require(try await server.received().first)
+                #expect(upload.length == size)
+                #expect(upload.sha256 == (try await sha256(of: file)))
+                if before > 0 {
+                    // Reading the file whole would add 80 MB.
+                    #expect(
+                        peak.value - before < 30 * 1024 * 1024, "anonymous memory grew by \(peak.value - before) bytes")
+                    if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEMORY"] != nil {
+                        print("80 MB upload: RssAnon grew by \(peak.value - before) bytes at its peak")
+                    }
+                }
+            }
+        }
     }
 }

@@ -116,27 +116,29 @@ private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, su
     // END README
 }
 
-/// The README's S3 example, run against moto's S3 server.
-@Suite("README S3", .timeLimit(.minutes(1)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
-struct S3ReadmeTests {
-    @Test func s3ExampleUploadsTheVideoInParts() async throws {
-        let folder = try TemporaryFolder()
-        defer { folder.remove() }
-        let movie = folder.url.appendingPathComponent("surf.mp4")
-        try writePatternedFile(movie, size: 17 * 1024 * 1024)
-        try await S3Fixture.with { s3 in
-            try await uploadReadmeVideo(
-                presignEndpoint: s3.baseURL.appendingPathComponent("presign"), applicationSupport: folder.url,
-                surfMovie: movie)
+extension LargeTransfers {
+    /// The README's S3 example, run against moto's S3 server.
+    @Suite("README S3", .timeLimit(.minutes(1)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+    struct S3ReadmeTests {
+        @Test func s3ExampleUploadsTheVideoInParts() async throws {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let movie = folder.url.appendingPathComponent("surf.mp4")
+            try writePatternedFile(movie, size: 17 * 1024 * 1024)
+            try await S3Fixture.with { s3 in
+                try await uploadReadmeVideo(
+                    presignEndpoint: s3.baseURL.appendingPathComponent("presign"), applicationSupport: folder.url,
+                    surfMovie: movie)
 
-            let object = try await s3.object("posts/1/surf.mp4")
-            #expect(object.sha256 == (try await sha256(of: movie)))
-            let parts = try await s3.requests().filter { $0.operation == "uploadPart" }
-            #expect(parts.count == 3, "8 MiB parts")
-            #expect(
-                printedS3Lines.value.last
-                    == "stored as http://jobkit.s3.amazonaws.com/posts/1/surf.mp4, ETag \(object.etag ?? "")")
-            #expect(printedS3Lines.value.dropLast().last == "100%")
+                let object = try await s3.object("posts/1/surf.mp4")
+                #expect(object.sha256 == (try await sha256(of: movie)))
+                let parts = try await s3.requests().filter { $0.operation == "uploadPart" }
+                #expect(parts.count == 3, "8 MiB parts")
+                #expect(
+                    printedS3Lines.value.last
+                        == "stored as http://jobkit.s3.amazonaws.com/posts/1/surf.mp4, ETag \(object.etag ?? "")")
+                #expect(printedS3Lines.value.dropLast().last == "100%")
+            }
         }
     }
 }

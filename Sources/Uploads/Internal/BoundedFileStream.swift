@@ -85,22 +85,21 @@ final class BoundedFileStream: InputStream {
         }
         guard let source, len > 0 else { return 0 }
         let wanted = Int(min(Int64(len), length - delivered))
-        let chunk: Data
-        do {
-            chunk = try source.read(upToCount: wanted) ?? Data()
-        } catch {
-            fail(error)
+        // Straight into the session's buffer: nothing allocated per read.
+        var count: Int
+        repeat {
+            count = readFile(source.fileDescriptor, buffer, wanted)
+        } while count < 0 && errno == EINTR
+        guard count > 0 else {
+            // The file ended before `length` bytes (or failed): abort, don't
+            // end.
+            let ended = Failure.fileEnded(found: offset + delivered, expected: offset + length)
+            fail(count == 0 ? ended : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO))
             return -1
         }
-        guard !chunk.isEmpty else {
-            // The file ended before `length` bytes: abort, don't end.
-            fail(Failure.fileEnded(found: offset + delivered, expected: offset + length))
-            return -1
-        }
-        chunk.copyBytes(to: buffer, count: chunk.count)
-        delivered += Int64(chunk.count)
+        delivered += Int64(count)
         if delivered == length { finish() }
-        return chunk.count
+        return count
     }
 
     override func getBuffer(
@@ -129,6 +128,12 @@ final class BoundedFileStream: InputStream {
         try? source?.close()
         source = nil
     }
+}
+
+/// The C library's `read(2)`, which `InputStream.read(_:maxLength:)`
+/// hides inside the stream.
+private func readFile(_ descriptor: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int {
+    read(descriptor, buffer, count)
 }
 
 #endif
