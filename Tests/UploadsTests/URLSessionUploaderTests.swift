@@ -432,9 +432,10 @@ extension LargeTransfers {
                 #expect(upload.length == size)
                 #expect(upload.sha256 == (try await sha256(of: file)))
                 if before > 0 {
-                    // Reading the file whole would add 80 MB.
+                    // Reading the file whole would add 80 MB. (Streamed: 2-5 MB; up to
+                    // 35 MB under Thread Sanitizer with other tests running beside.)
                     #expect(
-                        peak.value - before < 30 * 1024 * 1024, "anonymous memory grew by \(peak.value - before) bytes")
+                        peak.value - before < 40 * 1024 * 1024, "anonymous memory grew by \(peak.value - before) bytes")
                     if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEMORY"] != nil {
                         print("80 MB upload: RssAnon grew by \(peak.value - before) bytes at its peak")
                     }
