@@ -111,6 +111,14 @@ public final class S3Uploader: Uploader, Sendable {
         client = HTTPClient(configuration: configuration)
     }
 
+    /// Checks that `destination` names an object: a URL with a path, which
+    /// the presigner maps to the object's key.
+    public func validate(destination: URL) throws(UploadError) {
+        guard destination.path.contains(where: { $0 != "/" }) else {
+            throw .invalidDestination(destination, reason: "it names no object (its path is empty)")
+        }
+    }
+
     /// A job that uploads `media` to the object its destination names, as
     /// one `PUT` or as a multipart upload, and finishes with a receipt
     /// carrying the object's `ETag` and location.
@@ -121,6 +129,7 @@ public final class S3Uploader: Uploader, Sendable {
         Job { [self] controller in
             let size: Int64
             do {
+                try validate(destination: media.destination)
                 size = try media.byteCount()
             } catch {
                 controller.fail(with: error)

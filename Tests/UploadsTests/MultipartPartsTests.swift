@@ -1,4 +1,5 @@
 import Foundation
+import JobKit
 import JobKitTesting
 import Testing
 
@@ -29,6 +30,24 @@ struct MultipartPartsTests {
                 presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"),
                 maxConcurrentParts: 0
             ).maxConcurrentParts == 1)
+    }
+
+    @Test func aDestinationWithoutAPathNamesNoObjectAndIsRefusedBeforeAnyRequest() throws {
+        let uploader = S3Uploader(presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"))
+        for destination in ["https://media.example.com", "https://media.example.com/"] {
+            #expect(throws: UploadError.self) { try uploader.validate(destination: URL(string: destination)!) }
+        }
+        try uploader.validate(destination: URL(string: "https://media.example.com/posts/1/surf.mp4")!)
+        let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
+        uploader.upload(
+            Media(bytes: Data([1]), destination: URL(string: "https://media.example.com")!, contentType: "x")
+        )
+        .perform(on: ImmediateQueue()) { outcome.setValue($0) }
+        guard case .failure(UploadError.invalidDestination(_, let reason)) = outcome.value else {
+            Issue.record("expected invalidDestination, got \(String(describing: outcome.value))")
+            return
+        }
+        #expect(reason == "it names no object (its path is empty)")
     }
 
     // MARK: - Manifest
