@@ -90,8 +90,7 @@ public final class URLSessionUploader: Uploader, Sendable {
         return Job { [self] controller in
             let size: Int64
             do {
-                try validate(destination: media.destination)
-                size = try media.byteCount()
+                size = try checkedSize(of: media)
             } catch {
                 controller.fail(with: error)
                 return

@@ -46,6 +46,13 @@ extension Uploader {
     /// Accepts every destination.
     public func validate(destination: URL) throws(UploadError) {}
 
+    /// The size of `media`, once its destination and its bytes are known
+    /// to be uploadable: what an upload checks before its first request.
+    func checkedSize(of media: Media) throws(UploadError) -> Int64 {
+        try validate(destination: media.destination)
+        return try media.byteCount()
+    }
+
     /// A job that uploads `media` to its destination, without progress
     /// reports.
     public func upload(_ media: Media) -> Job<UploadReceipt> {

@@ -89,7 +89,7 @@ final class S3Fixture: Sendable {
         // Bounds the wait: a backend that never prints is stopped, which
         // ends its output.
         let watchdog = DispatchWorkItem { process.terminate() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)  // allowed: watchdog
         let line = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 var line = Data()
