@@ -6,6 +6,9 @@ enum BenchmarkSuite {
     /// The cases, by the name `--case` takes.
     enum Case: String, CaseIterable, Sendable {
         case group, sequence, value, bounded, immediate, memory, timers
+        case asyncGroup = "async-group"
+        case asyncSequence = "async-sequence"
+        case counts
     }
 
     struct Options: Sendable {
@@ -14,6 +17,8 @@ enum BenchmarkSuite {
         /// Jobs in cases 5 and 6.
         var million = 1_000_000
         var schedule = Schedule(warmups: 2, rounds: 9)
+        /// Jobs per run under valgrind in case 10 (and twice as many).
+        var countN = 10_000
         /// Rounds of child processes in cases 6 and 7.
         var memoryRounds = 3
         var cases = Case.allCases
@@ -61,6 +66,7 @@ enum BenchmarkSuite {
                 case "--rounds": schedule.rounds = try count(for: argument, minimum: 1)
                 case "--warmups": schedule.warmups = try count(for: argument, minimum: 0)
                 case "--memory-rounds": memoryRounds = try count(for: argument, minimum: 1)
+                case "--count-n": countN = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--case":
                     let names = try value(for: argument).split(separator: ",")
@@ -87,17 +93,19 @@ enum BenchmarkSuite {
 
     static let usage = """
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
-                                               [--warmups W] [--memory-rounds R] [--case NAME,...]
+                                               [--warmups W] [--memory-rounds R] [--count-n C]
+                                               [--case NAME,...]
 
         Runs JobKit and hand-written GCD side by side, interleaved, in one process,
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
 
           --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
-          --n N              jobs per batch in cases 1-4, jobs in case 7 (default 100000)
+          --n N              jobs per batch in cases 1-4, 8, 9, jobs in case 7 (default 100000)
           --million M        jobs in cases 5 and 6 (default 1000000)
           --rounds R         measured rounds, each running every variant once (default 9)
           --warmups W        unmeasured batches per variant first (default 2)
           --memory-rounds R  child processes per variant in cases 6 and 7 (default 3)
+          --count-n C        jobs per valgrind run in cases 10-11, and 2C (default 10000)
           --case NAME,...    only these cases: \(Options.caseNames)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
         """
@@ -117,9 +125,12 @@ enum BenchmarkSuite {
             print(header(options))
             var reports: [CaseReport] = []
             for chosen in options.cases {
-                let report = try run(chosen, options: options, executable: MemoryCase.currentExecutable)
-                print(report.markdown)
-                reports.append(report)
+                let caseReports =
+                    chosen == .counts
+                    ? try CountCase.run(n: options.countN, executable: MemoryCase.currentExecutable)
+                    : [try run(chosen, options: options, executable: MemoryCase.currentExecutable)]
+                for report in caseReports { print(report.markdown) }
+                reports.append(contentsOf: caseReports)
             }
             print(goalSummary(reports))
             return 0
@@ -139,6 +150,9 @@ enum BenchmarkSuite {
         case .immediate: try TestQueueCases.run(million: options.million, schedule: options.schedule)
         case .memory: try MemoryCase.run(n: options.million, rounds: options.memoryRounds, executable: executable)
         case .timers: try MemoryCase.runTimers(n: options.n, rounds: options.memoryRounds, executable: executable)
+        case .asyncGroup: try TimingCases.asyncGroup(n: options.n, schedule: options.schedule)
+        case .asyncSequence: try TimingCases.asyncSequence(n: options.n, schedule: options.schedule)
+        case .counts: try CountCase.run(n: options.countN, executable: executable)[0]
         }
     }
 
@@ -148,7 +162,7 @@ enum BenchmarkSuite {
         return """
             # JobKit benchmarks
             \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
-            N = \(options.n) (cases 1-4 and 7), M = \(options.million) (cases 5-6), \
+            N = \(options.n) (cases 1-4, 7-9), M = \(options.million) (cases 5-6), \
             \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
             """
     }
@@ -162,7 +176,7 @@ enum BenchmarkSuite {
                 let verdict = ratio <= goal ? "met" : "MISSED"
                 lines.append(
                     "- \(report.title.prefix(while: { $0 != "." })). \(format(ratio, digits: 2))× "
-                        + "(goal ≤ \(format(goal, digits: 2))×): \(verdict)"
+                        + "(goal ≤ \(format(goal, digits: 2))×) against \(row.name): \(verdict)"
                 )
             }
         }
@@ -184,7 +198,7 @@ extension CaseReport {
         for row in rows {
             let ratio = row.ratio.map { format($0, digits: 2) + "×" } ?? ""
             let goal = row.goal.map { "≤ " + format($0, digits: 2) + "×" } ?? ""
-            let digits = unit == "MiB" ? 1 : 0
+            let digits = unit == "MiB" ? 1 : unit == "allocations" ? 2 : 0
             lines.append(
                 "| \(row.name) | \(format(row.median, digits: digits)) | \(format(row.minimum, digits: digits)) "
                     + "| \(ratio) | \(goal) |"

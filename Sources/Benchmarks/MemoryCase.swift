@@ -68,7 +68,8 @@ enum MemoryCase {
 
         var goal: Double? {
             switch self {
-            case .dispatchGroupQueued: 1.5
+            case .dispatchGroupQueued: 1.2
+            case .dispatchGroupRunning: 1.5
             case .plainCompleted: 1.1
             default: nil
             }

@@ -49,7 +49,7 @@ enum TimingCases {
                 variants,
                 n: n,
                 schedule: schedule,
-                goals: ["DispatchGroup enter/leave + async (hand-written)": 1.25]
+                goals: ["DispatchGroup enter/leave + async (hand-written)": 1.0]
             )
         )
     }
@@ -82,7 +82,7 @@ enum TimingCases {
                 variants,
                 n: n,
                 schedule: schedule,
-                goals: ["chain: each step `async`s the next (hand-written)": 1.5]
+                goals: ["chain: each step `async`s the next (hand-written)": 1.0]
             )
         )
     }
@@ -127,7 +127,10 @@ enum TimingCases {
                 variants,
                 n: n,
                 schedule: schedule,
-                goals: ["withCheckedContinuation { queue.async { resume } } (hand-written)": 1.2]
+                goals: [
+                    "withCheckedContinuation { queue.async { resume } } (hand-written)": 1.5,
+                    "the same inside withTaskCancellationHandler (hand-written, cancellable)": 1.2,
+                ]
             ),
             notes: [
                 "`job.value` hops to the queue once (the body) and resumes the awaiting task from "
@@ -186,6 +189,80 @@ enum TimingCases {
                 n: n,
                 schedule: schedule,
                 goals: ["DispatchSemaphore(4)-limited loop (hand-written)": 1.3]
+            )
+        )
+    }
+
+    // MARK: - 8. Children that complete from another queue
+
+    /// The queue the asynchronous children finish on: a serial queue, as a
+    /// URLSession delegate queue is.
+    static let otherQueue = DispatchQueue(label: "jobkit.benchmarks.completions")
+
+    /// A job whose body hops to ``otherQueue`` and finishes there: the shape
+    /// of a job wrapping I/O.
+    static let hopping = Job<Void> { controller in
+        otherQueue.async { controller.finish() }
+    }
+
+    static func asyncGroup(n: Int, schedule: Schedule) throws -> CaseReport {
+        let jobs = Array(repeating: hopping, count: n)
+        let variants = [
+            Variant(name: "JobKit `Job.group`, children finishing on another queue") { _ in
+                try performAndWait(Job.group(jobs))
+            },
+            Variant(name: "DispatchGroup: async, then async to the other queue, leave (hand-written)") { n in
+                let group = DispatchGroup()
+                for _ in 0..<n {
+                    group.enter()
+                    queue.async { otherQueue.async { group.leave() } }
+                }
+                group.wait()
+            },
+        ]
+        return CaseReport(
+            title: "8. Group of \(n) jobs finishing on another queue",
+            unit: "ns/job",
+            rows: try measureInterleaved(
+                variants,
+                n: n,
+                schedule: schedule,
+                goals: ["DispatchGroup: async, then async to the other queue, leave (hand-written)": 1.15]
+            ),
+            notes: [
+                "Each child's body runs on DispatchQueue.global() and finishes from a serial queue of its "
+                    + "own, as a URLSession delegate queue would."
+            ]
+        )
+    }
+
+    static func asyncSequence(n: Int, schedule: Schedule) throws -> CaseReport {
+        let jobs = Array(repeating: hopping, count: n)
+        let variants = [
+            Variant(name: "JobKit `Job.sequence`, steps finishing on another queue") { _ in
+                try performAndWait(Job.sequence(jobs))
+            },
+            Variant(name: "chain: async, then async to the other queue, next step (hand-written)") { n in
+                let done = DispatchSemaphore(value: 0)
+                @Sendable func step(_ remaining: Int) {
+                    guard remaining > 0 else {
+                        done.signal()
+                        return
+                    }
+                    queue.async { otherQueue.async { step(remaining - 1) } }
+                }
+                step(n)
+                done.wait()
+            },
+        ]
+        return CaseReport(
+            title: "9. Sequence of \(n) jobs finishing on another queue",
+            unit: "ns/job",
+            rows: try measureInterleaved(
+                variants,
+                n: n,
+                schedule: schedule,
+                goals: ["chain: async, then async to the other queue, next step (hand-written)": 1.15]
             )
         )
     }
