@@ -15,6 +15,12 @@ extension Job where Success == Void {
     ///
     /// - Parameter jobs: The steps, in order.
     /// - Returns: A job that finishes when the last step finished.
+    /// Steps that complete before their closure returns are followed at
+    /// once, on the same thread, without a trip through the queue each; the
+    /// sequence still lets other work on its queue run at least every 64
+    /// such steps, so a long sequence on the main queue keeps it
+    /// responsive.
+    ///
     /// - Complexity: O(1) work per step, and a flat stack however long the
     ///   sequence, even when steps complete synchronously.
     public static func sequence(_ jobs: [Job<Void>]) -> Job<Void> {

@@ -1,7 +1,8 @@
 import Dispatch
-import JobKit
 import JobKitTesting
 import Testing
+
+@testable import JobKit
 
 @Suite("Sequence", .timeLimit(.minutes(1)))
 struct SequenceTests {
@@ -116,6 +117,50 @@ struct SequenceTests {
         Job.sequence(Array(repeating: step, count: 50_000)).perform(on: InlineQueue(), then: recorder.handler)
         #expect(recorder.last?.isSuccess == true)
         #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func aLongSynchronousSequenceLetsOtherWorkOnItsQueueRunEverySoManySteps() throws {
+        // A serial queue's fairness: a sequence whose steps all complete
+        // synchronously runs them in a loop, but hops through the queue
+        // every `inlineBudget` steps, so work enqueued meanwhile (a UI
+        // update on the main queue, say) waits for at most that many steps.
+        let queue = TestQueue()
+        let stepsRun = LockedValue(0)
+        let gaps = LockedValue<[Int]>([])
+        let step = Job<Void> { controller in
+            stepsRun.withValue { $0 += 1 }
+            controller.finish()
+        }
+        let count = 1_000
+        let recorder = Recorder<Void>()
+        Job.sequence(Array(repeating: step, count: count)).perform(on: queue, then: recorder.handler)
+        // Other work that keeps re-enqueueing itself while the sequence runs,
+        // noting how many steps ran since its last turn.
+        let lastSeen = LockedValue(0)
+        @Sendable func otherWork() {
+            let now = stepsRun.value
+            gaps.withValue { $0.append(now - lastSeen.value) }
+            lastSeen.setValue(now)
+            if now < count { queue.enqueue(otherWork) }
+        }
+        queue.enqueue(otherWork)
+        try queue.run()
+        #expect(recorder.last?.isSuccess == true)
+        #expect(stepsRun.value == count)
+        #expect(gaps.value.count > count / SequenceRun.inlineBudget, "the other work ran \(gaps.value.count) times")
+        #expect(gaps.value.max() ?? .max <= SequenceRun.inlineBudget)
+    }
+
+    @Test func synchronousStepsRunWithoutAQueueTurnEach() throws {
+        // What makes a sequence cheaper than a hand-written chain of
+        // `async`s: steps that complete synchronously run back to back.
+        let queue = CountingQueue()
+        let count = 10 * SequenceRun.inlineBudget
+        let recorder = Recorder<Void>()
+        Job.sequence(Array(repeating: .succeeded, count: count)).perform(on: queue, then: recorder.handler)
+        #expect(recorder.last?.isSuccess == true)
+        // The sequence's body, its handler, and a turn per budget of steps.
+        #expect(queue.enqueued == 2 + count / SequenceRun.inlineBudget)
     }
 
     @Test func stepsCompletingInlineOrFromAnotherThreadRunInOrderOnRealThreads() throws {

@@ -147,14 +147,24 @@ struct SequenceStateMachineTests {
         }
     }
 
-    @Test func eachSuccessStartsTheNextStepUntilTheLast() {
+    @Test func aStepThatSucceedsInItsBodyIsFollowedWhenTheBodyReturns() {
         var sequence = SequenceStateMachine<String>(count: 2)
         guard case .startStep(0, "step 0") = sequence.start("step 0") else {
             Issue.record("expected step 0")
             return
         }
-        guard case .startStep(1, "step 1") = sequence.stepSucceeded(next: "step 1") else {
-            Issue.record("expected step 1")
+        // Synchronous success: the thread running the body goes on.
+        guard case .none = sequence.stepSucceeded(next: "too early") else {
+            Issue.record("a success inside the body starts nothing by itself")
+            return
+        }
+        guard case .startStep(1, "step 1") = sequence.bodyReturned(next: "step 1") else {
+            Issue.record("expected step 1 when the body returned")
+            return
+        }
+        // Asynchronous success: the body returned first.
+        guard case .none = sequence.bodyReturned(next: "too early") else {
+            Issue.record("a body returning before its step completed starts nothing")
             return
         }
         guard case .finish = sequence.stepSucceeded(next: "unused") else {
@@ -171,8 +181,28 @@ struct SequenceStateMachineTests {
         }
         var sequence = SequenceStateMachine<String>(count: 1)
         _ = sequence.start(make())
-        _ = sequence.stepSucceeded(next: make())  // the last step: nothing follows
+        _ = sequence.stepSucceeded(next: make())  // inside the body: nothing starts
+        _ = sequence.bodyReturned(next: make())  // the last step: nothing follows
         #expect(made == 1)
+    }
+
+    @Test func aBodyReturningAfterTheSequenceFailedOrWasCancelledDoesNothing() {
+        var failed = SequenceStateMachine<String>(count: 3)
+        _ = failed.start("step 0")
+        _ = failed.stepFailed(TestError(id: 1))
+        guard case .none = failed.bodyReturned(next: "unused") else {
+            Issue.record("nothing follows a failure")
+            return
+        }
+        var cancelled = SequenceStateMachine<String>(count: 3)
+        _ = cancelled.start("step 0")
+        _ = cancelled.stepSucceeded(next: "unused")
+        _ = cancelled.cancel()
+        guard case .none = cancelled.bodyReturned(next: "unused") else {
+            Issue.record("nothing follows a cancellation, even of a step that had succeeded")
+            return
+        }
+        #expect(cancelled.currentStep == nil)
     }
 
     @Test func aFailureFailsOnceAndLaterEventsDoNothing() {

@@ -109,6 +109,25 @@ struct InlineQueue: JobQueue {
     }
 }
 
+/// A queue that runs work inline, like ``InlineQueue``, and counts the
+/// work it was given: how many queue turns a combinator takes.
+final class CountingQueue: JobQueue {
+    private let count = LockedValue(0)
+
+    /// The work enqueued so far.
+    var enqueued: Int { count.value }
+
+    func enqueue(_ work: @escaping @Sendable () -> Void) {
+        count.withValue { $0 += 1 }
+        work()
+    }
+
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        enqueue(work)
+        return DelayedWork {}
+    }
+}
+
 /// Whether this test process runs under Thread Sanitizer, which makes
 /// every memory access many times slower: million-job tests use fewer jobs
 /// there (the flat-stack assertion holds for any size).

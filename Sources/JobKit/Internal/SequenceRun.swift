@@ -1,14 +1,22 @@
 /// One performance of a sequence: the storage of its state machine.
 ///
-/// Each event (start, a step succeeded or failed, cancel) is decided by
-/// ``SequenceStateMachine`` under the lock and acted on after unlocking.
+/// Each event (start, a step succeeded or failed, its body returned,
+/// cancel) is decided by ``SequenceStateMachine`` under the lock and acted
+/// on after unlocking.
 ///
-/// There is one code path whatever the queue. A step's completion starts
-/// the next step by enqueueing its body, like a hand-written chain where
-/// each step `async`s the next, through ``Trampoline``, so a million steps
-/// that complete synchronously never recurse, even on a queue that runs
-/// work inline.
+/// There is one code path whatever the queue. A step runs on the queue,
+/// through ``Trampoline``, like a hand-written chain where each step
+/// `async`s the next; but a step that succeeded by the time its body
+/// returned is followed at once, on the same thread, by the next step,
+/// without a hop: a run of synchronous steps loops, with a flat stack. So
+/// that the sequence does not hold its queue (the main queue, say) for as
+/// long as its steps keep completing synchronously, it hops through the
+/// queue after ``inlineBudget`` steps in a row, letting other work run.
 final class SequenceRun: Sendable {
+    /// The most steps run one after another on one thread before the
+    /// sequence yields its queue.
+    static let inlineBudget = 64
+
     private let jobs: [Job<Void>]
     private let controller: Job<Void>.Controller
     private let lock: Lock<SequenceStateMachine<JobState<Void>>>
@@ -37,6 +45,29 @@ final class SequenceRun: Sendable {
         }
     }
 
+    /// Runs the current step's body here, on the queue, and the steps after
+    /// it for as long as each succeeds before its body returns, at most
+    /// ``inlineBudget`` of them; then hops.
+    private func runSteps() {
+        guard var (index, child) = lock.withLock({ $0.currentStep }) else { return }
+        for _ in 0..<Self.inlineBudget {
+            child.run(jobs[index].body)
+            let action = lock.withLock { $0.bodyReturned(next: makeStep()) }
+            guard case .startStep(let nextIndex, let nextChild) = action else {
+                perform(action)
+                return
+            }
+            (index, child) = (nextIndex, nextChild)
+        }
+        enqueueSteps()
+    }
+
+    /// Runs the current step, and those after it, once the queue gets to it.
+    private func enqueueSteps() {
+        // Captures the run alone: no allocation for the closure.
+        Trampoline.enqueue({ [self] in runSteps() }, on: controller.queue)
+    }
+
     private func stepCompleted(_ outcome: Result<Void, any Error>) {
         switch outcome {
         case .success:
@@ -52,8 +83,8 @@ final class SequenceRun: Sendable {
 
     private func perform(_ action: SequenceStateMachine<JobState<Void>>.Action) {
         switch action {
-        case .startStep(let index, let child):
-            child.start(jobs[index].body)
+        case .startStep:
+            enqueueSteps()
         case .finish:
             controller.finish()
         case .fail(let error):
