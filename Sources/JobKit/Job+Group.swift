@@ -20,6 +20,13 @@ extension Job where Success == Void {
     /// order. Cancelling the group cancels every running child. An empty
     /// group finishes at once.
     ///
+    /// Children are started from work items on the queue: one per child in
+    /// a small group; in a large one, up to 64 children per work item,
+    /// spread over at least 64 work items so that a concurrent queue still
+    /// runs them in parallel. A child whose closure completes it before returning, in a
+    /// bounded group, is followed at once by the next on the same thread;
+    /// after 64 in a row the group lets other work on its queue run.
+    ///
     /// ```swift
     /// let uploads = photos.map { photo in uploading(photo) }
     /// Job.group(uploads, maxConcurrent: 4).perform { outcome in print(outcome) }

@@ -1,7 +1,8 @@
 import Dispatch
-import JobKit
 import JobKitTesting
 import Testing
+
+@testable import JobKit
 
 @Suite("Group", .timeLimit(.minutes(1)))
 struct GroupTests {
@@ -230,6 +231,85 @@ struct GroupTests {
         #expect(recorder.last?.isSuccess == true)
         #expect(count.value == 50_000)
         #expect(top - deepest.value < 64 * 1024)
+    }
+
+    @Test func aLargeGroupStartsItsChildrenInBlocksAndASmallOneOneByOne() throws {
+        // Enqueued work: the group's body, its blocks, the handler's hop.
+        let large = CountingQueue()
+        let count = 100 * GroupRun<Void>.minimumBlocks
+        let recorder = Recorder<Void>()
+        Job.group(Array(repeating: .succeeded, count: count)).perform(on: large, then: recorder.handler)
+        #expect(recorder.last?.isSuccess == true)
+        #expect(large.enqueued == 2 + count / GroupRun<Void>.inlineBudget)
+        // Up to `minimumBlocks` children, one block each, as many as a
+        // concurrent queue could run at once.
+        let small = CountingQueue()
+        Job.group(Array(repeating: .succeeded, count: 50)).perform(on: small, then: recorder.handler)
+        #expect(recorder.last?.isSuccess == true)
+        #expect(small.enqueued == 2 + 50)
+    }
+
+    @Test func aBoundedGroupOfSynchronousChildrenStartsTheNextWithoutAQueueTurnEach() throws {
+        let queue = CountingQueue()
+        let count = 10 * GroupRun<Void>.inlineBudget
+        let recorder = Recorder<Void>()
+        Job.group(Array(repeating: .succeeded, count: count), maxConcurrent: 2).perform(
+            on: queue, then: recorder.handler)
+        #expect(recorder.last?.isSuccess == true)
+        #expect(queue.enqueued <= 2 + 2 + count / GroupRun<Void>.inlineBudget)
+    }
+
+    @Test func aBoundedGroupOfSynchronousChildrenLetsOtherWorkRunEverySoManyChildren() throws {
+        let queue = TestQueue()
+        let started = LockedValue(0)
+        let child = Job<Void> { controller in
+            started.withValue { $0 += 1 }
+            controller.finish()
+        }
+        let count = 1_000
+        let recorder = Recorder<Void>()
+        Job.group(Array(repeating: child, count: count), maxConcurrent: 2).perform(on: queue, then: recorder.handler)
+        let gaps = LockedValue<[Int]>([])
+        let lastSeen = LockedValue(0)
+        @Sendable func otherWork() {
+            let now = started.value
+            gaps.withValue { $0.append(now - lastSeen.value) }
+            lastSeen.setValue(now)
+            if now < count { queue.enqueue(otherWork) }
+        }
+        queue.enqueue(otherWork)
+        try queue.run()
+        #expect(recorder.last?.isSuccess == true)
+        #expect(started.value == count)
+        #expect(gaps.value.max() ?? .max <= 2 * GroupRun<Void>.inlineBudget)
+    }
+
+    @Test func aLargeGroupRunsEveryChildOnceOnRealThreads() throws {
+        // Blocks of children on a concurrent queue, some completing inside
+        // their body, some later from another queue: every child runs once
+        // and the values keep their order.
+        for round in 0..<10 {
+            let runs = LockedValue([Int](repeating: 0, count: 5_000))
+            let jobs = (0..<5_000).map { index in
+                Job<Int> { controller in
+                    runs.withValue { $0[index] += 1 }
+                    if (index + round) % 3 == 0 {
+                        DispatchQueue.global().async { controller.finish(with: index) }
+                    } else {
+                        controller.finish(with: index)
+                    }
+                }
+            }
+            let done = DispatchSemaphore(value: 0)
+            let recorder = Recorder<[Int]>()
+            Job.collect(jobs).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(try recorder.last?.get() == Array(0..<5_000))
+            #expect(runs.value.allSatisfy { $0 == 1 })
+        }
     }
 
     @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {

@@ -40,22 +40,26 @@ struct GroupStateMachineTests {
         }
     }
 
-    @Test func aCompletionThatFreesRoomCallsForOneMoreTicket() {
+    @Test func aCompletionAfterTheBodyReturnedThatFreesRoomCallsForOneMoreTicket() {
         var group = machine(count: 3, maxConcurrent: 1)
         _ = group.start()
         let first = group.ticketRan { "child in slot \($0)" }
         #expect(first?.index == 0)
         #expect(first?.child == "child in slot 0")
+        #expect(group.ticketRan { "no ticket left \($0)" } == nil)
+        #expect(group.bodyReturned(slot: 0) == false)
         guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(10)) else {
             Issue.record("expected one more ticket")
             return
         }
         #expect(group.ticketRan { "child in slot \($0)" }?.index == 1)
+        #expect(group.bodyReturned(slot: 0) == false)
         guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(20)) else {
             Issue.record("expected one more ticket")
             return
         }
         #expect(group.ticketRan { "child in slot \($0)" }?.index == 2)
+        #expect(group.bodyReturned(slot: 0) == false)
         guard case .finish(.success(let values), let cancelling) = group.childCompleted(slot: 0, outcome: .success(30))
         else {
             Issue.record("expected the group to finish")
@@ -63,6 +67,34 @@ struct GroupStateMachineTests {
         }
         #expect(values == [10, 20, 30])
         #expect(cancelling.isEmpty)
+    }
+
+    @Test func aCompletionInsideTheBodyGivesTheFreedRoomToTheThreadRunningIt() {
+        var group = machine(count: 3, maxConcurrent: 1)
+        _ = group.start()
+        #expect(group.ticketRan { "child in slot \($0)" }?.index == 0)
+        guard case .none = group.childCompleted(slot: 0, outcome: .success(10)) else {
+            Issue.record("a completion inside the body enqueues nothing")
+            return
+        }
+        // The slot stays reserved until the body returns: the next child
+        // gets another one.
+        #expect(group.ticketRan { "child in slot \($0)" }?.index == 1)
+        #expect(group.bodyReturned(slot: 0) == true)  // child 0's body: it had room for child 1
+        #expect(group.bodyReturned(slot: 1) == false)  // child 1 still runs
+        guard case .enqueueTicket = group.childCompleted(slot: 1, outcome: .success(20)) else {
+            Issue.record("expected one more ticket")
+            return
+        }
+        let last = group.ticketRan { "\($0)" }
+        #expect(last?.index == 2)
+        let lastSlot = last.flatMap { Int($0.child) } ?? -1
+        guard case .finish(.success(let values), _) = group.childCompleted(slot: lastSlot, outcome: .success(30)) else {
+            Issue.record("expected the group to finish")
+            return
+        }
+        #expect(values == [10, 20, 30])
+        #expect(group.bodyReturned(slot: lastSlot) == false)  // over: nothing more starts
     }
 
     @Test func noTicketIsCalledForOnceEveryChildHasOne() {

@@ -4,12 +4,17 @@
 /// by ``GroupStateMachine`` under the lock and acted on after unlocking:
 /// enqueue tickets, start a child, cancel children, report.
 ///
-/// A ticket is a closure that captures the run alone (so the run is its
-/// context and it allocates nothing, like the block of a hand-written
-/// `DispatchGroup` loop). When it runs, on the queue, it makes the next
-/// child's state and runs the child's body right there, so a child's
-/// bookkeeping exists only while it runs: a million queued children cost a
-/// million queued blocks and nothing more.
+/// Tickets are run by *blocks*: closures that capture the run alone (so the
+/// run is their context and they allocate nothing, like the block of a
+/// hand-written `DispatchGroup` loop). A block runs on the queue and starts
+/// up to ``blockQuota`` children there, one after another, each made when
+/// it starts (so a child's bookkeeping exists only while it runs): a large
+/// group enqueues one block per 64 children, not one per child, and still
+/// at least 64 blocks, so that children run in parallel on a concurrent
+/// queue as they would with one block each. A child that completes
+/// synchronously and frees room (a bounded group) is followed at once by
+/// the next child on the same block, without a queue hop, for up to
+/// ``inlineBudget`` children; then the block hops through the queue.
 ///
 /// There is one code path whatever the queue: a completion that frees room
 /// enqueues the next ticket through ``Trampoline``, so children that
@@ -29,6 +34,14 @@ final class GroupRun<Element: Sendable>: Sendable {
     private let queue: any JobQueue
     private let report: @Sendable (Result<[Element], any Error>) -> Void
     private let lock: Lock<StateMachine>
+    /// The most tickets one block takes; set once, before the first block
+    /// is enqueued.
+    private let blockQuota: Int
+
+    /// The most children a block starts in a row before it hops.
+    static var inlineBudget: Int { 64 }
+    /// The fewest blocks a group's first children are spread over.
+    static var minimumBlocks: Int { 64 }
 
     init(
         jobs: [Job<Element>],
@@ -41,6 +54,8 @@ final class GroupRun<Element: Sendable>: Sendable {
         self.jobs = jobs
         self.queue = queue
         self.report = report
+        let firstChildren = min(max(maxConcurrent, 1), jobs.count)
+        self.blockQuota = max(1, min(Self.inlineBudget, firstChildren / Self.minimumBlocks))
         self.lock = Lock(
             StateMachine(
                 count: jobs.count,
@@ -60,26 +75,37 @@ final class GroupRun<Element: Sendable>: Sendable {
             report(result)
         case .enqueueTickets(let count):
             registerCancel { [self] in cancel() }
-            for _ in 0..<count { enqueueTicket() }
+            let blocks = (count + blockQuota - 1) / blockQuota
+            for _ in 0..<blocks { enqueueBlock() }
         }
     }
 
-    private func enqueueTicket() {
+    private func enqueueBlock() {
         // Captures the run alone: no allocation for the closure.
-        Trampoline.enqueue({ [self] in ticketRan() }, on: queue)
+        Trampoline.enqueue({ [self] in runBlock() }, on: queue)
     }
 
-    /// A ticket runs: starts the next child here, unless the group is over.
-    private func ticketRan() {
-        let next = lock.withLock { machine in
-            machine.ticketRan { slot in
-                JobState<Element>(queue: queue, index: slot) { [self] slot, outcome in
-                    childCompleted(slot, outcome)
+    /// A block runs: starts up to `blockQuota` children here, one after
+    /// another, and the children that the synchronous completions of these
+    /// free room for, unless the group is over.
+    private func runBlock() {
+        var quota = blockQuota
+        for _ in 0..<Self.inlineBudget {
+            guard quota > 0 else { return }
+            let next = lock.withLock { machine in
+                machine.ticketRan { slot in
+                    JobState<Element>(queue: queue, index: slot) { [self] slot, outcome in
+                        childCompleted(slot, outcome)
+                    }
                 }
             }
+            guard let (index, child) = next else { return }
+            quota -= 1
+            child.run(jobs[index].body)
+            if lock.withLock({ $0.bodyReturned(slot: child.index) }) { quota += 1 }
         }
-        guard let (index, child) = next else { return }
-        child.run(jobs[index].body)
+        // The budget is spent: the tickets left go to a block of their own.
+        if quota > 0 { enqueueBlock() }
     }
 
     private func childCompleted(_ slot: Int, _ outcome: Result<Element, any Error>) {
@@ -87,7 +113,7 @@ final class GroupRun<Element: Sendable>: Sendable {
         case .none:
             break
         case .enqueueTicket:
-            enqueueTicket()
+            enqueueBlock()
         case .finish(let result, let cancelling):
             for child in cancelling { child.cancel() }
             report(result)
