@@ -284,6 +284,18 @@ struct GroupTests {
         #expect(gaps.value.max() ?? .max <= 2 * GroupRun<Void>.inlineBudget)
     }
 
+    @Test func aChildThatDropsItsControllerFailsABoundedGroupAsAbandoned() throws {
+        let ran = LockedValue(0)
+        let finishes = Job<Void> { controller in
+            ran.withValue { $0 += 1 }
+            controller.finish()
+        }
+        let drops = Job<Void> { _ in ran.withValue { $0 += 1 } }
+        let result = outcome(of: Job.group([finishes, drops, finishes, finishes], maxConcurrent: 1))
+        #expect(result?.failure as? JobError == .abandoned)
+        #expect(ran.value == 2)  // fail fast: the children after it never start
+    }
+
     @Test func aLargeGroupRunsEveryChildOnceOnRealThreads() throws {
         // Blocks of children on a concurrent queue, some completing inside
         // their body, some later from another queue: every child runs once

@@ -151,6 +151,23 @@ struct SequenceTests {
         #expect(gaps.value.max() ?? .max <= SequenceRun.inlineBudget)
     }
 
+    @Test func aStepThatDropsItsControllerFailsTheSequenceAsAbandoned() throws {
+        // The step's outcome is reported as its body returns (the last
+        // controller goes with it), in the middle of the step loop.
+        let ran = LockedValue(0)
+        let finishes = Job<Void> { controller in
+            ran.withValue { $0 += 1 }
+            controller.finish()
+        }
+        let drops = Job<Void> { _ in ran.withValue { $0 += 1 } }
+        for queue in [ImmediateQueue() as any JobQueue, CountingQueue()] {
+            ran.setValue(0)
+            let result = outcome(of: Job.sequence([finishes, finishes, drops, finishes]), on: queue)
+            #expect(result?.failure as? JobError == .abandoned)
+            #expect(ran.value == 3)
+        }
+    }
+
     @Test func synchronousStepsRunWithoutAQueueTurnEach() throws {
         // What makes a sequence cheaper than a hand-written chain of
         // `async`s: steps that complete synchronously run back to back.

@@ -40,26 +40,24 @@ struct GroupStateMachineTests {
         }
     }
 
-    @Test func aCompletionAfterTheBodyReturnedThatFreesRoomCallsForOneMoreTicket() {
+    @Test func aCompletionThatFreesRoomCallsForOneMoreTicket() {
         var group = machine(count: 3, maxConcurrent: 1)
         _ = group.start()
         let first = group.ticketRan { "child in slot \($0)" }
         #expect(first?.index == 0)
         #expect(first?.child == "child in slot 0")
+        // A block that asks for more than the tickets handed out gets nothing.
         #expect(group.ticketRan { "no ticket left \($0)" } == nil)
-        #expect(group.bodyReturned(slot: 0) == false)
         guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(10)) else {
             Issue.record("expected one more ticket")
             return
         }
         #expect(group.ticketRan { "child in slot \($0)" }?.index == 1)
-        #expect(group.bodyReturned(slot: 0) == false)
         guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(20)) else {
             Issue.record("expected one more ticket")
             return
         }
         #expect(group.ticketRan { "child in slot \($0)" }?.index == 2)
-        #expect(group.bodyReturned(slot: 0) == false)
         guard case .finish(.success(let values), let cancelling) = group.childCompleted(slot: 0, outcome: .success(30))
         else {
             Issue.record("expected the group to finish")
@@ -67,34 +65,6 @@ struct GroupStateMachineTests {
         }
         #expect(values == [10, 20, 30])
         #expect(cancelling.isEmpty)
-    }
-
-    @Test func aCompletionInsideTheBodyGivesTheFreedRoomToTheThreadRunningIt() {
-        var group = machine(count: 3, maxConcurrent: 1)
-        _ = group.start()
-        #expect(group.ticketRan { "child in slot \($0)" }?.index == 0)
-        guard case .none = group.childCompleted(slot: 0, outcome: .success(10)) else {
-            Issue.record("a completion inside the body enqueues nothing")
-            return
-        }
-        // The slot stays reserved until the body returns: the next child
-        // gets another one.
-        #expect(group.ticketRan { "child in slot \($0)" }?.index == 1)
-        #expect(group.bodyReturned(slot: 0) == true)  // child 0's body: it had room for child 1
-        #expect(group.bodyReturned(slot: 1) == false)  // child 1 still runs
-        guard case .enqueueTicket = group.childCompleted(slot: 1, outcome: .success(20)) else {
-            Issue.record("expected one more ticket")
-            return
-        }
-        let last = group.ticketRan { "\($0)" }
-        #expect(last?.index == 2)
-        let lastSlot = last.flatMap { Int($0.child) } ?? -1
-        guard case .finish(.success(let values), _) = group.childCompleted(slot: lastSlot, outcome: .success(30)) else {
-            Issue.record("expected the group to finish")
-            return
-        }
-        #expect(values == [10, 20, 30])
-        #expect(group.bodyReturned(slot: lastSlot) == false)  // over: nothing more starts
     }
 
     @Test func noTicketIsCalledForOnceEveryChildHasOne() {
@@ -179,24 +149,14 @@ struct SequenceStateMachineTests {
         }
     }
 
-    @Test func aStepThatSucceedsInItsBodyIsFollowedWhenTheBodyReturns() {
+    @Test func eachSuccessStartsTheNextStepUntilTheLast() {
         var sequence = SequenceStateMachine<String>(count: 2)
         guard case .startStep(0, "step 0") = sequence.start("step 0") else {
             Issue.record("expected step 0")
             return
         }
-        // Synchronous success: the thread running the body goes on.
-        guard case .none = sequence.stepSucceeded(next: "too early") else {
-            Issue.record("a success inside the body starts nothing by itself")
-            return
-        }
-        guard case .startStep(1, "step 1") = sequence.bodyReturned(next: "step 1") else {
-            Issue.record("expected step 1 when the body returned")
-            return
-        }
-        // Asynchronous success: the body returned first.
-        guard case .none = sequence.bodyReturned(next: "too early") else {
-            Issue.record("a body returning before its step completed starts nothing")
+        guard case .startStep(1, "step 1") = sequence.stepSucceeded(next: "step 1") else {
+            Issue.record("expected step 1")
             return
         }
         guard case .finish = sequence.stepSucceeded(next: "unused") else {
@@ -213,28 +173,8 @@ struct SequenceStateMachineTests {
         }
         var sequence = SequenceStateMachine<String>(count: 1)
         _ = sequence.start(make())
-        _ = sequence.stepSucceeded(next: make())  // inside the body: nothing starts
-        _ = sequence.bodyReturned(next: make())  // the last step: nothing follows
+        _ = sequence.stepSucceeded(next: make())  // the last step: nothing follows
         #expect(made == 1)
-    }
-
-    @Test func aBodyReturningAfterTheSequenceFailedOrWasCancelledDoesNothing() {
-        var failed = SequenceStateMachine<String>(count: 3)
-        _ = failed.start("step 0")
-        _ = failed.stepFailed(TestError(id: 1))
-        guard case .none = failed.bodyReturned(next: "unused") else {
-            Issue.record("nothing follows a failure")
-            return
-        }
-        var cancelled = SequenceStateMachine<String>(count: 3)
-        _ = cancelled.start("step 0")
-        _ = cancelled.stepSucceeded(next: "unused")
-        _ = cancelled.cancel()
-        guard case .none = cancelled.bodyReturned(next: "unused") else {
-            Issue.record("nothing follows a cancellation, even of a step that had succeeded")
-            return
-        }
-        #expect(cancelled.currentStep == nil)
     }
 
     @Test func aFailureFailsOnceAndLaterEventsDoNothing() {
@@ -253,6 +193,17 @@ struct SequenceStateMachineTests {
             Issue.record("nothing left to cancel")
             return
         }
+    }
+
+    @Test func theCurrentStepIsTheOneToRunUntilTheSequenceIsOver() {
+        var sequence = SequenceStateMachine<String>(count: 2)
+        #expect(sequence.currentStep == nil)
+        _ = sequence.start("step 0")
+        #expect(sequence.currentStep?.index == 0)
+        _ = sequence.stepSucceeded(next: "step 1")
+        #expect(sequence.currentStep?.child == "step 1")
+        _ = sequence.cancel()
+        #expect(sequence.currentStep == nil)
     }
 
     @Test func cancelCancelsTheRunningStepAndItsFailureIsNotReported() {

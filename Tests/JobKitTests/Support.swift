@@ -12,11 +12,11 @@ struct TestError: Error, Equatable {
     var id = 0
 }
 
-/// Performs `job` on an `ImmediateQueue` and returns its outcome, which is
-/// known when `perform` returns.
-func outcome<T>(of job: Job<T>) -> Job<T>.Outcome? {
+/// Performs `job` on an `ImmediateQueue` (or another queue that runs work
+/// inline) and returns its outcome, which is known when `perform` returns.
+func outcome<T>(of job: Job<T>, on queue: any JobQueue = ImmediateQueue()) -> Job<T>.Outcome? {
     let box = LockedValue<Job<T>.Outcome?>(nil)
-    job.perform(on: ImmediateQueue()) { box.setValue($0) }
+    job.perform(on: queue) { box.setValue($0) }
     return box.value
 }
 

@@ -88,28 +88,63 @@ final class GroupRun<Element: Sendable>: Sendable {
     /// A block runs: starts up to `blockQuota` children here, one after
     /// another, and the children that the synchronous completions of these
     /// free room for, unless the group is over.
+    ///
+    /// A child that completed before its body returned hands its outcome
+    /// back (``JobState/runHoldingOutcome(_:)``) instead of calling the
+    /// group: the block reports it and starts the next child under one
+    /// lock, and takes the room it frees itself.
     private func runBlock() {
         var quota = blockQuota
-        for _ in 0..<Self.inlineBudget {
-            guard quota > 0 else { return }
-            let next = lock.withLock { machine in
-                machine.ticketRan { slot in
+        var budget = Self.inlineBudget
+        var held: (slot: Int, outcome: Result<Element, any Error>)?
+        while true {
+            let mayStart = budget > 0
+            let reported = held
+            var granted = false
+            let step = lock.withLock { machine -> BlockStep in
+                var completion = StateMachine.CompletionAction.none
+                if let reported {
+                    completion = machine.childCompleted(slot: reported.slot, outcome: reported.outcome)
+                    if case .enqueueTicket = completion {
+                        // Room for one more: this block takes it.
+                        granted = true
+                        completion = .none
+                    }
+                }
+                guard mayStart, quota > 0 || granted else { return BlockStep(completion: completion, next: nil) }
+                let next = machine.ticketRan { slot in
                     JobState<Element>(queue: queue, index: slot) { [self] slot, outcome in
                         childCompleted(slot, outcome)
                     }
                 }
+                return BlockStep(completion: completion, next: next)
             }
-            guard let (index, child) = next else { return }
+            if granted { quota += 1 }
+            let (completion, next) = (step.completion, step.next)
+            held = nil
+            perform(completion)
+            guard let (index, child) = next else { break }
             quota -= 1
-            child.run(jobs[index].body)
-            if lock.withLock({ $0.bodyReturned(slot: child.index) }) { quota += 1 }
+            budget -= 1
+            if let outcome = child.runHoldingOutcome(jobs[index].body) { held = (child.index, outcome) }
         }
         // The budget is spent: the tickets left go to a block of their own.
-        if quota > 0 { enqueueBlock() }
+        if budget == 0 && quota > 0 { enqueueBlock() }
+    }
+
+    /// What a block does after unlocking: act on a held child's completion,
+    /// then start `next`, if any.
+    private struct BlockStep: Sendable {
+        var completion: StateMachine.CompletionAction
+        var next: (index: Int, child: JobState<Element>)?
     }
 
     private func childCompleted(_ slot: Int, _ outcome: Result<Element, any Error>) {
-        switch lock.withLock({ $0.childCompleted(slot: slot, outcome: outcome) }) {
+        perform(lock.withLock { $0.childCompleted(slot: slot, outcome: outcome) })
+    }
+
+    private func perform(_ action: StateMachine.CompletionAction) {
+        switch action {
         case .none:
             break
         case .enqueueTicket:

@@ -10,13 +10,6 @@
 /// counting is `DispatchGroup`'s: a ticket enters, a completion leaves, and
 /// the group finishes when every child left.
 ///
-/// A child that completes while its body still runs (synchronously, or
-/// from another thread that beat the body's return) and frees room does
-/// not call for a new ticket: the room goes to the thread running that
-/// body, which starts the next child when the body returns
-/// (``bodyReturned(slot:)``), without a queue hop. Its slot stays reserved
-/// until then.
-///
 /// `Child` is what the group holds of a running child, to cancel it: a
 /// `JobState` in ``GroupRun``, anything in the state machine's own tests.
 struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
@@ -41,17 +34,6 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         case finish(Result<[Element], any Error>, cancelling: [Child])
     }
 
-    /// What a slot holds.
-    private enum Entry: Sendable {
-        /// A running child, with its input index; `inBody` until its body
-        /// returned.
-        case running(index: Int, child: Child, inBody: Bool)
-        /// A child that completed before its body returned; `grantsTicket`
-        /// if its completion freed room for the next child, which the
-        /// thread running the body then starts.
-        case completedInBody(grantsTicket: Bool)
-    }
-
     /// The bookkeeping of a running group. It sits beside ``State`` rather
     /// than in a `running` case's payload: taking a payload out to change
     /// it copies its arrays (a retain and a release each, twice per child).
@@ -69,15 +51,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         var values: [Element?] = []
         /// The running children with their input index, each in the slot
         /// the child was told when it started.
-        var children = Slots<Entry>()
-
-        /// Ends the bookkeeping: the running children, to cancel.
-        mutating func removeRunningChildren() -> [Child] {
-            children.removeAll().compactMap { entry in
-                if case .running(_, let child, _) = entry { return child }
-                return nil
-            }
-        }
+        var children = Slots<(index: Int, child: Child)>()
     }
 
     private enum State: Sendable {
@@ -131,8 +105,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
 
     /// A ticket runs: the input index of the child to start and the child
     /// `makeChild` made for the slot it is given, or `nil` if the group is
-    /// over or every ticket handed out has started its child. The child's
-    /// body is taken to run from now until ``bodyReturned(slot:)``.
+    /// over or every ticket handed out has started its child.
     mutating func ticketRan(makeChild: (_ slot: Int) -> Child) -> (index: Int, child: Child)? {
         switch state {
         case .running:
@@ -141,7 +114,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
             precondition(index < count, "Internal inconsistency: more tickets than children")
             running.nextIndex += 1
             let child = makeChild(running.children.nextSlot)
-            _ = running.children.insert(.running(index: index, child: child, inBody: true))
+            _ = running.children.insert((index, child))
             return (index, child)
         case .finished:
             return nil
@@ -150,35 +123,12 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         }
     }
 
-    /// The body of the child started in `slot` returned: whether the thread
-    /// that ran it starts another child now (its child completed meanwhile
-    /// and freed room).
-    mutating func bodyReturned(slot: Int) -> Bool {
-        guard case .running = state else { return false }
-        switch running.children[slot] {
-        case .running(let index, let child, inBody: true):
-            running.children[slot] = .running(index: index, child: child, inBody: false)
-            return false
-        case .completedInBody(let grantsTicket):
-            _ = running.children.remove(at: slot)
-            return grantsTicket
-        case .running(_, _, inBody: false), nil:
-            preconditionFailure("Internal inconsistency: a child's body returned twice")
-        }
-    }
-
     /// The child in `slot` completed with `outcome`.
     mutating func childCompleted(slot: Int, outcome: Result<Element, any Error>) -> CompletionAction {
         switch state {
         case .running:
-            guard case .running(let index, _, let inBody) = running.children[slot] else {
+            guard let (index, _) = running.children.remove(at: slot) else {
                 preconditionFailure("Internal inconsistency: a running child had no slot")
-            }
-            if inBody {
-                // The slot stays reserved until the body returns.
-                running.children[slot] = .completedInBody(grantsTicket: false)
-            } else {
-                _ = running.children.remove(at: slot)
             }
             running.activeCount -= 1
             running.completedCount += 1
@@ -188,7 +138,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
             case .failure(let error):
                 if failurePolicy == .failFast {
                     var done = finish()
-                    return .finish(.failure(error), cancelling: done.removeRunningChildren())
+                    return .finish(.failure(error), cancelling: done.children.removeAll().map(\.child))
                 }
                 if running.firstError == nil { running.firstError = error }
             }
@@ -200,10 +150,6 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
             if running.ticketCount < count && running.activeCount < maxConcurrent {
                 running.ticketCount += 1
                 running.activeCount += 1
-                if inBody {
-                    running.children[slot] = .completedInBody(grantsTicket: true)
-                    return .none
-                }
                 return .enqueueTicket
             }
             return .none
@@ -225,7 +171,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
             return []
         case .running:
             var done = finish()
-            return done.removeRunningChildren()
+            return done.children.removeAll().map(\.child)
         case .finished:
             return []
         }

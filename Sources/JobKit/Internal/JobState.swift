@@ -115,6 +115,34 @@ final class JobState<Success: Sendable>: JobCancelling {
         body(Job<Success>.Controller(token: ControllerToken(self)))
     }
 
+    /// Runs `body` now, on this thread, with a fresh controller, unless the
+    /// job has completed (been cancelled), and returns the outcome if the
+    /// job completed before `body` returned: that outcome does not go to the
+    /// handler, the caller acts on it. `nil` if the job had not completed
+    /// by then: the handler gets the outcome later, as usual.
+    ///
+    /// This is how combinators follow a child that completes synchronously
+    /// with the next one in a loop, without a queue hop or a nested call.
+    ///
+    /// Only an outcome reported on this thread while `body` runs is held
+    /// (the thread is then inside `body`: nothing else can be using the
+    /// place it is written to); one reported from another thread goes to
+    /// the handler, even if `body` has not returned yet. The state keeps no
+    /// field for it: a field whose type depends on `Success` would make the
+    /// (unspecialized) deinit look up type metadata for every child.
+    func runHoldingOutcome(_ body: Body) -> Outcome? {
+        if isCompleted { return nil }
+        var held: Outcome? = nil
+        withUnsafeMutablePointer(to: &held) { place in
+            let outer = Trampoline.exchangeHold(
+                Trampoline.OutcomeHold(owner: ObjectIdentifier(self), place: UnsafeMutableRawPointer(place))
+            )
+            body(Job<Success>.Controller(token: ControllerToken(self)))
+            _ = Trampoline.exchangeHold(outer)
+        }
+        return held
+    }
+
     /// Reports `outcome` unless the job already completed.
     /// - Returns: `true` if this outcome won.
     @discardableResult
@@ -162,6 +190,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         }
         if let handler {
             self.handler = nil
+            if !hopsToQueue && holdForRunner(outcome) { return true }
             if hopsToQueue {
                 Trampoline.enqueue({ handler(outcome) }, on: queue)
             } else {
@@ -169,8 +198,17 @@ final class JobState<Success: Sendable>: JobCancelling {
             }
         } else if let indexedHandler {
             self.indexedHandler = nil
+            if holdForRunner(outcome) { return true }
             indexedHandler(index, outcome)
         }
+        return true
+    }
+
+    /// Hands `outcome` to ``runHoldingOutcome(_:)`` if this thread is
+    /// running this job's body through it. Called by the latch's winner.
+    private func holdForRunner(_ outcome: Outcome) -> Bool {
+        guard let place = Trampoline.takeHold(for: ObjectIdentifier(self)) else { return false }
+        place.assumingMemoryBound(to: Outcome?.self).pointee = outcome
         return true
     }
 

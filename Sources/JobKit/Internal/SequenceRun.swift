@@ -1,12 +1,11 @@
 /// One performance of a sequence: the storage of its state machine.
 ///
-/// Each event (start, a step succeeded or failed, its body returned,
-/// cancel) is decided by ``SequenceStateMachine`` under the lock and acted
+/// Each event (start, a step succeeded or failed, cancel) is decided by ``SequenceStateMachine`` under the lock and acted
 /// on after unlocking.
 ///
 /// There is one code path whatever the queue. A step runs on the queue,
 /// through ``Trampoline``, like a hand-written chain where each step
-/// `async`s the next; but a step that succeeded by the time its body
+/// `async`s the next; but a step that completed by the time its body
 /// returned is followed at once, on the same thread, by the next step,
 /// without a hop: a run of synchronous steps loops, with a flat stack. So
 /// that the sequence does not hold its queue (the main queue, say) for as
@@ -46,13 +45,23 @@ final class SequenceRun: Sendable {
     }
 
     /// Runs the current step's body here, on the queue, and the steps after
-    /// it for as long as each succeeds before its body returns, at most
+    /// it for as long as each completes before its body returns, at most
     /// ``inlineBudget`` of them; then hops.
+    ///
+    /// A step that completed before its body returned hands its outcome
+    /// back (``JobState/runHoldingOutcome(_:)``) instead of calling the
+    /// sequence, so the loop goes on here.
     private func runSteps() {
         guard var (index, child) = lock.withLock({ $0.currentStep }) else { return }
         for _ in 0..<Self.inlineBudget {
-            child.run(jobs[index].body)
-            let action = lock.withLock { $0.bodyReturned(next: makeStep()) }
+            // `nil`: the step completes later, through its handler.
+            guard let outcome = child.runHoldingOutcome(jobs[index].body) else { return }
+            let action = lock.withLock { machine in
+                switch outcome {
+                case .success: machine.stepSucceeded(next: makeStep())
+                case .failure(let error): machine.stepFailed(error)
+                }
+            }
             guard case .startStep(let nextIndex, let nextChild) = action else {
                 perform(action)
                 return

@@ -6,18 +6,10 @@
 /// `JobState` in ``SequenceRun``, anything in the state machine's own tests.
 /// The owner passes the next step's child as an autoclosure, evaluated only
 /// when the state machine decides that the step starts.
-///
-/// A step that succeeds before its body returned (synchronously, or from
-/// another thread that beat the body's return) does not start the next step
-/// itself: the state machine notes it, and the thread running the body
-/// starts the next step when the body returns (``bodyReturned(next:)``), so
-/// that a run of synchronous steps loops on one thread instead of paying a
-/// queue hop per step. A step that succeeds after its body returned starts
-/// the next one from its own thread, through the queue.
 struct SequenceStateMachine<Child: Sendable>: Sendable {
     /// What the owner does after unlocking.
     enum Action: Sendable {
-        /// Start step `index` as `child`: run its body on the queue.
+        /// Start step `index` as `child`.
         case startStep(index: Int, child: Child)
         /// Finish the sequence: every step succeeded.
         case finish
@@ -31,10 +23,8 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
 
     private enum State: Sendable {
         case idle
-        /// Step `index` runs as `child`. `inBody`: its body has not
-        /// returned yet; `succeeded`: it succeeded meanwhile, and the
-        /// thread running the body starts the next step.
-        case running(index: Int, child: Child, inBody: Bool, succeeded: Bool)
+        /// Step `index` runs as `child`.
+        case running(index: Int, child: Child)
         case finished
     }
 
@@ -60,31 +50,12 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
     /// The running step succeeded; `next` is the following step's child.
     mutating func stepSucceeded(next: @autoclosure () -> Child) -> Action {
         switch state {
-        case .running(let index, let child, inBody: true, _):
-            state = .running(index: index, child: child, inBody: true, succeeded: true)
-            return .none  // the thread running the body goes on
-        case .running(let index, _, inBody: false, _):
+        case .running(let index, _):
             return startStep(index + 1, next)
         case .finished:
             return .none  // cancelled meanwhile
         case .idle:
             preconditionFailure("Internal inconsistency: a step completed before the sequence started")
-        }
-    }
-
-    /// The running step's body returned; `next` is the following step's
-    /// child, made if the step already succeeded.
-    mutating func bodyReturned(next: @autoclosure () -> Child) -> Action {
-        switch state {
-        case .running(let index, _, inBody: true, succeeded: true):
-            return startStep(index + 1, next)
-        case .running(let index, let child, inBody: true, succeeded: false):
-            state = .running(index: index, child: child, inBody: false, succeeded: false)
-            return .none
-        case .finished:
-            return .none  // failed or cancelled meanwhile
-        case .idle, .running(_, _, inBody: false, _):
-            preconditionFailure("Internal inconsistency: a step's body returned twice")
         }
     }
 
@@ -107,7 +78,7 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
         case .idle, .finished:
             state = .finished
             return .none
-        case .running(_, let child, _, _):
+        case .running(_, let child):
             state = .finished
             return .cancelStep(child)
         }
@@ -116,7 +87,7 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
     /// The step the owner was told to start, to run its body now: `nil`
     /// once the sequence is over.
     var currentStep: (index: Int, child: Child)? {
-        guard case .running(let index, let child, _, _) = state else { return nil }
+        guard case .running(let index, let child) = state else { return nil }
         return (index, child)
     }
 
@@ -126,9 +97,7 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
             return .finish
         }
         let child = child()
-        // The body is about to run (now or once the queue gets to it):
-        // nothing but the body can make the step succeed before that.
-        state = .running(index: index, child: child, inBody: true, succeeded: false)
+        state = .running(index: index, child: child)
         return .startStep(index: index, child: child)
     }
 }

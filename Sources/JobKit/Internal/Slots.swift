@@ -21,16 +21,6 @@ struct Slots<Item: Sendable>: Sendable {
         return items.count - 1
     }
 
-    /// The item in `slot`, `nil` if the slot is empty. Setting replaces an
-    /// item in an occupied slot.
-    subscript(slot: Int) -> Item? {
-        get { slot < items.count ? items[slot] : nil }
-        set {
-            precondition(slot < items.count && items[slot] != nil && newValue != nil, "Slots: not an occupied slot")
-            items[slot] = newValue
-        }
-    }
-
     /// Removes and returns the item in `slot`; `nil` if the slot is empty
     /// (its item was removed, or everything was).
     mutating func remove(at slot: Int) -> Item? {
