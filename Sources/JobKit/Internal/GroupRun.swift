@@ -89,54 +89,53 @@ final class GroupRun<Element: Sendable>: Sendable {
     /// another, and the children that the synchronous completions of these
     /// free room for, unless the group is over.
     ///
-    /// A child that completed before its body returned hands its outcome
-    /// back (``JobState/runHoldingOutcome(_:)``) instead of calling the
-    /// group: the block reports it and starts the next child under one
-    /// lock, and takes the room it frees itself.
+    /// The block claims its children under one lock (their states are made
+    /// then, so that cancelling the group reaches them, and a cancelled one
+    /// never runs its body), then runs their bodies. A child that completed
+    /// before its body returned hands its outcome back
+    /// (``JobState/runHoldingOutcome(_:)``) instead of calling the group:
+    /// the block reports it, and takes the room it frees itself.
     private func runBlock() {
         var quota = blockQuota
         var budget = Self.inlineBudget
-        var held: (slot: Int, outcome: Result<Element, any Error>)?
-        while true {
-            let mayStart = budget > 0
-            let reported = held
-            var granted = false
-            let step = lock.withLock { machine -> BlockStep in
-                var completion = StateMachine.CompletionAction.none
-                if let reported {
-                    completion = machine.childCompleted(slot: reported.slot, outcome: reported.outcome)
-                    if case .enqueueTicket = completion {
+        var claimed: [(index: Int, child: JobState<Element>)] = []
+        while budget > 0 && quota > 0 {
+            let wanted = min(quota, budget)
+            claimed.removeAll(keepingCapacity: true)
+            claimed.reserveCapacity(wanted)
+            lock.withLock { machine in
+                while claimed.count < wanted, let next = machine.ticketRan(makeChild: makeChild) {
+                    claimed.append(next)
+                }
+            }
+            if claimed.isEmpty { return }
+            quota -= claimed.count
+            budget -= claimed.count
+            for (index, child) in claimed {
+                guard let outcome = child.runHoldingOutcome(jobs[index].body) else { continue }
+                var granted = false
+                let action = lock.withLock { machine in
+                    var action = machine.childCompleted(slot: child.index, outcome: outcome)
+                    if case .enqueueTicket = action {
                         // Room for one more: this block takes it.
                         granted = true
-                        completion = .none
+                        action = .none
                     }
+                    return action
                 }
-                guard mayStart, quota > 0 || granted else { return BlockStep(completion: completion, next: nil) }
-                let next = machine.ticketRan { slot in
-                    JobState<Element>(queue: queue, index: slot) { [self] slot, outcome in
-                        childCompleted(slot, outcome)
-                    }
-                }
-                return BlockStep(completion: completion, next: next)
+                if granted { quota += 1 }
+                perform(action)
             }
-            if granted { quota += 1 }
-            let (completion, next) = (step.completion, step.next)
-            held = nil
-            perform(completion)
-            guard let (index, child) = next else { break }
-            quota -= 1
-            budget -= 1
-            if let outcome = child.runHoldingOutcome(jobs[index].body) { held = (child.index, outcome) }
         }
         // The budget is spent: the tickets left go to a block of their own.
-        if budget == 0 && quota > 0 { enqueueBlock() }
+        if quota > 0 { enqueueBlock() }
     }
 
-    /// What a block does after unlocking: act on a held child's completion,
-    /// then start `next`, if any.
-    private struct BlockStep: Sendable {
-        var completion: StateMachine.CompletionAction
-        var next: (index: Int, child: JobState<Element>)?
+    /// A child's state, for the slot it is given.
+    private func makeChild(slot: Int) -> JobState<Element> {
+        JobState<Element>(queue: queue, index: slot) { [self] slot, outcome in
+            childCompleted(slot, outcome)
+        }
     }
 
     private func childCompleted(_ slot: Int, _ outcome: Result<Element, any Error>) {
