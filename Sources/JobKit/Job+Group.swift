@@ -23,9 +23,10 @@ extension Job where Success == Void {
     /// Children are started from work items on the queue: one per child in
     /// a small group; in a large one, up to 64 children per work item,
     /// spread over at least 64 work items so that a concurrent queue still
-    /// runs them in parallel. A child whose closure completes it before returning, in a
-    /// bounded group, is followed at once by the next on the same thread;
-    /// after 64 in a row the group lets other work on its queue run.
+    /// runs them in parallel. In a bounded group, a child whose closure
+    /// completes it before returning is followed at once by the next on the
+    /// same thread; after 64 in a row the group lets other work on its queue
+    /// run.
     ///
     /// ```swift
     /// let uploads = photos.map { photo in uploading(photo) }

@@ -6,18 +6,19 @@
 ///
 /// Tickets are run by *blocks*: closures that capture the run alone (so the
 /// run is their context and they allocate nothing, like the block of a
-/// hand-written `DispatchGroup` loop). A block runs on the queue and starts
-/// up to ``blockQuota`` children there, one after another, each made when
-/// it starts (so a child's bookkeeping exists only while it runs): a large
-/// group enqueues one block per 64 children, not one per child, and still
-/// at least 64 blocks, so that children run in parallel on a concurrent
-/// queue as they would with one block each. A child that completes
+/// hand-written `DispatchGroup` loop). A block runs on the queue, claims up
+/// to ``blockQuota`` children and runs them there, one after another; a
+/// child's state is made when its block claims it, so a child's
+/// bookkeeping exists only from then until it completes. A large group
+/// enqueues one block per 64 children, not one per child, and still at
+/// least 64 blocks, so that children run in parallel on a concurrent queue
+/// as they would with one block each. A child that completes
 /// synchronously and frees room (a bounded group) is followed at once by
 /// the next child on the same block, without a queue hop, for up to
 /// ``inlineBudget`` children; then the block hops through the queue.
 ///
 /// There is one code path whatever the queue: a completion that frees room
-/// enqueues the next ticket through ``Trampoline``, so children that
+/// enqueues a block for the next ticket through ``Trampoline``, so children that
 /// complete synchronously never recurse, even on a queue that runs work
 /// inline.
 ///

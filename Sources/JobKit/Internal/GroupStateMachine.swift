@@ -3,10 +3,11 @@
 /// released. It runs nothing itself; ``GroupRun`` holds it under its lock
 /// and acts.
 ///
-/// A group starts children through *tickets*: work items enqueued on the
-/// group's queue, each of which starts the next child in input order when it
-/// runs. ``start()`` says how many tickets to enqueue first (up to
-/// `maxConcurrent`); each completion that frees room calls for one more. The
+/// A group starts children through *tickets*: permissions to start the next
+/// child in input order, which the owner's work items on the group's queue
+/// use (``ticketRan(makeChild:)``). ``start()`` says how many tickets there
+/// are at first (up to `maxConcurrent`); each completion that frees room
+/// calls for one more. The
 /// counting is `DispatchGroup`'s: a ticket enters, a completion leaves, and
 /// the group finishes when every child left.
 ///
@@ -15,7 +16,7 @@
 struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     /// What the owner does after unlocking, when the group starts.
     enum StartAction: Sendable {
-        /// Enqueue this many tickets.
+        /// Start this many children (enqueue work that uses the tickets).
         case enqueueTickets(Int)
         /// Report `result`: the group is over before any child started
         /// (no children, a bad argument, or cancelled already).

@@ -1,7 +1,7 @@
 /// One performance of a sequence: the storage of its state machine.
 ///
-/// Each event (start, a step succeeded or failed, cancel) is decided by ``SequenceStateMachine`` under the lock and acted
-/// on after unlocking.
+/// Each event (start, a step succeeded or failed, cancel) is decided by
+/// ``SequenceStateMachine`` under the lock and acted on after unlocking.
 ///
 /// There is one code path whatever the queue. A step runs on the queue,
 /// through ``Trampoline``, like a hand-written chain where each step
