@@ -46,6 +46,10 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// Whether the handler is called through `queue` (public performances)
     /// or inline, on the completing thread (combinators' own children).
     private let hopsToQueue: Bool
+    /// Whether a combinator runs the body through ``runHoldingOutcome(_:)``
+    /// (its loops' children), so that an outcome may be held for it: the
+    /// other states never look for a hold when they complete.
+    private let mayHoldForRunner: Bool
     private let lock = Lock(JobStatus())
 
     /// The outcome latch, without a lock: `pending` until the first outcome
@@ -70,18 +74,24 @@ final class JobState<Success: Sendable>: JobCancelling {
     private nonisolated(unsafe) var indexedHandler: IndexedHandler?  // owned by the latch's winner
     private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
 
-    init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
+    /// A performance whose handler is called through `queue` or inline;
+    /// `runsInLoop` for a combinator's child that it runs through
+    /// ``runHoldingOutcome(_:)``.
+    init(queue: any JobQueue, hopsToQueue: Bool, runsInLoop: Bool = false, handler: @escaping Handler) {
         self.queue = queue
         self.index = 0
         self.hopsToQueue = hopsToQueue
+        self.mayHoldForRunner = runsInLoop && !hopsToQueue
         self.handler = handler
     }
 
-    /// A child whose handler is called inline with `index`.
+    /// A group's child, run through ``runHoldingOutcome(_:)``, whose handler
+    /// is called inline with `index`.
     init(queue: any JobQueue, index: Int, handler: @escaping IndexedHandler) {
         self.queue = queue
         self.index = index
         self.hopsToQueue = false
+        self.mayHoldForRunner = true
         self.indexedHandler = handler
     }
 
@@ -131,6 +141,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// field for it: a field whose type depends on `Success` would make the
     /// (unspecialized) deinit look up type metadata for every child.
     func runHoldingOutcome(_ body: Body) -> Outcome? {
+        precondition(mayHoldForRunner, "Internal inconsistency: a state not made to run in a loop")
         if isCompleted { return nil }
         var held: Outcome? = nil
         withUnsafeMutablePointer(to: &held) { place in
@@ -190,7 +201,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         }
         if let handler {
             self.handler = nil
-            if !hopsToQueue && holdForRunner(outcome) { return true }
+            if mayHoldForRunner && holdForRunner(outcome) { return true }
             if hopsToQueue {
                 Trampoline.enqueue({ handler(outcome) }, on: queue)
             } else {
@@ -198,7 +209,7 @@ final class JobState<Success: Sendable>: JobCancelling {
             }
         } else if let indexedHandler {
             self.indexedHandler = nil
-            if holdForRunner(outcome) { return true }
+            if mayHoldForRunner && holdForRunner(outcome) { return true }
             indexedHandler(index, outcome)
         }
         return true

@@ -39,7 +39,7 @@ final class SequenceRun: Sendable {
     /// at a time.)
     private func makeStep() -> JobState<Void> {
         // Captures the run alone: no allocation for the closure.
-        JobState<Void>(queue: controller.queue, hopsToQueue: false) { [self] outcome in
+        JobState<Void>(queue: controller.queue, hopsToQueue: false, runsInLoop: true) { [self] outcome in
             stepCompleted(outcome)
         }
     }
