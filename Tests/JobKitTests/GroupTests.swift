@@ -269,15 +269,7 @@ struct GroupTests {
         let count = 1_000
         let recorder = Recorder<Void>()
         Job.group(Array(repeating: child, count: count), maxConcurrent: 2).perform(on: queue, then: recorder.handler)
-        let gaps = LockedValue<[Int]>([])
-        let lastSeen = LockedValue(0)
-        @Sendable func otherWork() {
-            let now = started.value
-            gaps.withValue { $0.append(now - lastSeen.value) }
-            lastSeen.setValue(now)
-            if now < count { queue.enqueue(otherWork) }
-        }
-        queue.enqueue(otherWork)
+        let gaps = gapsBetweenOtherWork(on: queue, until: count) { started.value }
         try queue.run()
         #expect(recorder.last?.isSuccess == true)
         #expect(started.value == count)

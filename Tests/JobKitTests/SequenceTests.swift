@@ -126,7 +126,6 @@ struct SequenceTests {
         // update on the main queue, say) waits for at most that many steps.
         let queue = TestQueue()
         let stepsRun = LockedValue(0)
-        let gaps = LockedValue<[Int]>([])
         let step = Job<Void> { controller in
             stepsRun.withValue { $0 += 1 }
             controller.finish()
@@ -136,14 +135,7 @@ struct SequenceTests {
         Job.sequence(Array(repeating: step, count: count)).perform(on: queue, then: recorder.handler)
         // Other work that keeps re-enqueueing itself while the sequence runs,
         // noting how many steps ran since its last turn.
-        let lastSeen = LockedValue(0)
-        @Sendable func otherWork() {
-            let now = stepsRun.value
-            gaps.withValue { $0.append(now - lastSeen.value) }
-            lastSeen.setValue(now)
-            if now < count { queue.enqueue(otherWork) }
-        }
-        queue.enqueue(otherWork)
+        let gaps = gapsBetweenOtherWork(on: queue, until: count) { stepsRun.value }
         try queue.run()
         #expect(recorder.last?.isSuccess == true)
         #expect(stepsRun.value == count)

@@ -128,6 +128,27 @@ final class CountingQueue: JobQueue {
     }
 }
 
+/// Enqueues other work on `queue` that re-enqueues itself until
+/// `progress()` reaches `total`, and returns, filled in as the queue runs,
+/// how far `progress` moved between two of its turns: how long the code
+/// under test held the queue.
+func gapsBetweenOtherWork(
+    on queue: TestQueue,
+    until total: Int,
+    progress: @escaping @Sendable () -> Int
+) -> LockedValue<[Int]> {
+    let gaps = LockedValue<[Int]>([])
+    let lastSeen = LockedValue(0)
+    @Sendable func otherWork() {
+        let now = progress()
+        gaps.withValue { $0.append(now - lastSeen.value) }
+        lastSeen.setValue(now)
+        if now < total { queue.enqueue(otherWork) }
+    }
+    queue.enqueue(otherWork)
+    return gaps
+}
+
 /// Whether this test process runs under Thread Sanitizer, which makes
 /// every memory access many times slower: million-job tests use fewer jobs
 /// there (the flat-stack assertion holds for any size).
