@@ -19,7 +19,11 @@ import JobKit
 /// ```
 ///
 /// Work runs in order of due time, and in enqueue order among work due at
-/// the same time. ``now`` is set to each item's due time before it runs.
+/// the same time: the order of a serial queue. `TestQueue(ordering:
+/// .shuffled(seed:))` models a concurrent queue instead: work due at the
+/// same time runs in an order drawn from the seed, the same order for the
+/// same seed on every run and machine (``exploreOrderings(seeds:maxSteps:_:)``
+/// tries many). ``now`` is set to each item's due time before it runs.
 /// Work enqueued while running is picked up by the same call if it falls
 /// due. One call stops after ``maxSteps`` items with ``RunawayError``
 /// instead of hanging the test: work that keeps enqueueing work, or a run
@@ -48,9 +52,33 @@ public final class TestQueue: JobQueue, Sendable {
         }
     }
 
+    /// The order in which a test queue runs the work due at the same
+    /// time.
+    public enum Ordering: Sendable, Hashable, CustomStringConvertible {
+        /// Enqueue order, as a serial queue runs work. The default.
+        case fifo
+        /// An order drawn from `seed`, as a concurrent queue may run work:
+        /// any item due now may run before any other, work enqueued while
+        /// running included. The same seed gives the same order every
+        /// time, as long as the work is enqueued in the same order.
+        case shuffled(seed: UInt64)
+
+        /// The ordering as it is written in Swift: `.fifo` or
+        /// `.shuffled(seed: 42)`.
+        public var description: String {
+            switch self {
+            case .fifo: ".fifo"
+            case .shuffled(let seed): ".shuffled(seed: \(seed))"
+            }
+        }
+    }
+
     private struct State: Sendable {
         var now: Duration = .zero
         var nextSequence: UInt64 = 0
+        /// Draws each item's rank among the items due at the same time;
+        /// `nil` in FIFO order, where every rank is 0.
+        var generator: SeededRandomNumberGenerator?
         var items = ItemHeap()
         /// The work of items enqueued with a delay, by sequence number,
         /// while they wait: cancelling one removes it from here, which
@@ -82,19 +110,39 @@ public final class TestQueue: JobQueue, Sendable {
         }
 
         var pendingCount: Int { items.count - staleCount }
+
+        /// Makes the item enqueued next, due at `due`.
+        mutating func makeItem(due: Duration, work: (@Sendable () -> Void)?) -> Item {
+            defer { nextSequence += 1 }
+            return Item(due: due, rank: generator?.next() ?? 0, sequence: nextSequence, work: work)
+        }
     }
 
-    private let lock = Lock(State())
+    private let lock: Lock<State>
 
     /// The most items one call to ``run()`` or ``advance(by:)`` runs before
     /// it throws ``RunawayError``.
     public let maxSteps: Int
 
+    /// The default of ``maxSteps``: a million.
+    @usableFromInline static let defaultMaxSteps = 1_000_000
+
+    /// The order in which work due at the same time runs.
+    public let ordering: Ordering
+
     /// Creates a test queue whose clock starts at zero.
-    /// - Parameter maxSteps: The most items one call runs before it decides
-    ///   the work is a runaway loop. A million by default.
-    public init(maxSteps: Int = 1_000_000) {
+    /// - Parameters:
+    ///   - ordering: The order of work due at the same time: enqueue order
+    ///     (``Ordering/fifo``, a serial queue) by default, or an order drawn
+    ///     from a seed (``Ordering/shuffled(seed:)``, a concurrent queue).
+    ///   - maxSteps: The most items one call runs before it decides the
+    ///     work is a runaway loop. A million by default.
+    public init(ordering: Ordering = .fifo, maxSteps: Int = defaultMaxSteps) {
+        self.ordering = ordering
         self.maxSteps = maxSteps
+        var state = State()
+        if case .shuffled(let seed) = ordering { state.generator = SeededRandomNumberGenerator(seed: seed) }
+        lock = Lock(state)
     }
 
     /// The virtual time: how far the clock has been advanced since the
@@ -119,8 +167,7 @@ public final class TestQueue: JobQueue, Sendable {
     /// Queues `work` to run at the current virtual time.
     public func enqueue(_ work: @escaping @Sendable () -> Void) {
         lock.withLock { state in
-            state.items.insert(Item(due: state.now, sequence: state.nextSequence, work: work))
-            state.nextSequence += 1
+            state.items.insert(state.makeItem(due: state.now, work: work))
         }
     }
 
@@ -131,11 +178,10 @@ public final class TestQueue: JobQueue, Sendable {
     @discardableResult
     public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
         let sequence = lock.withLock { state in
-            let sequence = state.nextSequence
-            state.nextSequence += 1
-            state.items.insert(Item(due: state.now + max(delay, .zero), sequence: sequence, work: nil))
-            state.delayedWork[sequence] = work
-            return sequence
+            let item = state.makeItem(due: state.now + max(delay, .zero), work: nil)
+            state.items.insert(item)
+            state.delayedWork[item.sequence] = work
+            return item.sequence
         }
         return DelayedWork { [weak self] in self?.cancelDelayedWork(sequence) }
     }
@@ -198,16 +244,20 @@ public final class TestQueue: JobQueue, Sendable {
 
 private struct Item: Sendable {
     let due: Duration
+    /// The order among items due at the same time: random when shuffled,
+    /// 0 in FIFO order.
+    let rank: UInt64
+    /// Enqueue order, which breaks the remaining ties.
     let sequence: UInt64
     /// `nil` for delayed work, which waits in `State.delayedWork`.
     let work: (@Sendable () -> Void)?
 
     func precedes(_ other: Item) -> Bool {
-        (due, sequence) < (other.due, other.sequence)
+        (due, rank, sequence) < (other.due, other.rank, other.sequence)
     }
 }
 
-/// A binary min-heap of items by (due time, sequence).
+/// A binary min-heap of items by (due time, rank, sequence).
 private struct ItemHeap: Sendable {
     private var storage: [Item] = []
 

@@ -456,6 +456,22 @@ struct JobKitTestingDocExamplesTests {
     }
     // END DOC
 
+    // BEGIN DOC
+    @Test func valuesComeInInputOrderWhateverOrderTheJobsFinishIn() throws {
+        try exploreOrderings(seeds: 0..<200) { queue in
+            let jobs = ["a", "b", "c"].map { name in
+                Job<String> { controller in
+                    controller.queue.enqueue { controller.finish(with: name) }  // finishes later
+                }
+            }
+            let values = LockedValue<[String]?>(nil)
+            Job<[String]>.collect(jobs).perform(on: queue) { values.setValue(try? $0.get()) }
+            try queue.run()
+            try #require(values.value == ["a", "b", "c"])
+        }
+    }
+    // END DOC
+
     @Test func recordingTaskSchedulerExample() async throws {
         let note = DocExamples.Note(text: "milk")
         // BEGIN DOC

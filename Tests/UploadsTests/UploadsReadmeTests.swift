@@ -142,3 +142,70 @@ extension LargeTransfers {
         }
     }
 }
+
+// MARK: - Finding ordering bugs
+
+private let readmePost = samplePost(photoSizes: [10, 20], videoSizes: [30])
+
+/// The URLs a post's document names for its media, photos first.
+private func mediaURLs(in document: Data) throws -> [URL] {
+    struct Document: Decodable {
+        struct Medium: Decodable { let url: URL }
+        let photos: [Medium]
+        let videos: [Medium]
+    }
+    let decoded = try JSONDecoder().decode(Document.self, from: document)
+    return (decoded.photos + decoded.videos).map(\.url)
+}
+
+private func exploreReadmePipeline(post: Post) throws {
+    // BEGIN README: ordering bugs example
+    /// Uploads the media together, then the post's document naming each one.
+    /// The bug: it keeps the receipts in the order the uploads finish, and the
+    /// document pairs them with the media in input order.
+    func publishing(_ post: Post, using uploader: any Uploader) -> Job<UploadReceipt> {
+        let receipts = LockedValue<[UploadReceipt]>([])
+        let uploads = post.media.map { media in
+            uploader.upload(media) { _ in }.map { receipt in receipts.withValue { $0.append(receipt) } }
+        }
+        return Job.group(uploads).then { Job.uploading(post, receipts: receipts.value, using: uploader) }
+    }
+
+    /// Publishes on `queue`; throws unless the document names each medium at
+    /// its own URL.
+    func checkTheDocument(on queue: TestQueue) throws {
+        let uploader = InMemoryUploader(latency: .seconds(1))  // every upload takes 1 s
+        publishing(post, using: uploader).perform(on: queue) { _ in }
+        try queue.advance(by: .seconds(2))
+        let document = try #require(uploader.uploads.last?.bytes)
+        try #require(try mediaURLs(in: document) == post.media.map(\.destination))
+    }
+
+    try checkTheDocument(on: TestQueue())  // passes: FIFO is the order it was written in
+    try exploreOrderings(seeds: 0..<100, checkTheDocument)  // throws: some orders break it
+    // END README
+}
+
+@Suite("README ordering bugs", .timeLimit(.minutes(1)))
+struct ReadmeOrderingBugsTests {
+    @Test func exploringFindsTheBugThatFIFOMisses() {
+        let failure = LockedValue<OrderingFailure?>(nil)
+        withKnownIssue("the README's pipeline has an ordering bug on purpose") {
+            do {
+                try exploreReadmePipeline(post: readmePost)
+            } catch let error as OrderingFailure {
+                failure.setValue(error)
+                throw error
+            }
+        }
+        #expect(failure.value?.seed == 0)
+        let description = failure.value?.description ?? ""
+        #expect(description.hasPrefix("Failed in the order of seed 0 (after 0 seeds passed): "))
+        #expect(
+            description.contains(
+                "#require(try mediaURLs(in: document) == post.media.map(\\.destination)) failed at UploadsReadmeTests.swift:"
+            )
+        )
+        #expect(description.hasSuffix(". To run this order again: let queue = TestQueue(ordering: .shuffled(seed: 0))"))
+    }
+}
