@@ -58,9 +58,10 @@ public final class TestQueue: JobQueue, Sendable {
         /// Enqueue order, as a serial queue runs work. The default.
         case fifo
         /// An order drawn from `seed`, as a concurrent queue may run work:
-        /// any item due now may run before any other, work enqueued while
-        /// running included. The same seed gives the same order every
-        /// time, as long as the work is enqueued in the same order.
+        /// each item to run is drawn, evenly, from every item due at that
+        /// instant, work enqueued while running included. The same seed
+        /// gives the same order every time, as long as the work is
+        /// enqueued in the same order.
         case shuffled(seed: UInt64)
 
         /// The ordering as it is written in Swift: `.fifo` or
@@ -76,45 +77,88 @@ public final class TestQueue: JobQueue, Sendable {
     private struct State: Sendable {
         var now: Duration = .zero
         var nextSequence: UInt64 = 0
-        /// Draws each item's rank among the items due at the same time;
-        /// `nil` in FIFO order, where every rank is 0.
+        /// Draws which of the items due at the same time runs next; `nil`
+        /// in FIFO order.
         var generator: SeededRandomNumberGenerator?
+        /// The items waiting, by due time, then enqueue order.
         var items = ItemHeap()
+        /// Shuffled order only: the items due at the same instant, moved
+        /// out of `items` to be drawn from. Empty in FIFO order.
+        var drawn: [Item] = []
         /// The work of items enqueued with a delay, by sequence number,
         /// while they wait: cancelling one removes it from here, which
-        /// releases the work, and leaves a stale entry in `items`.
+        /// releases the work, and leaves a stale entry in `items` or
+        /// `drawn`.
         var delayedWork: [UInt64: @Sendable () -> Void] = [:]
-        /// Entries of `items` whose delayed work was cancelled.
+        /// Entries of `items` and `drawn` whose delayed work was cancelled.
         var staleCount = 0
 
-        /// Removes and returns the first item due by `time`, dropping stale
-        /// entries on the way, or returns `nil` if none is due. Throws
-        /// instead, leaving the item pending, once `steps` reached
-        /// `maxSteps`.
-        mutating func popFirst(
+        /// Removes and returns the next item due by `time` (the first in
+        /// FIFO order; in shuffled order, one drawn from those due at the
+        /// earliest instant), dropping stale entries on the way, or returns
+        /// `nil` if none is due. Throws instead, leaving the item pending,
+        /// once `steps` reached `maxSteps`.
+        mutating func popNext(
             dueBy time: Duration,
             steps: Int = 0,
             maxSteps: Int = .max
         ) throws(RunawayError) -> (due: Duration, work: @Sendable () -> Void)? {
-            while let item = items.first, item.due <= time {
+            while let (item, place) = next(dueBy: time) {
                 if item.work == nil && delayedWork[item.sequence] == nil {
-                    _ = items.popFirst(dueBy: time)
+                    remove(place)
                     staleCount -= 1
                     continue
                 }
                 if steps >= maxSteps { throw RunawayError(steps: steps, now: now, pendingCount: pendingCount) }
-                _ = items.popFirst(dueBy: time)
+                remove(place)
                 return (item.due, item.work ?? delayedWork.removeValue(forKey: item.sequence)!)
             }
             return nil
         }
 
-        var pendingCount: Int { items.count - staleCount }
+        /// Where the next item waits.
+        private enum Place {
+            /// First in `items`.
+            case first
+            /// In `drawn`, at this index.
+            case drawn(Int)
+        }
+
+        /// The item to run next if one is due by `time`, and where it is.
+        /// In shuffled order, this draws from the generator.
+        private mutating func next(dueBy time: Duration) -> (Item, Place)? {
+            guard generator != nil else {
+                guard let first = items.first, first.due <= time else { return nil }
+                return (first, .first)
+            }
+            guard let instant = drawn.first?.due ?? items.first?.due, instant <= time else { return nil }
+            while let first = items.first, first.due == instant {
+                drawn.append(first)
+                items.removeFirst()
+            }
+            // An index below drawn.count, the same on every platform and
+            // Swift version (not `Int.random(in:using:)`, whose algorithm
+            // is the standard library's to change).
+            let index = Int(UInt64(drawn.count).multipliedFullWidth(by: generator!.next()).high)
+            return (drawn[index], .drawn(index))
+        }
+
+        private mutating func remove(_ place: Place) {
+            switch place {
+            case .first:
+                items.removeFirst()
+            case .drawn(let index):
+                drawn.swapAt(index, drawn.count - 1)
+                drawn.removeLast()
+            }
+        }
+
+        var pendingCount: Int { items.count + drawn.count - staleCount }
 
         /// Makes the item enqueued next, due at `due`.
         mutating func makeItem(due: Duration, work: (@Sendable () -> Void)?) -> Item {
             defer { nextSequence += 1 }
-            return Item(due: due, rank: generator?.next() ?? 0, sequence: nextSequence, work: work)
+            return Item(due: due, sequence: nextSequence, work: work)
         }
     }
 
@@ -216,7 +260,7 @@ public final class TestQueue: JobQueue, Sendable {
     /// - Returns: Whether an item ran.
     @discardableResult
     public func runNext() -> Bool {
-        guard let item = lock.withLock({ try? $0.popFirst(dueBy: $0.now) }) else { return false }
+        guard let item = lock.withLock({ try? $0.popNext(dueBy: $0.now) }) else { return false }
         item.work()
         return true
     }
@@ -226,7 +270,7 @@ public final class TestQueue: JobQueue, Sendable {
         while true {
             let item = try lock.withLock {
                 (state) throws(RunawayError) -> (due: Duration, work: @Sendable () -> Void)? in
-                guard let item = try state.popFirst(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps) else {
+                guard let item = try state.popNext(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps) else {
                     if let target { state.now = max(state.now, target) }
                     return nil
                 }
@@ -244,20 +288,17 @@ public final class TestQueue: JobQueue, Sendable {
 
 private struct Item: Sendable {
     let due: Duration
-    /// The order among items due at the same time: random when shuffled,
-    /// 0 in FIFO order.
-    let rank: UInt64
-    /// Enqueue order, which breaks the remaining ties.
+    /// Enqueue order, which breaks ties of due time.
     let sequence: UInt64
     /// `nil` for delayed work, which waits in `State.delayedWork`.
     let work: (@Sendable () -> Void)?
 
     func precedes(_ other: Item) -> Bool {
-        (due, rank, sequence) < (other.due, other.rank, other.sequence)
+        (due, sequence) < (other.due, other.sequence)
     }
 }
 
-/// A binary min-heap of items by (due time, rank, sequence).
+/// A binary min-heap of items by (due time, sequence).
 private struct ItemHeap: Sendable {
     private var storage: [Item] = []
 
@@ -276,11 +317,10 @@ private struct ItemHeap: Sendable {
         }
     }
 
-    /// Removes and returns the first item if it is due by `time`.
-    mutating func popFirst(dueBy time: Duration) -> Item? {
-        guard let first = storage.first, first.due <= time else { return nil }
+    /// Removes the first item; there must be one.
+    mutating func removeFirst() {
         let last = storage.removeLast()
-        guard !storage.isEmpty else { return first }
+        guard !storage.isEmpty else { return }
         storage[0] = last
         var parent = 0
         while true {
@@ -293,6 +333,5 @@ private struct ItemHeap: Sendable {
             storage.swapAt(parent, smallest)
             parent = smallest
         }
-        return first
     }
 }

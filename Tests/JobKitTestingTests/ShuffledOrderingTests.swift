@@ -32,11 +32,12 @@ struct ShuffledOrderingTests {
     /// Pinned: the order of a seed is part of the API (a seed written into
     /// a test must reproduce the same order after an upgrade and on every
     /// machine), so the draw may not change silently. (Worked out apart
-    /// from the queue: SplitMix64 from the seed, one draw per item in
-    /// enqueue order, the smallest draw first.)
+    /// from the queue: SplitMix64 from the seed; at each step, of the k
+    /// items due, the one at index (k × draw) >> 64 runs, and the last
+    /// takes its place.)
     @Test func theOrderOfASeedIsPinned() throws {
-        #expect(try order(of: 6, on: TestQueue(ordering: .shuffled(seed: 1))) == [4, 3, 0, 1, 5, 2])
-        #expect(try order(of: 6, on: TestQueue(ordering: .shuffled(seed: 2))) == [4, 5, 0, 2, 1, 3])
+        #expect(try order(of: 6, on: TestQueue(ordering: .shuffled(seed: 1))) == [3, 5, 4, 1, 0, 2])
+        #expect(try order(of: 6, on: TestQueue(ordering: .shuffled(seed: 2))) == [3, 5, 2, 4, 0, 1])
     }
 
     @Test func seedsReachEveryOrderOfThreeItems() throws {
@@ -59,6 +60,29 @@ struct ShuffledOrderingTests {
             orders.insert(log.value)
         }
         #expect(orders == [["a", "b", "c"], ["a", "c", "b"], ["b", "a", "c"]])
+    }
+
+    /// Each step draws evenly from every item due, so work that keeps
+    /// enqueueing work at the same instant (a spin on a flag) does not hold
+    /// back an item that was waiting: it runs within a few steps.
+    @Test func workThatKeepsEnqueueingDoesNotHoldBackWaitingWork() throws {
+        var longestSpin = 0
+        for seed in 0..<200 as Range<UInt64> {
+            let queue = TestQueue(ordering: .shuffled(seed: seed), maxSteps: 1000)
+            let isSet = LockedValue(false)
+            let spins = LockedValue(0)
+            @Sendable func spin() {
+                guard !isSet.value else { return }
+                spins.withValue { $0 += 1 }
+                queue.enqueue(spin)
+            }
+            queue.enqueue(spin)
+            queue.enqueue { isSet.setValue(true) }
+            try queue.run()
+            longestSpin = max(longestSpin, spins.value)
+        }
+        #expect(longestSpin > 1)
+        #expect(longestSpin < 20)
     }
 
     @Test func workDueEarlierStillRunsFirst() throws {
