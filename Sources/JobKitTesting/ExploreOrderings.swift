@@ -4,12 +4,14 @@
 ///
 /// Code tested on a FIFO `TestQueue` is tested in one order: the one it was
 /// written for. On a concurrent queue, jobs that start together may finish
-/// in any order; each seed tries one of those orders, the same one every
-/// time. `body` performs the code under test on the queue it is given, runs
-/// the queue, and throws when something is wrong: `try #require(...)` in
-/// Swift Testing, `try XCTUnwrap(...)` in XCTest, or any error of your own
-/// (a failed `#expect` records an issue but does not throw, so exploring
-/// does not see it).
+/// in any order; each seed tries one order of the work items due at the
+/// same instant, the same one every time. `body` performs the code under
+/// test on the queue it is given, runs the queue, and throws when something
+/// is wrong: `try #require(...)` in Swift Testing, an error of your own (or
+/// `try XCTUnwrap(...)` of an optional) in XCTest. A failed `#expect` or
+/// `XCTAssert` records a failure without throwing, so exploring goes on past
+/// it, and its message names no seed. `body` is synchronous: it drives the
+/// queue with ``TestQueue/run()`` and ``TestQueue/advance(by:)``.
 ///
 /// ```swift
 /// @Test func valuesComeInInputOrderWhateverOrderTheJobsFinishIn() throws {
@@ -29,11 +31,14 @@
 ///
 /// The error names the seed and the line that reproduces it:
 /// `let queue = TestQueue(ordering: .shuffled(seed: 17))` runs the failing
-/// order again, in a test of its own, under a debugger.
+/// order again, in a test of its own, under a debugger. The order repeats
+/// as long as the work reaches the queue in the same order: work enqueued
+/// from other threads (a real network call, a Swift task) joins it when it
+/// arrives, and may not.
 ///
 /// - Parameters:
-///   - seeds: The seeds to try, in order; each gives one order. A few
-///     hundred find most bugs of a small pipeline.
+///   - seeds: The seeds to try, in order, such as `0..<500`; each gives
+///     one order.
 ///   - maxSteps: Each queue's ``TestQueue/maxSteps``.
 ///   - body: The test, run once per seed with that seed's queue.
 /// - Throws: ``OrderingFailure`` with the first seed for which `body`

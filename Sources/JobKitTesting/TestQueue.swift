@@ -22,8 +22,10 @@ import JobKit
 /// the same time: the order of a serial queue. `TestQueue(ordering:
 /// .shuffled(seed:))` models a concurrent queue instead: work due at the
 /// same time runs in an order drawn from the seed, the same order for the
-/// same seed on every run and machine (``exploreOrderings(seeds:maxSteps:_:)``
-/// tries many). ``now`` is set to each item's due time before it runs.
+/// same seed on every run and machine as long as the work is enqueued in
+/// the same order, which work enqueued from other threads may not be
+/// (``exploreOrderings(seeds:maxSteps:_:)`` tries many seeds). ``now`` is
+/// set to each item's due time before it runs.
 /// Work enqueued while running is picked up by the same call if it falls
 /// due. One call stops after ``maxSteps`` items with ``RunawayError``
 /// instead of hanging the test: work that keeps enqueueing work, or a run
@@ -109,7 +111,15 @@ public final class TestQueue: JobQueue, Sendable {
                     staleCount -= 1
                     continue
                 }
-                if steps >= maxSteps { throw RunawayError(steps: steps, now: now, pendingCount: pendingCount) }
+                if steps >= maxSteps {
+                    // Everything stays pending as it was: the items drawn
+                    // from go back, so the next call starts from the
+                    // earliest due time again (`now` has not moved to
+                    // theirs).
+                    for item in drawn { items.insert(item) }
+                    drawn.removeAll()
+                    throw RunawayError(steps: steps, now: now, pendingCount: pendingCount)
+                }
                 remove(place)
                 return (item.due, item.work ?? delayedWork.removeValue(forKey: item.sequence)!)
             }

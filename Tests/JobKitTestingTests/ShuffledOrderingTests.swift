@@ -126,6 +126,32 @@ struct ShuffledOrderingTests {
         @Sendable func again() { queue.enqueue(again) }
         queue.enqueue(again)
         #expect(throws: TestQueue.RunawayError.self) { try queue.run() }
+        #expect(queue.pendingCount == 1)
+    }
+
+    /// A call that stops at its step limit leaves the queue as it was: the
+    /// work it had not run yet keeps its due time, and work due earlier
+    /// still runs first, with `now` at its due time.
+    @Test func aCallStoppedAtItsStepLimitLeavesTheOrderOfDueTimes() throws {
+        let queue = TestQueue(ordering: .shuffled(seed: 3), maxSteps: 1)
+        let log = LockedValue<[String]>([])
+        func record(_ name: String) -> @Sendable () -> Void {
+            { log.withValue { $0.append("\(name)@\(queue.now.components.seconds)") } }
+        }
+        queue.enqueue(after: .seconds(5), record("a"))
+        queue.enqueue(after: .seconds(7), record("c1"))
+        queue.enqueue(after: .seconds(7), record("c2"))
+        #expect(throws: TestQueue.RunawayError.self) { try queue.advance(by: .seconds(10)) }
+        #expect(log.value == ["a@5"])
+        #expect(queue.now == .seconds(5))
+        #expect(queue.pendingCount == 2)
+
+        queue.enqueue(record("now"))
+        queue.enqueue(after: .seconds(1), record("b"))
+        try queue.run()
+        try queue.advance(by: .seconds(1))
+        #expect(log.value == ["a@5", "now@5", "b@6"])
+        #expect(queue.pendingCount == 2)
     }
 
     @Test func anOrderingReadsAsSwift() {

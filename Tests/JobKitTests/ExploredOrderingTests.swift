@@ -19,11 +19,13 @@ struct ExploredOrderingTests {
         _ value: T,
         failing error: (any Error)? = nil,
         after delay: Duration,
-        ran: LockedValue<Int>? = nil
+        ran: LockedValue<Int>? = nil,
+        finished: LockedValue<[T]>? = nil
     ) -> Job<T> {
         Job { controller in
             ran?.withValue { $0 += 1 }
             let timer = controller.queue.enqueue(after: delay) {
+                finished?.withValue { $0.append(value) }
                 if let error { controller.fail(with: error) } else { controller.finish(with: value) }
             }
             controller.onCancel {
@@ -62,6 +64,7 @@ struct ExploredOrderingTests {
     }
 
     @Test func aFailFastGroupFailsOnceAndStartsNothingAfterItsFailure() throws {
+        let started = LockedValue<Set<Int>>([])
         try exploreOrderings(seeds: 0..<300) { queue in
             let ran = LockedValue(0)
             let children = (0..<6).map { index in
@@ -70,29 +73,43 @@ struct ExploredOrderingTests {
             let outcome = try onlyOutcome(of: Job.group(children, maxConcurrent: 3), on: queue)
             try #require((outcome.failure as? Broken)?.description == "child 2")
             try #require(ran.value == 3 || ran.value == 4 || ran.value == 5)
+            started.withValue { $0.insert(ran.value) }
         }
+        // Child 2 failed first, after one of the others, or after both.
+        #expect(started.value == [3, 4, 5])
     }
 
     @Test func aWaitForAllGroupReportsTheFirstFailureAfterEveryChild() throws {
+        let firstFailures = LockedValue<Set<Int>>([])
         try exploreOrderings(seeds: 0..<300) { queue in
-            let ran = LockedValue(0)
+            let finished = LockedValue<[Int]>([])
             let children = (0..<5).map { index in
                 finishing(
-                    (), failing: index.isMultiple(of: 2) ? Broken(description: "child \(index)") : nil,
-                    after: .seconds(1), ran: ran)
+                    index, failing: index.isMultiple(of: 2) ? Broken(description: "child \(index)") : nil,
+                    after: .seconds(1), finished: finished
+                )
+                .discardingValue()
             }
             let outcome = try onlyOutcome(of: Job.group(children, failurePolicy: .waitForAll), on: queue)
-            try #require(outcome.failure is Broken)
-            try #require(ran.value == 5)
+            try #require(finished.value.count == 5)
+            let first = try #require(finished.value.first { $0.isMultiple(of: 2) })
+            try #require((outcome.failure as? Broken)?.description == "child \(first)")
+            firstFailures.withValue { $0.insert(first) }
         }
+        #expect(firstFailures.value == [0, 2, 4])
     }
 
     @Test func aCollectKeepsInputOrderInEveryOrderOfCompletion() throws {
+        let completionOrders = LockedValue<Set<[Int]>>([])
         try exploreOrderings(seeds: 0..<300) { queue in
-            let children = (0..<6).map { finishing($0, after: .seconds(1)) }
+            let finished = LockedValue<[Int]>([])
+            let children = (0..<6).map { finishing($0, after: .seconds(1), finished: finished) }
             let outcome = try onlyOutcome(of: Job<[Int]>.collect(children, maxConcurrent: 4), on: queue)
             try #require(try outcome.get() == Array(0..<6))
+            completionOrders.withValue { $0.insert(finished.value) }
         }
+        // Four finish at 1 s, the other two at 2 s: 4! × 2! = 48 orders, all seen.
+        #expect(completionOrders.value.count == 48)
     }
 
     @Test func aCancelAtTheInstantAStepFinishesGivesOneOutcome() throws {

@@ -52,6 +52,7 @@ struct OrderingExplorationTests {
     }
 
     @Test func theFirstFailureStopsEverythingIn200Orders() throws {
+        let startedCounts = LockedValue<Set<Int>>([])
         try exploreOrderings(seeds: 0..<200) { queue in
             let uploader = InMemoryUploader(latency: .seconds(1))
             let post = samplePost(photoSizes: [10, 20, 30], videoSizes: [40])
@@ -67,10 +68,14 @@ struct OrderingExplorationTests {
             try #require(!uploader.startedDestinations.contains(post.destination!))
             try #require(uploader.runningCount == 0)
             try #require(queue.isIdle)
+            startedCounts.withValue { $0.insert(uploader.startedDestinations.count) }
         }
+        // Photo 1 failed before photo 0 finished (2 started) or after (3).
+        #expect(startedCounts.value == [2, 3])
     }
 
     @Test func cancellingStopsEveryUploadIn200Orders() throws {
+        let finishedCounts = LockedValue<Set<Int>>([])
         try exploreOrderings(seeds: 0..<200) { queue in
             let uploader = InMemoryUploader(latency: .seconds(1))
             let post = samplePost(photoSizes: [10, 20, 30, 40])
@@ -87,7 +92,9 @@ struct OrderingExplorationTests {
             try #require(uploader.runningCount == 0)
             try #require(!uploader.startedDestinations.contains(post.destination!))
             try #require(queue.isIdle)
+            finishedCounts.withValue { $0.insert(uploader.uploads.count) }
         }
+        #expect(finishedCounts.value == [0, 1, 2])
     }
 
     // MARK: - A pipeline with an ordering bug

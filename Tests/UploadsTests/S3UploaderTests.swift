@@ -404,9 +404,13 @@ extension LargeTransfers {
                 #expect(try await s3.requests().filter { $0.operation == "uploadPart" }.count == 24)
                 if before > 0 {
                     // Four parts read whole would add 32 MiB; the file, 200 MB.
-                    // (Streamed: 4.4 MB here, 18 MB under Thread Sanitizer.)
+                    // Streamed: 4.4 MB here. Under Thread Sanitizer, 18 MB on
+                    // an idle machine and 54 MB on a busy one (its allocator
+                    // holds freed memory back), so there the bound only tells
+                    // streaming from reading the file whole.
                     let growth = peak.value - before
-                    #expect(growth < 3 * partSize, "anonymous memory grew by \(growth) bytes")
+                    let limit = isThreadSanitized ? 100 * 1_000_000 : 3 * partSize
+                    #expect(growth < limit, "anonymous memory grew by \(growth) bytes")
                     if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
                         print("200 MB in 8 MiB parts, 4 in flight: RssAnon grew by \(growth) bytes at its peak")
                     }
