@@ -26,11 +26,7 @@ enum TestQueueCases {
                 try performImmediately(Job.group(jobs))
             },
             Variant(name: "TestQueue: enqueue \(million) items, then `run()`") { n in
-                let queue = TestQueue(maxSteps: .max)
-                let counter = Counter()
-                for _ in 0..<n { queue.enqueue { counter.increment() } }
-                try queue.run()
-                guard counter.value == n else { throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n)") }
+                try enqueueThenRun(n, on: TestQueue(maxSteps: .max))
             },
             Variant(name: "`Job.sequence` of \(million) on TestQueue") { _ in
                 let queue = TestQueue(maxSteps: .max)
@@ -41,11 +37,7 @@ enum TestQueueCases {
                 try result.get()
             },
             Variant(name: "TestQueue(ordering: .shuffled(seed: 1)): enqueue \(million) items, then `run()`") { n in
-                let queue = TestQueue(ordering: .shuffled(seed: 1), maxSteps: .max)
-                let counter = Counter()
-                for _ in 0..<n { queue.enqueue { counter.increment() } }
-                try queue.run()
-                guard counter.value == n else { throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n)") }
+                try enqueueThenRun(n, on: TestQueue(ordering: .shuffled(seed: 1), maxSteps: .max))
             },
         ]
         var rows = try measureInterleaved(variants, n: million, schedule: schedule)
@@ -70,6 +62,15 @@ enum TestQueueCases {
                     + format(shuffledItemsPerSecond / 1e6, digits: 2) + " million shuffled.",
             ]
         )
+    }
+
+    /// Enqueues `n` items that count themselves on `queue`, runs it, and
+    /// throws unless every item ran.
+    static func enqueueThenRun(_ n: Int, on queue: TestQueue) throws {
+        let counter = Counter()
+        for _ in 0..<n { queue.enqueue { counter.increment() } }
+        try queue.run()
+        guard counter.value == n else { throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n)") }
     }
 
     /// Performs `job` on an `ImmediateQueue`, so it completes before this
