@@ -31,7 +31,7 @@ extension Job {
         ///   job had already completed.
         @discardableResult
         public func finish(with value: Success) -> Bool {
-            token.state.complete(with: .success(value))
+            token.state.succeed(with: value)
         }
 
         /// Fails the job with `error`.
@@ -39,7 +39,7 @@ extension Job {
         ///   job had already completed.
         @discardableResult
         public func fail(with error: any Error) -> Bool {
-            token.state.complete(with: .failure(error))
+            token.state.fail(with: error)
         }
 
         /// Completes the job with `outcome`, a value or an error.

@@ -24,7 +24,8 @@ extension Job {
     /// - Parameter duration: How long this job may take.
     public func timeout(after duration: Duration) -> Job<Success> {
         Job { controller in
-            let timer = TimerSlot()
+            let timer = TimerSlot(.timeout(duration))
+            controller.state.attach(timer)
             let child = controller.state.performChild(self) { outcome in
                 timer.close()
                 controller.complete(with: outcome)
@@ -143,8 +144,8 @@ extension Job {
                 controller.fail(with: JobError.invalidArgument("attempts must be at least 1, got \(attempts)"))
                 return
             }
-            let timer = TimerSlot()
-            controller.onCancel { timer.close() }
+            let timer = TimerSlot(.retry(attempts: attempts))
+            controller.state.attach(timer)
             RetryRun(job: self, attempts: attempts, delay: delay, controller: controller, timer: timer)
                 .attempt(1)
         }
@@ -162,6 +163,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
 
     func attempt(_ number: Int) {
         guard !controller.isCompleted else { return }
+        if number > 1 { timer.endWait() }
         controller.state.performChild(job) { outcome in
             switch outcome {
             case .success:
@@ -172,6 +174,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
                     controller.complete(with: outcome)
                     return
                 }
+                timer.wait(before: number + 1, delay: max(wait, .zero), after: error)
                 if wait <= .zero {
                     Trampoline.enqueue({ attempt(number + 1) }, on: controller.queue)
                 } else {

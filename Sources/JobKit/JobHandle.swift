@@ -24,4 +24,26 @@ public struct JobHandle: Sendable {
     public var isCompleted: Bool {
         state.isCompleted
     }
+
+    /// The job and the children it waits on, as they are now: names,
+    /// states, what each group has done. Safe from any thread while the
+    /// job runs, and after it completed.
+    public func snapshot() -> JobSnapshot {
+        state.snapshot()
+    }
+
+    /// Where the job is stuck, if it has not completed: the path to each
+    /// job it still waits on, then its tree with those jobs marked; `nil`
+    /// once it completed.
+    ///
+    /// Ask for it when a job should have completed: in a test, once its
+    /// `TestQueue` has run until idle; in an app, when a user gives up.
+    ///
+    /// ```swift
+    /// try queue.run()
+    /// if let report = handle.stallReport() { Issue.record("\(report)") }
+    /// ```
+    public func stallReport() -> String? {
+        snapshot().stallReport
+    }
 }

@@ -653,3 +653,78 @@ enum DocBlocks {
         return blocks
     }
 }
+
+// MARK: - Snapshots and names
+
+extension JobKitDocExamplesTests {
+    @Test func namedExample() throws {
+        let photos = [Photo(name: "photo-1"), Photo(name: "photo-2")]
+        let queue = TestQueue()
+        @Sendable func upload(_ photo: Photo) -> Job<Void> { .never }
+        // BEGIN DOC
+        let uploads = photos.map { photo in upload(photo).named("upload \(photo.name)") }
+        let publish = Job.group(uploads, maxConcurrent: 3).named("publish")
+        // END DOC
+        let handle = publish.perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().title == "publish: group 0/2")
+        #expect(handle.snapshot().children.map(\.title) == ["upload photo-1", "upload photo-2"])
+        handle.cancel()
+    }
+
+    @Test func onDescribeExample() throws {
+        struct Progress: Sendable { var sent = 0, total = 0 }
+        let queue = TestQueue()
+        let job = Job<Void> { controller in
+            let progress = Progress(sent: 5, total: 10)
+            // BEGIN DOC
+            controller.onDescribe { "\(progress.sent) of \(progress.total) bytes sent" }
+            // END DOC
+            controller.onCancel { withExtendedLifetime(controller) {} }
+        }
+        let handle = job.perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().detail == "5 of 10 bytes sent")
+        handle.cancel()
+    }
+
+    @Test func snapshotExample() throws {
+        let queue = TestQueue()
+        let handle = Job.group([.succeeded, .never, .never]).perform(on: queue) { _ in }
+        try queue.run()
+        var printed: [String] = []
+        func print(_ item: Any) { printed.append("\(item)") }
+        // BEGIN DOC
+        let snapshot = handle.snapshot()
+        if case .group(let done, let running, let count) = snapshot.kind {
+            print("\(done) of \(count) uploaded, \(running) uploading")
+        }
+        print(snapshot)  // the tree, one job per line
+        // END DOC
+        #expect(
+            printed == [
+                "1 of 3 uploaded, 2 uploading",
+                """
+                group 1/3 (running)
+                ├─ job (running)
+                └─ job (running)
+                """,
+            ]
+        )
+        handle.cancel()
+    }
+
+    @Test func stallReportExample() throws {
+        let queue = TestQueue()
+        let handle = Job<Void>.never.named("upload").perform(on: queue) { _ in }
+        try withKnownIssue {
+            // BEGIN DOC
+            try queue.run()
+            if let report = handle.stallReport() { Issue.record("\(report)") }
+            // END DOC
+        } matching: { issue in
+            issue.comments.map(\.rawValue) == ["1 job has not completed:\n  upload (running)\n\nupload (running)  ◀"]
+        }
+        handle.cancel()
+    }
+}

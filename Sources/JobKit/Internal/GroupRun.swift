@@ -28,7 +28,7 @@
 /// `DispatchQueue`, so with an injected `TestQueue` or `ImmediateQueue` the
 /// group would finish on a real thread, after the test had looked, and the
 /// lock is needed anyway for the failure policy and the collected values.
-final class GroupRun<Element: Sendable>: Sendable {
+final class GroupRun<Element: Sendable>: JobNode {
     private typealias StateMachine = GroupStateMachine<Element, JobState<Element>>
 
     private let jobs: [Job<Element>]
@@ -67,15 +67,16 @@ final class GroupRun<Element: Sendable>: Sendable {
         )
     }
 
-    /// Starts the group. `registerCancel` hooks ``cancel()`` to the parent.
-    func start(registerCancel: (@escaping @Sendable () -> Void) -> Void) {
+    /// Starts the group. `attach` hands the run to the group's job, which
+    /// cancels it with the job and describes it in its snapshots.
+    func start(attach: (any JobNode) -> Void) {
         switch lock.withLock({ $0.start() }) {
         case .none:
             break
         case .finish(let result):
             report(result)
         case .enqueueTickets(let count):
-            registerCancel { [self] in cancel() }
+            attach(self)
             let blocks = (count + blockQuota - 1) / blockQuota
             for _ in 0..<blocks { enqueueBlock() }
         }
@@ -156,7 +157,15 @@ final class GroupRun<Element: Sendable>: Sendable {
     }
 
     /// Cancels every running child; children not started never start.
-    func cancel() {
+    func cancelWithOwner() {
         for child in lock.withLock({ $0.cancel() }) { child.cancel() }
+    }
+
+    /// Says the job is a group, how far it is, and adds its running
+    /// children.
+    func describe(into owner: inout JobSnapshot) {
+        guard let (done, running) = lock.withLock({ $0.progress }) else { return }
+        owner.kind = .group(done: done, running: running.count, count: jobs.count)
+        for (_, child) in running { child.describe(into: &owner) }
     }
 }

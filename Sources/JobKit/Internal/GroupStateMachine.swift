@@ -178,6 +178,13 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         }
     }
 
+    /// How far a running group is, and its running children in input
+    /// order; `nil` before it started and once it is over.
+    var progress: (done: Int, running: [(index: Int, child: Child)])? {
+        guard case .running = state else { return nil }
+        return (running.completedCount, running.children.all.sorted { $0.index < $1.index })
+    }
+
     /// Moves to `finished` and hands over the bookkeeping, leaving none.
     private mutating func finish() -> Running {
         state = .finished

@@ -6,6 +6,36 @@ protocol JobCancelling: AnyObject, Sendable {
     @discardableResult func cancel() -> Bool
     /// Whether the job has completed, by any means.
     var isCompleted: Bool { get }
+    /// The job and the children it waits on, as they are now.
+    func snapshot() -> JobSnapshot
+}
+
+/// Something a running job holds that is cancelled with it and shows in
+/// its snapshot: a child job's state, or a combinator's run (a group's,
+/// a sequence's, a timeout's or a retry's timer).
+protocol JobNode: AnyObject, Sendable {
+    /// The job that holds this node was cancelled.
+    func cancelWithOwner()
+    /// Adds what this node knows to the snapshot of the job that holds it:
+    /// a child job adds itself as a child; a combinator's run says which
+    /// combinator the job is, and adds its own children.
+    func describe(into owner: inout JobSnapshot)
+}
+
+/// What a running performance holds besides its handler, kept in its
+/// lock: what to cancel with it, and what its snapshot shows.
+enum Attachment: Sendable {
+    /// An `onCancel` block.
+    case onCancel(@Sendable () -> Void)
+    /// A child job or a combinator's run.
+    case node(any JobNode)
+    /// The name given with `named(_:)`; kept after the job completed.
+    case name(String)
+    /// What the job says about its progress, asked when a snapshot is taken.
+    case detail(@Sendable () -> String)
+    /// The error the job failed with (`cancel` aside); kept after it
+    /// completed, for its snapshots.
+    case failure(any Error)
 }
 
 /// The lock-protected part of a performance's state.
@@ -15,7 +45,7 @@ protocol JobCancelling: AnyObject, Sendable {
 /// depends on `Success` makes that deinit look up type metadata at run
 /// time, which cost more than the rest of a child's bookkeeping together.
 struct JobStatus: Sendable {
-    var cancelHandlers: [(key: Int, run: @Sendable () -> Void)] = []
+    var attachments: [(key: Int, attachment: Attachment)] = []
     var nextKey = 0
 }
 
@@ -39,10 +69,30 @@ final class JobState<Success: Sendable>: JobCancelling {
     typealias Body = @Sendable (Job<Success>.Controller) -> Void
     typealias CancelHandler = @Sendable () -> Void
 
+    // The stored properties are in this order so that the small ones share
+    // one word: a state stays in the allocator's 160-byte size class, which
+    // every group child's state is made in.
+
     /// The queue the job runs on; children run on it too.
     let queue: any JobQueue
     /// The number passed to an ``IndexedHandler``; 0 otherwise.
     let index: Int
+    private let lock = Lock(JobStatus())
+
+    /// The outcome latch, without a lock: `pending` until the first outcome
+    /// wins it by compare-and-exchange, then `completed`, `failed` or
+    /// `cancelled` for good. `lock` is then taken only to collect
+    /// attachments, when some were made (`hasAttachments`), and to keep a
+    /// failure's error for snapshots, so a child that attaches nothing
+    /// finishes with one atomic operation. Both atomics are sequentially
+    /// consistent: an attachment stores `hasAttachments` and then reads
+    /// `phase`, the winner sets `phase` and then reads `hasAttachments`, so
+    /// at least one of the two sees the other and no attachment is lost.
+    private let phase = Atomic<UInt8>(Phase.pending)
+    private let hasAttachments = Atomic<Bool>(false)
+    /// Whether the body has run, for snapshots ("waiting to start" or
+    /// "running"); nothing else reads it.
+    private let hasStarted = Atomic<Bool>(false)
     /// Whether the handler is called through `queue` (public performances)
     /// or inline, on the completing thread (combinators' own children).
     private let hopsToQueue: Bool
@@ -50,24 +100,11 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// (its loops' children), so that an outcome may be held for it: the
     /// other states never look for a hold when they complete.
     private let mayHoldForRunner: Bool
-    private let lock = Lock(JobStatus())
-
-    /// The outcome latch, without a lock: `pending` until the first outcome
-    /// wins it by compare-and-exchange, then `completed` or `cancelled` for
-    /// good. `lock` is then taken only to collect `onCancel` handlers, and
-    /// only when some were registered (`hasCancelHandlers`), so a child that
-    /// registers none completes with one atomic operation. Both atomics are
-    /// sequentially consistent: a registration stores `hasCancelHandlers`
-    /// and then reads `phase`, the winner sets `phase` and then reads
-    /// `hasCancelHandlers`, so at least one of the two sees the other and
-    /// no handler is lost.
-    private let phase = Atomic<UInt8>(Phase.pending)
-    private let hasCancelHandlers = Atomic<Bool>(false)
 
     // The next three are not behind `lock`, and need not be:
     // - `handler` and `indexedHandler` are set in `init`, before the state
     //   is shared, and afterwards touched only by the one thread whose
-    //   outcome won the latch in `finish(with:cancelling:)`.
+    //   outcome won the latch in `finish(with:failing:cancelling:)`.
     // - `pendingBody` is set by `start(_:)` before it enqueues the work that
     //   takes it, and that work runs once; nothing else touches it.
     private nonisolated(unsafe) var handler: Handler?  // owned by the latch's winner
@@ -122,6 +159,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// job has completed (been cancelled).
     func run(_ body: Body) {
         if isCompleted { return }
+        hasStarted.store(true, ordering: .relaxed)
         body(Job<Success>.Controller(token: ControllerToken(self)))
     }
 
@@ -143,6 +181,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     func runHoldingOutcome(_ body: Body) -> Outcome? {
         precondition(mayHoldForRunner, "Internal inconsistency: a state not made to run in a loop")
         if isCompleted { return nil }
+        hasStarted.store(true, ordering: .relaxed)
         var held: Outcome? = nil
         withUnsafeMutablePointer(to: &held) { place in
             let outer = Trampoline.exchangeHold(
@@ -158,12 +197,28 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// - Returns: `true` if this outcome won.
     @discardableResult
     func complete(with outcome: Outcome) -> Bool {
-        finish(with: outcome, cancelling: false)
+        switch outcome {
+        case .success: finish(with: outcome, failing: false, cancelling: false)
+        case .failure: finish(with: outcome, failing: true, cancelling: false)
+        }
+    }
+
+    /// Reports `value` unless the job already completed: ``complete(with:)``
+    /// without looking into the outcome, which unspecialized code pays for.
+    /// - Returns: `true` if this outcome won.
+    func succeed(with value: Success) -> Bool {
+        finish(with: .success(value), failing: false, cancelling: false)
+    }
+
+    /// Reports `error` unless the job already completed.
+    /// - Returns: `true` if this outcome won.
+    func fail(with error: any Error) -> Bool {
+        finish(with: .failure(error), failing: true, cancelling: false)
     }
 
     @discardableResult
     func cancel() -> Bool {
-        finish(with: .failure(CancellationError()), cancelling: true)
+        finish(with: .failure(CancellationError()), failing: false, cancelling: true)
     }
 
     /// Fails the job with ``JobError/abandoned`` unless it completed: the
@@ -178,26 +233,34 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// metadata at run time, which the common case (completed) must not pay.
     @inline(never)
     private func failAbandoned() {
-        _ = finish(with: .failure(JobError.abandoned), cancelling: false)
+        _ = fail(with: JobError.abandoned)
     }
 
-    private func finish(with outcome: Outcome, cancelling: Bool) -> Bool {
+    /// Reports `outcome` unless the job already completed; `failing` says
+    /// whether it is a failure (other than the cancellation), so that
+    /// success does not look into it.
+    private func finish(with outcome: Outcome, failing: Bool, cancelling: Bool) -> Bool {
         let won = phase.compareExchange(
             expected: Phase.pending,
-            desired: cancelling ? Phase.cancelled : Phase.completed,
+            desired: cancelling ? Phase.cancelled : failing ? Phase.failed : Phase.completed,
             ordering: .sequentiallyConsistent
         ).exchanged
         guard won else { return false }
-        var cancelHandlers: [(key: Int, run: CancelHandler)] = []
-        if hasCancelHandlers.load(ordering: .sequentiallyConsistent) {
-            cancelHandlers = lock.withLock { status in
-                defer { status.cancelHandlers = [] }
-                return status.cancelHandlers
-            }
+        var attachments: [(key: Int, attachment: Attachment)] = []
+        if failing || hasAttachments.load(ordering: .sequentiallyConsistent) {
+            let failure: (any Error)? =
+                if failing, case .failure(let error) = outcome { error } else { nil }
+            attachments = lock.withLock { $0.takeAttachments(keeping: failure) }
         }
         // This thread's outcome won: it alone touches the handlers now.
         if cancelling {
-            for entry in cancelHandlers { entry.run() }
+            for (_, attachment) in attachments {
+                switch attachment {
+                case .onCancel(let run): run()
+                case .node(let node): node.cancelWithOwner()
+                case .name, .detail, .failure: break
+                }
+            }
         }
         if let handler {
             self.handler = nil
@@ -226,31 +289,86 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// Registers `handler` to run when the job is cancelled. It runs at once
     /// if the job is already cancelled, and never if it completed otherwise.
     func addCancelHandler(_ handler: @escaping CancelHandler) {
-        addCancelHandler(key: nil, handler)
+        attach(.onCancel(handler))
     }
 
-    private func addCancelHandler(key: Int?, _ handler: @escaping CancelHandler) {
-        let decision = lock.withLock { status -> CancelHandlerDecision in
-            hasCancelHandlers.store(true, ordering: .sequentiallyConsistent)
+    /// Holds `node` while the job runs: it is cancelled with the job and
+    /// shows in its snapshot. Cancelled at once if the job is already
+    /// cancelled.
+    func attach(_ node: any JobNode) {
+        attach(.node(node))
+    }
+
+    /// Holds `attachment` while the job runs (a name, for good). An
+    /// `onCancel` block or a node attached to a cancelled job is cancelled
+    /// at once; anything attached to a job that completed otherwise is
+    /// dropped.
+    func attach(_ attachment: Attachment, key: Int? = nil) {
+        let decision = lock.withLock { status -> AttachDecision in
+            hasAttachments.store(true, ordering: .sequentiallyConsistent)
             let phase = phase.load(ordering: .sequentiallyConsistent)
-            if phase != Phase.pending { return phase == Phase.cancelled ? .runNow : .drop }
+            if phase != Phase.pending { return phase == Phase.cancelled ? .cancelNow : .drop }
             let key = key ?? status.nextKey
             if key == status.nextKey { status.nextKey += 1 }
-            status.cancelHandlers.append((key, handler))
+            status.attachments.append((key, attachment))
             return .kept
         }
-        if decision == .runNow { handler() }
+        guard decision == .cancelNow else { return }
+        switch attachment {
+        case .onCancel(let run): run()
+        case .node(let node): node.cancelWithOwner()
+        case .name, .detail, .failure: break
+        }
     }
 
-    /// Forgets a cancel handler that is no longer needed (a child finished).
+    /// Forgets an attachment that is no longer needed (a child finished).
     /// Children finish mostly in the order they started, so the search
     /// starts from the end.
-    func removeCancelHandler(_ key: Int) {
-        let removed = lock.withLock { status -> CancelHandler? in
-            guard let index = status.cancelHandlers.lastIndex(where: { $0.key == key }) else { return nil }
-            return status.cancelHandlers.remove(at: index).run
+    func detach(_ key: Int) {
+        let removed = lock.withLock { status -> Attachment? in
+            guard let index = status.attachments.lastIndex(where: { $0.key == key }) else { return nil }
+            return status.attachments.remove(at: index).attachment
         }
         _ = removed  // released here, outside the lock
+    }
+
+    /// The job and the children it waits on, as they are now. Safe from any
+    /// thread; `onDescribe` blocks run here, outside the lock.
+    ///
+    /// A pending job that is nothing but a wrapper around the one child it
+    /// runs (`then`, `map`, `recover`, `mapError`, unnamed) shows as that
+    /// child.
+    func snapshot() -> JobSnapshot {
+        let snapshot = ownSnapshot()
+        let isWrapper = snapshot.name == nil && snapshot.kind == nil && snapshot.detail == nil
+        if isWrapper && snapshot.children.count == 1 && snapshot.state.isPending { return snapshot.children[0] }
+        return snapshot
+    }
+
+    private func ownSnapshot() -> JobSnapshot {
+        let attachments = lock.withLock { $0.attachments }
+        var failure: (any Error)? = nil
+        for case (_, .failure(let error)) in attachments { failure = error }
+        let state: JobSnapshot.State =
+            switch phase.load(ordering: .acquiring) {
+            case Phase.pending: hasStarted.load(ordering: .relaxed) ? .running : .waitingToStart
+            case Phase.completed: .finished
+            case Phase.cancelled: .cancelled
+            // The error is kept just after the latch is won: until then,
+            // the job is still completing.
+            default: failure.map { .failed($0) } ?? .running
+            }
+        var snapshot = JobSnapshot(state: state)
+        for (_, attachment) in attachments {
+            switch attachment {
+            case .onCancel: break
+            case .node(let node): node.describe(into: &snapshot)
+            case .name(let name): if snapshot.name == nil { snapshot.name = name }
+            case .detail(let describe): snapshot.detail = describe()
+            case .failure: break
+            }
+        }
+        return snapshot
     }
 
     /// Performs `child` on this job's queue as a child of this job: it is
@@ -271,10 +389,10 @@ final class JobState<Success: Sendable>: JobCancelling {
     ) -> JobState<Child> {
         let key = reserveKey()
         let childState = JobState<Child>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
-            removeCancelHandler(key)
+            detach(key)
             handler(outcome)
         }
-        addCancelHandler(key: key) { childState.cancel() }
+        attach(.node(childState), key: key)
         childState.start(child.body)
         return childState
     }
@@ -287,13 +405,37 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 }
 
-private enum CancelHandlerDecision: Sendable { case kept, runNow, drop }
+private enum AttachDecision: Sendable { case kept, cancelNow, drop }
+
+extension JobStatus {
+    /// Takes every attachment out, for the job has completed, and keeps
+    /// what snapshots of the completed job still show: its names, and
+    /// `failure`, the error it failed with, if any.
+    mutating func takeAttachments(keeping failure: (any Error)?) -> [(key: Int, attachment: Attachment)] {
+        let taken = attachments
+        attachments = taken.filter { if case .name = $0.attachment { true } else { false } }
+        if let failure { attachments.append((nextKey, .failure(failure))) }
+        return taken
+    }
+}
+
+extension JobState: JobNode {
+    func cancelWithOwner() {
+        cancel()
+    }
+
+    /// Adds this job to `owner`'s children.
+    func describe(into owner: inout JobSnapshot) {
+        owner.children.append(snapshot())
+    }
+}
 
 /// The values of `JobState`'s lock-free latch.
 private enum Phase {
     static let pending: UInt8 = 0
     static let completed: UInt8 = 1
     static let cancelled: UInt8 = 2
+    static let failed: UInt8 = 3
 }
 
 /// Keeps a job's state alive for as long as its body holds a controller.

@@ -11,7 +11,7 @@
 /// that the sequence does not hold its queue (the main queue, say) for as
 /// long as its steps keep completing synchronously, it hops through the
 /// queue after ``inlineBudget`` steps in a row, letting other work run.
-final class SequenceRun: Sendable {
+final class SequenceRun: JobNode {
     /// The most steps run one after another on one thread before the
     /// sequence yields its queue.
     static let inlineBudget = 64
@@ -29,7 +29,7 @@ final class SequenceRun: Sendable {
     func start() {
         let action = lock.withLock { $0.start(makeStep()) }
         if case .startStep = action {
-            controller.onCancel { [self] in cancel() }
+            controller.state.attach(self)
         }
         perform(action)
     }
@@ -86,8 +86,15 @@ final class SequenceRun: Sendable {
         }
     }
 
-    private func cancel() {
+    func cancelWithOwner() {
         perform(lock.withLock { $0.cancel() })
+    }
+
+    /// Says the job is a sequence, which step it runs, and adds that step.
+    func describe(into owner: inout JobSnapshot) {
+        guard let (index, child) = lock.withLock({ $0.currentStep }) else { return }
+        owner.kind = .sequence(step: index + 1, count: jobs.count)
+        child.describe(into: &owner)
     }
 
     private func perform(_ action: SequenceStateMachine<JobState<Void>>.Action) {

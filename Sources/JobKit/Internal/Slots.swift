@@ -30,6 +30,9 @@ struct Slots<Item: Sendable>: Sendable {
         return item
     }
 
+    /// The items held, in the order of their slots.
+    var all: [Item] { items.compactMap { $0 } }
+
     /// Removes and returns every item. Slots given out before are empty
     /// afterwards.
     mutating func removeAll() -> [Item] {

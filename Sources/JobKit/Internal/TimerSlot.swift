@@ -4,22 +4,45 @@
 ///
 /// Its states: no timer yet, a timer armed, and closed for good. A timer
 /// armed after the slot closed is cancelled at once.
-final class TimerSlot: Sendable {
-    private enum State: Sendable {
+///
+/// It is attached to its job, which closes it when cancelled, and says in
+/// the job's snapshots which combinator the job is: a timeout and its
+/// duration, or a retry, its attempt, and the wait before the next one.
+final class TimerSlot: JobNode {
+    /// The combinator the slot times.
+    enum Purpose: Sendable {
+        case timeout(Duration)
+        case retry(attempts: Int)
+    }
+
+    private enum Timer: Sendable {
         case empty
         case armed(DelayedWork)
         case closed
     }
 
-    private let state = Lock(State.empty)
+    private struct State: Sendable {
+        var timer = Timer.empty
+        /// A retry's attempt number: the one running, or the one waited for.
+        var attempt = 1
+        /// A retry's wait before `attempt`, and the error that led to it.
+        var wait: (delay: Duration, error: any Error)?
+    }
+
+    let purpose: Purpose
+    private let state = Lock(State())
+
+    init(_ purpose: Purpose) {
+        self.purpose = purpose
+    }
 
     /// Keeps `timer` to cancel it on ``close()``, replacing the previous
     /// one (which has fired); cancels it at once if the slot is closed.
     func arm(_ timer: DelayedWork) {
         let armed = state.withLock { state -> Bool in
-            switch state {
+            switch state.timer {
             case .empty, .armed:
-                state = .armed(timer)
+                state.timer = .armed(timer)
                 return true
             case .closed:
                 return false
@@ -28,13 +51,45 @@ final class TimerSlot: Sendable {
         if !armed { timer.cancel() }
     }
 
+    /// A retry waits `delay` before attempt number `attempt`, after `error`.
+    func wait(before attempt: Int, delay: Duration, after error: any Error) {
+        state.withLock { state in
+            state.attempt = attempt
+            state.wait = (delay, error)
+        }
+    }
+
+    /// A retry's wait is over: its attempt runs.
+    func endWait() {
+        state.withLock { $0.wait = nil }
+    }
+
     /// Cancels the armed timer, if any, and every timer armed later.
     func close() {
         let timer = state.withLock { state -> DelayedWork? in
-            defer { state = .closed }
-            if case .armed(let timer) = state { return timer }
+            defer { state.timer = .closed }
+            if case .armed(let timer) = state.timer { return timer }
             return nil
         }
         timer?.cancel()
+    }
+
+    func cancelWithOwner() {
+        close()
+    }
+
+    /// Says the job is a timeout or a retry; a retry waiting for its next
+    /// attempt is shown waiting.
+    func describe(into owner: inout JobSnapshot) {
+        switch purpose {
+        case .timeout(let duration):
+            owner.kind = .timeout(duration)
+        case .retry(let attempts):
+            let (attempt, wait) = state.withLock { ($0.attempt, $0.wait) }
+            owner.kind = .retry(attempt: attempt, attempts: attempts)
+            if let wait, owner.state.isPending {
+                owner.state = .waitingToRetry(attempt: attempt, delay: wait.delay, after: wait.error)
+            }
+        }
     }
 }

@@ -1,0 +1,40 @@
+extension Job {
+    /// This job under `name`: its snapshots and stall reports show it so.
+    ///
+    /// Naming a job changes nothing else about it. Unnamed jobs show as
+    /// "job", and combinators as what they are ("group 7/9", "sequence
+    /// 2/3", "timeout 30 s", "retry 2/3"), so name the jobs a reader of a
+    /// stall report must tell apart:
+    ///
+    /// ```swift
+    /// let uploads = photos.map { photo in upload(photo).named("upload \(photo.name)") }
+    /// let publish = Job.group(uploads, maxConcurrent: 3).named("publish")
+    /// ```
+    ///
+    /// The name shows once the job has started: a job still waiting for
+    /// its queue shows as "job (waiting to start)". If a job is named
+    /// twice, the outer name wins.
+    public func named(_ name: String) -> Job {
+        let body = self.body
+        return Job { controller in
+            controller.state.attach(.name(name))
+            body(controller)
+        }
+    }
+}
+
+extension Job.Controller {
+    /// Registers `describe`, asked for a few words about the job's
+    /// progress each time a snapshot of it is taken: "0 of 18 MB sent".
+    ///
+    /// ```swift
+    /// controller.onDescribe { "\(progress.sent) of \(progress.total) bytes sent" }
+    /// ```
+    ///
+    /// `describe` runs on the thread taking the snapshot, while the job
+    /// runs; it is released when the job completes. A later call replaces
+    /// it.
+    public func onDescribe(_ describe: @escaping @Sendable () -> String) {
+        token.state.attach(.detail(describe))
+    }
+}
