@@ -16,9 +16,13 @@ enum TimingCases {
 
     static func group(n: Int, schedule: Schedule) throws -> CaseReport {
         let jobs = Array(repeating: noOp, count: n)
+        let namedJobs = Array(repeating: noOp.named("child"), count: n)
         let variants = [
             Variant(name: "JobKit `Job.group`") { _ in
                 try performAndWait(Job.group(jobs))
+            },
+            Variant(name: "JobKit `Job.group`, each child `named(_:)`") { _ in
+                try performAndWait(Job.group(namedJobs))
             },
             Variant(name: "DispatchGroup enter/leave + async (hand-written)") { n in
                 let group = DispatchGroup()
@@ -58,9 +62,13 @@ enum TimingCases {
 
     static func sequence(n: Int, schedule: Schedule) throws -> CaseReport {
         let jobs = Array(repeating: noOp, count: n)
+        let namedJobs = Array(repeating: noOp.named("step"), count: n)
         let variants = [
             Variant(name: "JobKit `Job.sequence`") { _ in
                 try performAndWait(Job.sequence(jobs))
+            },
+            Variant(name: "JobKit `Job.sequence`, each step `named(_:)`") { _ in
+                try performAndWait(Job.sequence(namedJobs))
             },
             Variant(name: "chain: each step `async`s the next (hand-written)") { n in
                 let done = DispatchSemaphore(value: 0)

@@ -413,7 +413,12 @@ extension JobStatus {
     /// `failure`, the error it failed with, if any.
     mutating func takeAttachments(keeping failure: (any Error)?) -> [(key: Int, attachment: Attachment)] {
         let taken = attachments
-        attachments = taken.filter { if case .name = $0.attachment { true } else { false } }
+        let isName = { (entry: (key: Int, attachment: Attachment)) in
+            if case .name = entry.attachment { true } else { false }
+        }
+        // A named job that holds nothing else keeps its list as it is.
+        if failure == nil && taken.allSatisfy(isName) { return [] }
+        attachments = taken.filter(isName)
         if let failure { attachments.append((nextKey, .failure(failure))) }
         return taken
     }
