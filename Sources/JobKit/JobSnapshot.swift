@@ -106,7 +106,7 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
     /// The children the job is waiting on, in the order they started.
     public var children: [JobSnapshot]
 
-    /// A snapshot of a job called `name`, with nothing else known yet.
+    /// A snapshot of a job in `state`, with nothing else known yet.
     init(state: State) {
         self.state = state
         self.children = []

@@ -166,6 +166,7 @@ final class GroupRun<Element: Sendable>: JobNode {
     func describe(into owner: inout JobSnapshot) {
         guard let (done, running) = lock.withLock({ $0.progress }) else { return }
         owner.kind = .group(done: done, running: running.count, count: jobs.count)
-        for (_, child) in running { child.describe(into: &owner) }
+        // Sorted here, outside the lock the children complete through.
+        for (_, child) in running.sorted(by: { $0.index < $1.index }) { child.describe(into: &owner) }
     }
 }

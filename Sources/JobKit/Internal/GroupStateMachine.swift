@@ -178,11 +178,12 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         }
     }
 
-    /// How far a running group is, and its running children in input
-    /// order; `nil` before it started and once it is over.
+    /// How far a running group is, and its running children with their
+    /// input index, in no order; `nil` before it started and once it is
+    /// over.
     var progress: (done: Int, running: [(index: Int, child: Child)])? {
         guard case .running = state else { return nil }
-        return (running.completedCount, running.children.all.sorted { $0.index < $1.index })
+        return (running.completedCount, running.children.all)
     }
 
     /// Moves to `finished` and hands over the bookkeeping, leaving none.

@@ -36,6 +36,16 @@ enum Attachment: Sendable {
     /// The error the job failed with (`cancel` aside); kept after it
     /// completed, for its snapshots.
     case failure(any Error)
+
+    /// The job that holds this attachment was cancelled: an `onCancel`
+    /// block runs, a node is cancelled, the rest stays as it is.
+    func cancelWithOwner() {
+        switch self {
+        case .onCancel(let run): run()
+        case .node(let node): node.cancelWithOwner()
+        case .name, .detail, .failure: break
+        }
+    }
 }
 
 /// The lock-protected part of a performance's state.
@@ -254,13 +264,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         }
         // This thread's outcome won: it alone touches the handlers now.
         if cancelling {
-            for (_, attachment) in attachments {
-                switch attachment {
-                case .onCancel(let run): run()
-                case .node(let node): node.cancelWithOwner()
-                case .name, .detail, .failure: break
-                }
-            }
+            for (_, attachment) in attachments { attachment.cancelWithOwner() }
         }
         if let handler {
             self.handler = nil
@@ -313,12 +317,7 @@ final class JobState<Success: Sendable>: JobCancelling {
             status.attachments.append((key, attachment))
             return .kept
         }
-        guard decision == .cancelNow else { return }
-        switch attachment {
-        case .onCancel(let run): run()
-        case .node(let node): node.cancelWithOwner()
-        case .name, .detail, .failure: break
-        }
+        if decision == .cancelNow { attachment.cancelWithOwner() }
     }
 
     /// Forgets an attachment that is no longer needed (a child finished).
