@@ -21,6 +21,30 @@ extension Job {
             body(controller)
         }
     }
+
+    /// This job under `name`, described by `detail` in its snapshots and
+    /// stall reports: "upload video-2.mp4 (running, 4.2 of 18 MB sent)".
+    ///
+    /// Use it to describe a job from outside, with state its caller keeps
+    /// (here, the bytes its progress handler saw):
+    ///
+    /// ```swift
+    /// let meter = ByteMeter()
+    /// let upload = send(clip, progress: meter.record)
+    ///     .named("upload surf.mov") { "\(meter.sent) of \(meter.total) bytes sent" }
+    /// ```
+    ///
+    /// `detail` is asked for each time a snapshot of the job is taken,
+    /// on the thread taking it, while the job runs. A job's own
+    /// ``Job/Controller/onDescribe(_:)`` replaces it.
+    public func named(_ name: String, detail: @escaping @Sendable () -> String) -> Job {
+        let body = self.body
+        return Job { controller in
+            controller.state.attach(.name(name))
+            controller.state.attach(.detail(detail))
+            body(controller)
+        }
+    }
 }
 
 extension Job.Controller {

@@ -144,6 +144,12 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         for child in pendingChildren { child.collectPendingLeaves(into: &paths, path: &path) }
     }
 
+    /// Whether this is a pending job with no name, kind, detail or
+    /// children: one that says nothing about itself.
+    var isAnonymousLeaf: Bool {
+        state.isPending && name == nil && kind == nil && detail == nil && children.isEmpty
+    }
+
     /// The job in one line, as the last element of a path: "upload video-2
     /// (running, 0 of 18 MB sent)".
     public var line: String {

@@ -7,6 +7,9 @@ extension Job where Success == UploadReceipt {
     /// A job that uploads `photo` with `uploader` and finishes with the
     /// server's receipt.
     ///
+    /// Its snapshots name it after the file its destination names, with
+    /// the bytes sent: "upload photo-1.jpg (running, 1.2 of 2.4 MB sent)".
+    ///
     /// - Parameters:
     ///   - photo: The photo.
     ///   - uploader: Where it goes: a server, a folder, memory.
@@ -16,11 +19,14 @@ extension Job where Success == UploadReceipt {
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        uploader.upload(photo.media, progress: progress)
+        .metered(photo.media, using: uploader, progress: progress)
     }
 
     /// A job that uploads `video` with `uploader`, streaming it from its
     /// file when it has one, and finishes with the server's receipt.
+    ///
+    /// Its snapshots name it after the file its destination names, with
+    /// the bytes sent: "upload video-2.mp4 (running, 4.2 of 18 MB sent)".
     ///
     /// - Parameters:
     ///   - video: The video.
@@ -31,7 +37,7 @@ extension Job where Success == UploadReceipt {
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        uploader.upload(video.media, progress: progress)
+        .metered(video.media, using: uploader, progress: progress)
     }
 
     /// A job that uploads the post's own document, and not its media.
@@ -56,10 +62,52 @@ extension Job where Success == UploadReceipt {
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
         do {
-            return uploader.upload(try post.document(receipts: receipts), progress: progress)
+            return .metered(try post.document(receipts: receipts), using: uploader, progress: progress)
         } catch {
             return .failed(error)
         }
+    }
+}
+
+// MARK: - Names
+
+extension Job where Success == UploadReceipt {
+    /// `uploader`'s upload of `media`, named after the file it makes at its
+    /// destination ("upload video-2.mp4") and described by the bytes its
+    /// progress reports last said were sent ("4.2 of 18 MB sent").
+    static func metered(
+        _ media: Media,
+        using uploader: any Uploader,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        let latest = LatestProgress()
+        return uploader.upload(media) { report in
+            latest.record(report)
+            progress(report)
+        }
+        .named(media.jobName) {
+            // Before the first report, the size is asked for here, when a
+            // snapshot is taken, rather than when the job is made.
+            (latest.value ?? UploadProgress(bytesSent: 0, bytesTotal: (try? media.byteCount()) ?? 0)).description
+        }
+    }
+}
+
+extension Media {
+    /// What a snapshot calls the upload of this media.
+    var jobName: String {
+        "upload \(destination.lastPathComponent)"
+    }
+}
+
+/// The last progress report of an upload, kept for its description.
+private final class LatestProgress: Sendable {
+    private let progress = Lock<UploadProgress?>(nil)
+
+    var value: UploadProgress? { progress.withLock { $0 } }
+
+    func record(_ report: UploadProgress) {
+        progress.withLock { $0 = report }
     }
 }
 
@@ -85,6 +133,17 @@ extension Job where Success == PublishReceipt {
     ///   file, a destination the uploader refuses, a post without a
     ///   destination, or options below 1. The job then fails with that
     ///   error and uploads nothing.
+    ///
+    /// Its snapshots and stall reports (`JobHandle.stallReport()`) name
+    /// it "publish", and each upload after the file its destination names,
+    /// with the bytes it sent:
+    ///
+    /// ```text
+    /// publish ▸ group 2/9 ▸ retry 1/3 ▸ upload video-2.mp4 (running, 4.2 of 18 MB sent)
+    /// ```
+    ///
+    /// To tell posts apart, name the job again (`.named("publish
+    /// beach-day")`): the outer name wins.
     ///
     /// The document is ``Post/document(receipts:)`` by default: the text,
     /// and each medium's final URL and `ETag`. For a server that answers
@@ -133,7 +192,8 @@ extension Job where Success == PublishReceipt {
             )
             @Sendable func upload(_ part: Media, at index: Int) -> Job<UploadReceipt> {
                 options.applied(
-                    to: uploader.upload(part) { tracker.update(index, bytesSent: $0.bytesSent) },
+                    to: uploader.upload(part) { tracker.update(index, bytesSent: $0.bytesSent) }
+                        .named(part.jobName) { tracker.progress(of: index).description },
                     destination: part.destination
                 )
                 .map { receipt in
@@ -160,6 +220,7 @@ extension Job where Success == PublishReceipt {
                 }
             controller.perform(publishing) { controller.complete(with: $0) }
         }
+        .named("publish")
     }
 
     /// The post's destination, once every input is checked.

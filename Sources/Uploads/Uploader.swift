@@ -78,3 +78,27 @@ public struct UploadProgress: Sendable, Hashable {
         bytesTotal > 0 ? min(Double(bytesSent) / Double(bytesTotal), 1) : 1
     }
 }
+
+extension UploadProgress: CustomStringConvertible {
+    /// The bytes sent, in the unit of the total: "4.2 of 18 MB sent",
+    /// "0 of 512 bytes sent".
+    public var description: String {
+        let (unit, name): (Int64, String) =
+            switch bytesTotal {
+            case ..<1_000: (1, "bytes")
+            case ..<1_000_000: (1_000, "kB")
+            case ..<1_000_000_000: (1_000_000, "MB")
+            default: (1_000_000_000, "GB")
+            }
+        return "\(Self.amount(bytesSent, in: unit)) of \(Self.amount(bytesTotal, in: unit)) \(name) sent"
+    }
+
+    /// `count` in `unit`s: one decimal below 10 ("4.2"), none above or
+    /// when it is a whole number ("18", "4").
+    private static func amount(_ count: Int64, in unit: Int64) -> String {
+        let count = max(count, 0)
+        let tenths = (count / unit) * 10 + ((count % unit) * 10 + unit / 2) / unit
+        if tenths >= 100 { return "\((count / unit) + ((count % unit) * 2 >= unit ? 1 : 0))" }
+        return tenths % 10 == 0 ? "\(tenths / 10)" : "\(tenths / 10).\(tenths % 10)"
+    }
+}

@@ -442,6 +442,21 @@ extension DocExamples {
 
     final class ProfileClient: Sendable {
         func profile() async throws -> UserProfile { UserProfile(name: "Ada") }
+        func profileJob() -> Job<UserProfile> { .succeeded(UserProfile(name: "Ada")) }
+    }
+
+    /// Publishes with a job, and says when it is done.
+    final class PostModel: Sendable {
+        private let published = AsyncStream<Void>.makeStream()
+
+        func publish() -> JobHandle {
+            Job<Void> { controller in controller.queue.enqueue { controller.finish() } }
+                .perform(on: DispatchQueue.global()) { [published] _ in published.continuation.finish() }
+        }
+
+        func waitUntilPublished() async {
+            for await _ in published.stream {}
+        }
     }
 }
 
@@ -455,6 +470,24 @@ struct JobKitTestingDocExamplesTests {
         #expect(profile.name == "Ada")
     }
     // END DOC
+
+    // BEGIN DOC
+    @Test func loadsTheProfileJob() async throws {
+        let profile = try await withTimeLimit(.seconds(5), performing: client.profileJob())
+        #expect(profile.name == "Ada")
+    }
+    // END DOC
+
+    @Test func explainingExample() async throws {
+        let model = DocExamples.PostModel()
+        // BEGIN DOC
+        let handle = model.publish()  // performs the job, returns its handle
+        try await withTimeLimit(.seconds(10), explaining: handle) {
+            await model.waitUntilPublished()
+        }
+        // END DOC
+        #expect(handle.isCompleted)
+    }
 
     // BEGIN DOC
     @Test func valuesComeInInputOrderWhateverOrderTheJobsFinishIn() throws {
@@ -622,12 +655,14 @@ enum DocBlocks {
             let isSwift = file.pathExtension == "swift"
             guard isSwift || file.pathExtension == "md" else { continue }
             var current: [String]?
+            var isInOtherBlock = false  // ```text and the like: not Swift
             var start = 0
             for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 var content = line.trimmingCharacters(in: .whitespaces)
                 if isSwift {
                     guard content.hasPrefix("///") else {
                         current = nil
+                        isInOtherBlock = false
                         continue
                     }
                     content = String(content.dropFirst(3))
@@ -641,9 +676,13 @@ enum DocBlocks {
                         blocks.append(
                             Block(location: "\(file.lastPathComponent):\(start)", code: lines.joined(separator: "\n")))
                         current = nil
+                    } else if isInOtherBlock {
+                        isInOtherBlock = false
                     } else if fence == "```" || fence == "```swift" {
                         current = []
                         start = number + 1
+                    } else {
+                        isInOtherBlock = true
                     }
                     continue
                 }
@@ -670,6 +709,33 @@ extension JobKitDocExamplesTests {
         #expect(handle.snapshot().title == "publish: group 0/2")
         #expect(handle.snapshot().children.map(\.title) == ["upload photo-1", "upload photo-2"])
         handle.cancel()
+    }
+
+    @Test func namedWithDetailExample() throws {
+        final class ByteMeter: Sendable {
+            private let bytes = LockedValue(0)
+            let total = 10
+            var sent: Int { bytes.value }
+            @Sendable func record(_ sent: Int) { bytes.setValue(sent) }
+        }
+        let clip = "surf.mov"
+        @Sendable func send(_ clip: String, progress: @escaping @Sendable (Int) -> Void) -> Job<Void> {
+            Job { controller in
+                progress(4)
+                controller.onCancel { withExtendedLifetime(controller) {} }
+            }
+        }
+        let queue = TestQueue()
+        // BEGIN DOC
+        let meter = ByteMeter()
+        let upload = send(clip, progress: meter.record)
+            .named("upload surf.mov") { "\(meter.sent) of \(meter.total) bytes sent" }
+        // END DOC
+        let handle = upload.perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().line == "upload surf.mov (running, 4 of 10 bytes sent)")
+        handle.cancel()
+        #expect(handle.snapshot().line == "upload surf.mov (cancelled)")
     }
 
     @Test func onDescribeExample() throws {

@@ -50,6 +50,28 @@ struct SnapshotTests {
         handle.cancel()
     }
 
+    @Test func aNamedJobWaitingOnOneAnonymousJobIsTheLeafItself() throws {
+        let queue = TestQueue()
+        let request = ManualJob<Int>()
+        let upload = Job<Int> { controller in
+            controller.perform(request.job) { controller.complete(with: $0) }
+        }
+        let handle = upload.named("upload photo-1", detail: { "1 of 2 kB sent" }).perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().children.isEmpty)
+        #expect(handle.snapshot().pendingLeaves.map { $0.map(\.title) } == [["upload photo-1"]])
+
+        // A child that says something about itself stays.
+        let named = Job<Int> { controller in
+            controller.perform(request.job.named("PUT photo-1")) { controller.complete(with: $0) }
+        }
+        let namedHandle = named.named("upload photo-1").perform(on: queue) { _ in }
+        try queue.run()
+        #expect(namedHandle.snapshot().children.map(\.line) == ["PUT photo-1 (running)"])
+        handle.cancel()
+        namedHandle.cancel()
+    }
+
     @Test func aCompletedJobKeepsItsNameAndHowItCompleted() throws {
         let queue = TestQueue()
         let finished = Job.succeeded(1).named("one").perform(on: queue) { _ in }

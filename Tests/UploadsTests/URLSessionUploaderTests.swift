@@ -224,6 +224,66 @@ struct URLSessionUploaderTests {
         }
     }
 
+    @Test func aTimeLimitOnAStalledUploadSaysWhichUploadItWasAndCancelsIt() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("slow.jpg", ["delay": 30.0])
+            let photo = Photo(bytes: Data("x".utf8), destination: server.url("slow.jpg"))
+            let cancelled = LockedValue(false)
+            let upload = Job<UploadReceipt> { controller in
+                controller.onCancel { cancelled.setValue(true) }
+                controller.perform(Job.uploading(photo, using: URLSessionUploader())) { controller.complete(with: $0) }
+            }
+            let error = await #expect(throws: TimeLimitExceeded.self) {
+                try await withTimeLimit(.milliseconds(300), performing: upload)
+            }
+            let report = try #require(error?.stallReport)
+            #expect(report.hasPrefix("1 job has not completed:\n  upload slow.jpg (running, "))
+            #expect(report.contains(" of 1 bytes sent)  ◀"))
+            #expect(cancelled.value)
+        }
+    }
+
+    @Test func anUploaderNobodyHoldsLivesUntilItsRequestIsMade() throws {
+        // The uploader's only owner is the job, which lets it go once its
+        // body ran; the request is made by a child job that runs later.
+        let queue = TestQueue()
+        let photo = Photo(bytes: Data("x".utf8), destination: URL(string: "http://127.0.0.1:9/x.jpg")!)
+        let handle = Job.uploading(photo, using: URLSessionUploader()).perform(on: queue) { _ in }
+        #expect(queue.runNext())  // the upload's body, which performs its request job
+        #expect(handle.snapshot().line == "upload x.jpg (running, 0 of 1 bytes sent)")
+        #expect(queue.runNext())  // makes the request: a trap here if the session was invalidated
+        #expect(!handle.isCompleted)
+        handle.cancel()
+    }
+
+    @Test func aSnapshotTakenMidUploadSaysHowManyBytesWereSent() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try folder.file("big.mp4", bytes: patternedBytes(2_000_000))
+        try await FixtureServer.with { server in
+            // The server reads slowly, so the upload is still going when
+            // the first progress report takes the snapshot.
+            try await server.setRule("big.mp4", ["read_delay": 0.01])
+            let handle = LockedValue<JobHandle?>(nil)
+            let lines = LockedValue<[String]>([])
+            let done = AsyncStream<Void>.makeStream()
+            let upload = Job.uploading(
+                Video(file: file, destination: server.url("big.mp4")), using: URLSessionUploader()
+            ) { progress in
+                guard progress.bytesSent > 0, let job = handle.value, !job.isCompleted else { return }
+                lines.withValue { $0.append(job.snapshot().line) }
+                job.cancel()
+            }
+            handle.withValue { handle in
+                handle = upload.perform { _ in done.continuation.finish() }
+            }
+            try await withTimeLimit(.seconds(20)) { for await _ in done.stream {} }
+            let line = try #require(lines.value.first)
+            #expect(line.hasPrefix("upload big.mp4 (running, "))
+            #expect(line.hasSuffix(" of 2 MB sent)"))
+        }
+    }
+
     @Test func cancellingMidUploadCancelsTheRequest() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

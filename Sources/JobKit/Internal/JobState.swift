@@ -336,11 +336,14 @@ final class JobState<Success: Sendable>: JobCancelling {
     ///
     /// A pending job that is nothing but a wrapper around the one child it
     /// runs (`then`, `map`, `recover`, `mapError`, unnamed) shows as that
-    /// child.
+    /// child; a pending job that waits on one anonymous job, with nothing
+    /// to say and no children, shows without it (an uploader's request
+    /// under "upload photo-1.jpg"): it is where that job is stuck.
     func snapshot() -> JobSnapshot {
-        let snapshot = ownSnapshot()
-        let isWrapper = snapshot.name == nil && snapshot.kind == nil && snapshot.detail == nil
-        if isWrapper && snapshot.children.count == 1 && snapshot.state.isPending { return snapshot.children[0] }
+        var snapshot = ownSnapshot()
+        guard snapshot.state.isPending, snapshot.kind == nil, snapshot.children.count == 1 else { return snapshot }
+        if snapshot.name == nil && snapshot.detail == nil { return snapshot.children[0] }
+        if snapshot.children[0].isAnonymousLeaf { snapshot.children = [] }
         return snapshot
     }
 

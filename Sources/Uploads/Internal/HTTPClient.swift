@@ -75,7 +75,12 @@ final class HTTPClient: Sendable {
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
-        Job { [session, delegate] controller in
+        // The job holds the client, not just its session: a client whose
+        // last owner let go while a job of it waited for its queue would
+        // invalidate the session, and making the task would then crash
+        // (FoundationNetworking traps on a task made by an invalidated
+        // session).
+        Job { [self] controller in
             var request = request
             let task: URLSessionTask
             var range: URLSessionUploadDelegate.FileRange?
@@ -113,7 +118,7 @@ final class HTTPClient: Sendable {
             ) { result in
                 controller.complete(with: result.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
             }
-            controller.onCancel {
+            controller.onCancel { [delegate] in
                 delegate.forget(task)
                 task.cancel()
             }
