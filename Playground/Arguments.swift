@@ -19,6 +19,8 @@ struct Arguments {
     var timeout: Double?
     /// Keep the run's folder after a successful run.
     var keeps = false
+    /// Show the tree of jobs as they run.
+    var isVerbose = false
     var showsHelp = false
 
     static let usage = """
@@ -45,6 +47,7 @@ struct Arguments {
                              in DIR (default: the system's temporary folder)
           --speed MBPS       simulated speed of each folder upload in MB/s, 0 for the disk's (default 10)
           --scale S          multiply every media size by S (default 1)
+          -v, --verbose      show the tree of jobs as they run: each upload, its retries and bytes sent
           -h, --help         show this help
         """
 
@@ -109,6 +112,8 @@ struct Arguments {
                         description: "--timeout needs a number of seconds from 0.001 to 86400, got '\(text)'")
                 }
                 arguments.timeout = seconds
+            case "-v", "--verbose":
+                arguments.isVerbose = true
             case "--keep":
                 arguments.keeps = true
             case "--output":

@@ -3,12 +3,23 @@ import JobKit
 import Uploads
 
 /// Shows a publishing's progress: a bar redrawn in place on a terminal,
-/// plain lines otherwise. Progress arrives one report at a time.
+/// plain lines otherwise; with `--verbose`, the tree of jobs too.
+///
+/// On a terminal, the bottom of the screen is a live region (the tree,
+/// then the bar) redrawn in place; lines that stay (an upload done, an
+/// attempt failed) are written above it. Every write happens under the
+/// printer's lock, so reports from several threads never interleave.
 final class ProgressPrinter: Sendable {
     private struct Shown: Sendable {
         var finished: Set<Int> = []
         var percent = -1
         var quarter = 0
+        /// The last progress, to redraw the bar.
+        var progress: PublishProgress?
+        /// The tree's lines in the live region (terminal only).
+        var tree: [String] = []
+        /// Set by `finish()`: nothing is drawn after it.
+        var isFinished = false
     }
 
     let isTerminal: Bool
@@ -21,7 +32,8 @@ final class ProgressPrinter: Sendable {
     }
 
     func show(_ progress: PublishProgress) {
-        let lines = shown.withLock { shown -> [String] in
+        shown.withLock { shown in
+            guard !shown.isFinished else { return }
             var lines: [String] = []
             for (index, upload) in progress.uploads.enumerated()
             where upload.isFinished && !shown.finished.contains(index) {
@@ -31,8 +43,10 @@ final class ProgressPrinter: Sendable {
             }
             let percent = Int(progress.fractionCompleted * 100)
             if isTerminal {
-                guard !lines.isEmpty || percent != shown.percent else { return [] }
+                shown.progress = progress
+                guard !lines.isEmpty || percent != shown.percent else { return }
                 shown.percent = percent
+                write(redrawn(&shown, above: lines))
             } else {
                 let quarter = percent / 25
                 if quarter > shown.quarter && quarter < 4 {
@@ -41,21 +55,43 @@ final class ProgressPrinter: Sendable {
                         "  … \(quarter * 25)%  \(Format.bytes(progress.bytesSent)) of \(Format.bytes(progress.bytesTotal))"
                     )
                 }
+                if !lines.isEmpty { write(lines.map { $0 + "\n" }.joined()) }
             }
-            return lines
-        }
-        if isTerminal {
-            let clear = "\r\u{1B}[K"
-            let above = lines.map { clear + $0 + "\n" }.joined()
-            write(above + clear + bar(progress))
-        } else if !lines.isEmpty {
-            write(lines.map { $0 + "\n" }.joined())
         }
     }
 
-    /// Ends the bar's line, so what follows starts on a line of its own.
+    /// Shows the tree of jobs as it is now (`--verbose`): in the live
+    /// region on a terminal, each line cut to fit; as a block of lines
+    /// otherwise.
+    func showTree(_ snapshot: JobSnapshot) {
+        let lines = Self.indented(snapshot)
+        shown.withLock { shown in
+            guard !shown.isFinished else { return }
+            if isTerminal {
+                let columns = Terminal.columns()
+                let rows = max(Terminal.rows() - 2, 1)
+                var fitting = lines.prefix(rows).map { String($0.prefix(max(columns - 1, 1))) }
+                if lines.count > rows { fitting[rows - 1] = "    …" }
+                write(redrawn(&shown, above: [], tree: fitting))
+            } else {
+                write((["  jobs now:"] + lines).map { $0 + "\n" }.joined())
+            }
+        }
+    }
+
+    /// The tree, one job per line, indented under the run's own lines.
+    static func indented(_ snapshot: JobSnapshot) -> [String] {
+        snapshot.description.split(separator: "\n").map { "    " + $0 }
+    }
+
+    /// Clears the live region and stops drawing, so what follows starts
+    /// on a line of its own.
     func finish() {
-        if isTerminal { write("\r\u{1B}[K") }
+        shown.withLock { shown in
+            guard !shown.isFinished else { return }
+            if isTerminal { write(cleared(shown)) }
+            shown.isFinished = true
+        }
     }
 
     /// Prints a failed attempt above the bar: what went wrong, and whether
@@ -71,7 +107,26 @@ final class ProgressPrinter: Sendable {
         }
         let name = Format.path(of: destination, below: base)
         let reason = Format.reason(attempt.error, naming: destination)
-        write((isTerminal ? "\r\u{1B}[K" : "") + "  ✗ \(name): \(reason); \(next)\n")
+        let line = "  ✗ \(name): \(reason); \(next)"
+        shown.withLock { shown in
+            guard !shown.isFinished else { return }
+            write(isTerminal ? redrawn(&shown, above: [line]) : line + "\n")
+        }
+    }
+
+    /// What moves the cursor to the start of the live region and clears
+    /// it and everything below.
+    private func cleared(_ shown: Shown) -> String {
+        "\r" + (shown.tree.isEmpty ? "" : "\u{1B}[\(shown.tree.count)A") + "\u{1B}[J"
+    }
+
+    /// What redraws the live region, with `lines` written above it to
+    /// stay, and `tree` replacing the tree shown if given.
+    private func redrawn(_ shown: inout Shown, above lines: [String], tree: [String]? = nil) -> String {
+        var text = cleared(shown) + lines.map { $0 + "\n" }.joined()
+        if let tree { shown.tree = tree }
+        text += shown.tree.map { $0 + "\n" }.joined()
+        return text + (shown.progress.map { bar($0) } ?? "")
     }
 
     /// The bar line, cut to fit `columns` so that it never wraps: the
@@ -161,5 +216,12 @@ enum Terminal {
         var size = winsize()
         guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
         return Int(size.ws_col)
+    }
+
+    /// Its height in rows, asked anew each time; 24 when it does not say.
+    static func rows() -> Int {
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_row > 0 else { return 24 }
+        return Int(size.ws_row)
     }
 }

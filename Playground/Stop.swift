@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
+import JobKit
 import JobKitTesting
-import Uploads
 
 /// How the run is stopped from outside: Ctrl-C (SIGINT), a terminal that
 /// closes (SIGHUP) or `kill` (SIGTERM). The first signal cancels the
@@ -10,7 +10,9 @@ import Uploads
 final class Stop {
     private struct State: Sendable {
         var signal: Int32?
-        var publishing: Task<PublishReceipt, any Error>?
+        var publishing: JobHandle?
+        /// The publishing's tree just before the signal cancelled it.
+        var treeWhenStopped: JobSnapshot?
     }
 
     private let state = LockedValue(State())
@@ -24,11 +26,11 @@ final class Stop {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                let publishing = state.withValue { state -> Task<PublishReceipt, any Error>? in
+                let publishing = state.withValue { state -> JobHandle? in
                     state.signal = state.signal ?? number
                     return state.publishing
                 }
-                publishing?.cancel()
+                Self.stop(publishing, state: state)
             }
             source.resume()
             return source
@@ -41,13 +43,26 @@ final class Stop {
     /// Whether a signal asked the run to stop.
     var isRequested: Bool { received != nil }
 
+    /// What the publishing was doing when the signal stopped it: its tree
+    /// just before it was cancelled.
+    var treeWhenStopped: JobSnapshot? { state.value.treeWhenStopped }
+
     /// Cancels `publishing` when a signal comes, or at once if one came.
-    func cancels(_ publishing: Task<PublishReceipt, any Error>) {
+    func cancels(_ publishing: JobHandle) {
         let stopped = state.withValue { state -> Bool in
             state.publishing = publishing
             return state.signal != nil
         }
-        if stopped { publishing.cancel() }
+        if stopped { Self.stop(publishing, state: state) }
+    }
+
+    /// Keeps the publishing's tree, then cancels it (which ends its
+    /// children, so the tree is taken first).
+    private static func stop(_ publishing: JobHandle?, state: LockedValue<State>) {
+        guard let publishing, !publishing.isCompleted else { return }
+        let tree = publishing.snapshot()
+        state.withValue { state in state.treeWhenStopped = state.treeWhenStopped ?? tree }
+        publishing.cancel()
     }
 
     /// How the user sent the signal, for the error line.

@@ -29,6 +29,10 @@ let stop = Stop()
 
 /// Ends a run that a signal stopped, before or while publishing.
 @MainActor func failStopped(publishing: Bool) -> Never {
+    if let tree = stop.treeWhenStopped {
+        print("Stopped while these were running:")
+        print(ProgressPrinter.indented(tree).joined(separator: "\n"))
+    }
     cleanUp(published: false)
     fail(
         publishing
@@ -112,6 +116,11 @@ if arguments.failRate > 0 {
     uploader = FaultInjectingUploader(wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
 }
 let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: base)
+/// The publishing, once performed; the failure's handler reads it.
+let publishingHandle = LockedValue<JobHandle?>(nil)
+/// The publishing's tree when an upload failed for good, before that
+/// failure cancelled the others.
+let treeWhenFailed = LockedValue<JobSnapshot?>(nil)
 
 let options = PublishOptions(
     maxConcurrentUploads: arguments.concurrency,
@@ -124,6 +133,9 @@ let options = PublishOptions(
     uploadTimeout: arguments.timeout.map { .seconds($0) },
     onFailedAttempt: { destination, attempt in
         printer.showFailure(of: destination, attempt, attempts: arguments.retries + 1)
+        if attempt.nextRetryIn == nil, let tree = publishingHandle.value?.snapshot() {
+            treeWhenFailed.withValue { $0 = $0 ?? tree }
+        }
     }
 )
 
@@ -143,14 +155,29 @@ print(
 
 let clock = ContinuousClock()
 let started = clock.now
-let publishing = Task {
-    try await Job.publishing(post, using: uploader, options: options, progress: printer.show).value
+let (outcomes, delivery) = AsyncStream.makeStream(of: Job<PublishReceipt>.Outcome.self)
+let handle = Job.publishing(post, using: uploader, options: options, progress: printer.show)
+    .perform(on: DispatchQueue.global()) { outcome in
+        delivery.yield(outcome)
+        delivery.finish()
+    }
+publishingHandle.setValue(handle)
+stop.cancels(handle)
+
+// --verbose: the tree of jobs, redrawn four times a second on a terminal,
+// printed every two seconds otherwise.
+var treeTimer: (any DispatchSourceTimer)?
+if arguments.isVerbose {
+    let timer = DispatchSource.makeTimerSource(queue: .global())
+    timer.schedule(deadline: .now(), repeating: printer.isTerminal ? .milliseconds(250) : .seconds(2))
+    timer.setEventHandler { printer.showTree(handle.snapshot()) }
+    timer.resume()
+    treeTimer = timer
 }
 
-stop.cancels(publishing)
-
-let outcome = await publishing.result
+let outcome = await outcomes.first { _ in true } ?? .failure(CancellationError())
 let elapsed = clock.now - started
+treeTimer?.cancel()
 printer.finish()
 
 // MARK: - Summary
@@ -182,6 +209,22 @@ case .success(let published):
 case .failure(is CancellationError):
     failStopped(publishing: true)
 case .failure(let error):
+    if var tree = treeWhenFailed.value {
+        // The upload that failed shows as an anonymous job that is
+        // completing; the error line names it.
+        tree.removeAnonymousLeaves()
+        print("When it failed, these were running, and were cancelled:")
+        print(ProgressPrinter.indented(tree).joined(separator: "\n"))
+    }
     cleanUp(published: false)
     fail("publishing failed, the post was not published: \(error.localizedDescription)", code: 1)
+}
+
+extension JobSnapshot {
+    /// Drops the jobs below this one that have no name, kind or detail,
+    /// and no children left.
+    mutating func removeAnonymousLeaves() {
+        for index in children.indices { children[index].removeAnonymousLeaves() }
+        children.removeAll { $0.name == nil && $0.kind == nil && $0.detail == nil && $0.children.isEmpty }
+    }
 }

@@ -105,6 +105,13 @@ struct PlaygroundTests {
         let failure = "✗ \(failed): the server answered 503 Service Unavailable (\"injected fault\"); "
         #expect(run.output.contains(failure + "retry 1 of 1 in "))
         #expect(run.output.contains(failure + "no retries left"))
+        // What else was under way when it failed, cancelled by the failure;
+        // the upload that failed is the error line's.
+        #expect(
+            run.output.contains(
+                "When it failed, these were running, and were cancelled:\n    publish (running)\n    └─ group 0/9 (running)\n"
+            ))
+        #expect(!run.output.contains("upload \(failed.split(separator: "/").last ?? "")"))
         #expect(!run.output.contains("Published in"))
         #expect(folder.files().isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
@@ -239,6 +246,11 @@ struct PlaygroundTests {
                 "error: publishing cancelled (\(name)); uploads in flight were stopped and the post was not published"
             ])
         #expect(!String(decoding: printed, as: UTF8.self).contains("Published in"))
+        // What was running when the signal came, uploads and bytes sent.
+        let tree = try #require(
+            String(decoding: printed, as: UTF8.self).split(separator: "Stopped while these were running:\n").last)
+        #expect(tree.hasPrefix("    publish (running)\n    └─ group "))
+        #expect(tree.contains(#/└─ upload (photo-\d\.jpg|video-\d\.mp4) \(running, [\d.]+ of [\d.]+ (kB|MB) sent\)/#))
         let written = folder.files()
         #expect(!written.isEmpty && written.count < 9)
         #expect(!written.contains("posts/beach-day.json"))
@@ -246,12 +258,25 @@ struct PlaygroundTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
+    @Test func verboseShowsTheTreeOfJobs() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        // At 1 MB/s, video-2 (2.6 MB) takes 2.6 s at least, so it is under
+        // way when the tree is printed at 2 s.
+        let run = try playground(
+            ["--output", folder.url.path, "--verbose", "--scale", "0.1", "--speed", "1"], fast: false)
+        #expect(run.status == 0, "stderr: \(run.error)")
+        #expect(run.output.contains("  jobs now:\n    publish"))
+        #expect(run.output.contains(#/─ upload video-2\.mp4 \(running, [\d.]+ of 2\.6 MB sent\)\n/#))
+        #expect(run.output.contains("Published in"))
+    }
+
     @Test func helpListsTheOptions() throws {
         let run = try playground(["--help"], fast: false)
         #expect(run.status == 0)
         for option in [
             "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
-            "--work-folder", "--help",
+            "--work-folder", "--verbose", "--help",
         ] {
             #expect(run.output.contains(option))
         }
