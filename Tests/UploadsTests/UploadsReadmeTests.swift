@@ -209,3 +209,76 @@ struct ReadmeOrderingBugsTests {
         #expect(description.hasSuffix(". To run this order again: let queue = TestQueue(ordering: .shuffled(seed: 2))"))
     }
 }
+
+// MARK: - Why is it stuck?
+
+/// A server whose upload of `video-2.mp4` takes 42% of the bytes and then
+/// never answers; the other uploads take a second each.
+private struct ServerThatHangsOnVideo2: Uploader {
+    let base = InMemoryUploader(latency: .seconds(1))
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        guard media.destination.lastPathComponent == "video-2.mp4" else { return base.upload(media, progress: progress) }
+        return Job { controller in
+            let total = (try? media.byteCount()) ?? 0
+            progress(UploadProgress(bytesSent: total * 42 / 100, bytesTotal: total))
+            controller.onCancel { withExtendedLifetime(controller) {} }
+        }
+    }
+}
+
+private let stuckPost = Post(
+    text: "Beach day",
+    photos: [Photo(bytes: Data(count: 2_400), destination: destination("beach-day/photo-1.jpg"))],
+    videos: [
+        Video(bytes: Data(count: 12_000), destination: destination("beach-day/video-1.mp4")),
+        Video(bytes: Data(count: 18_000), destination: destination("beach-day/video-2.mp4")),
+    ],
+    destination: destination("beach-day.json")
+)
+
+private func reportWhereThePublishingIsStuck(_ post: Post, using uploader: any Uploader) throws -> JobHandle {
+    // BEGIN README: stall report example
+    let queue = TestQueue()
+    let handle = Job.publishing(post, using: uploader).named("publish beach-day").perform(on: queue) { _ in }
+    try queue.advance(by: .seconds(60))
+    if let report = handle.stallReport() {
+        Issue.record("publishing did not complete: \(report)")
+    }
+    // END README
+    return handle
+}
+
+@Suite("README stall reports", .timeLimit(.minutes(1)))
+struct ReadmeStallReportTests {
+    @Test func theReportNamesTheUploadThatNeverAnswered() throws {
+        let handle = LockedValue<JobHandle?>(nil)
+        withKnownIssue("the README's server never answers on purpose") {
+            handle.setValue(try reportWhereThePublishingIsStuck(stuckPost, using: ServerThatHangsOnVideo2()))
+        }
+        #expect(
+            handle.value?.stallReport() == """
+                1 job has not completed:
+                  publish beach-day ▸ group 2/3 ▸ retry 1/3 ▸ upload video-2.mp4 (running, 7.6 of 18 kB sent)
+
+                publish beach-day (running)
+                └─ group 2/3 (running)
+                   └─ retry 1/3 (running)
+                      └─ upload video-2.mp4 (running, 7.6 of 18 kB sent)  ◀
+                """)
+        handle.value?.cancel()
+    }
+
+    @Test func aTimeLimitSaysWhereTheJobWasStuck() async throws {
+        let uploader = ServerThatHangsOnVideo2()
+        let post = stuckPost
+        let error = await #expect(throws: TimeLimitExceeded.self) {
+            // BEGIN README: time limit example
+            let receipt = try await withTimeLimit(.seconds(1), performing: Job.publishing(post, using: uploader))
+            // END README
+            _ = receipt
+        }
+        #expect(error?.stallReport?.hasPrefix("1 job has not completed:\n  publish ▸ group ") == true)
+        #expect(error?.stallReport?.contains("▸ upload video-2.mp4 (running, 7.6 of 18 kB sent)\n") == true)
+    }
+}
