@@ -218,7 +218,9 @@ private struct ServerThatHangsOnVideo2: Uploader {
     let base = InMemoryUploader(latency: .seconds(1))
 
     func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        guard media.destination.lastPathComponent == "video-2.mp4" else { return base.upload(media, progress: progress) }
+        guard media.destination.lastPathComponent == "video-2.mp4" else {
+            return base.upload(media, progress: progress)
+        }
         return Job { controller in
             let total = (try? media.byteCount()) ?? 0
             progress(UploadProgress(bytesSent: total * 42 / 100, bytesTotal: total))
