@@ -37,6 +37,35 @@ struct URLSessionUploaderTests {
         }
     }
 
+    /// Cancels spread over each request's life, many racing its
+    /// completion: each job completes once, and the process lives (with a
+    /// URL cache in the session, FoundationNetworking trapped in about one
+    /// run of three of this test).
+    @Test func cancelsRacingTheirRequestsCompletionEachCompleteTheJobOnce() async throws {
+        try await FixtureServer.with { server in
+            let uploader = URLSessionUploader()
+            let outcomes = LockedValue<[Int: Int]>([:])
+            try await withTimeLimit(.seconds(50)) {
+                for index in 0..<2_000 {
+                    let photo = Photo(bytes: Data("x".utf8), destination: server.url("race/\(index % 20).jpg"))
+                    await withCheckedContinuation { finished in
+                        let handle = Job.uploading(photo, using: uploader).perform(on: DispatchQueue.global()) { _ in
+                            outcomes.withValue { $0[index, default: 0] += 1 }
+                            finished.resume()
+                        }
+                        let offset = UInt32.random(in: 0...3_000)
+                        DispatchQueue.global().async {
+                            usleep(offset)  // allowed: spreads the cancels; the test asserts no timing
+                            handle.cancel()
+                        }
+                    }
+                }
+            }
+            #expect(outcomes.value.count == 2_000)
+            #expect(outcomes.value.values.allSatisfy { $0 == 1 })
+        }
+    }
+
     @Test func aReceiptCarriesTheServersLocationAndTheBodyForAnIDBuilder() async throws {
         try await FixtureServer.with { server in
             for (index, name) in ["a.jpg", "b.jpg"].enumerated() {

@@ -48,6 +48,13 @@ final class HTTPClient: Sendable {
 
     init(configuration: URLSessionConfiguration) {
         delegate = URLSessionUploadDelegate()
+        // Without a cache, which an upload's answer has no use for. With
+        // one, FoundationNetworking looks a task's request up in it before
+        // the task starts, and a cancel that waited for that look-up can
+        // land after the task completed, which traps ("a task that in not
+        // in the registry").
+        let configuration = configuration.copy() as? URLSessionConfiguration ?? configuration
+        configuration.urlCache = nil
         session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
