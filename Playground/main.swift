@@ -93,10 +93,11 @@ let destinationName: String
 let directoryUploader: DirectoryUploader?
 var uploader: any Uploader
 if let backend = arguments.s3 {
+    // Its requests are retried, each on its own, by publishing's policy
+    // (`options` below), which it is handed in place of its own.
     uploader = S3Uploader(
         presigner: PresigningBackend(endpoint: backend),
-        manifestFolder: workFolder.appendingPathComponent("multipart", isDirectory: true),
-        retry: RetryPolicy(attempts: arguments.retries + 1, initialDelay: .milliseconds(200), maximumDelay: .seconds(2))
+        manifestFolder: workFolder.appendingPathComponent("multipart", isDirectory: true)
     )
     destinationName = "S3 storage, URLs presigned by \(backend.absoluteString)"
     directoryUploader = nil
@@ -119,8 +120,8 @@ let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: base
 /// The publishing, once performed; the failure's handler reads it.
 let publishingHandle = LockedValue<JobHandle?>(nil)
 /// The publishing's tree when an upload failed for good, before that
-/// failure cancelled the others.
-let treeWhenFailed = LockedValue<JobSnapshot?>(nil)
+/// failure cancelled the others, and the destination of that upload.
+let treeWhenFailed = LockedValue<(tree: JobSnapshot, failed: URL)?>(nil)
 
 let options = PublishOptions(
     maxConcurrentUploads: arguments.concurrency,
@@ -134,7 +135,7 @@ let options = PublishOptions(
     onFailedAttempt: { destination, attempt in
         printer.showFailure(of: destination, attempt, attempts: arguments.retries + 1)
         if attempt.nextRetryIn == nil, let tree = publishingHandle.value?.snapshot() {
-            treeWhenFailed.withValue { $0 = $0 ?? tree }
+            treeWhenFailed.withValue { $0 = $0 ?? (tree, destination) }
         }
     }
 )
@@ -209,9 +210,12 @@ case .success(let published):
 case .failure(is CancellationError):
     failStopped(publishing: true)
 case .failure(let error):
-    if var tree = treeWhenFailed.value {
-        // The upload that failed shows as an anonymous job that is
-        // completing; the error line names it.
+    if let (shown, failed) = treeWhenFailed.value {
+        var tree = shown
+        // The error line names the upload that failed. It shows as an
+        // anonymous job that is completing, or when its uploader retries
+        // its requests itself, under its own name.
+        tree.removeJobs(named: "upload \(failed.lastPathComponent)")
         tree.removeAnonymousLeaves()
         print("When it failed, these were running, and were cancelled:")
         print(ProgressPrinter.indented(tree).joined(separator: "\n"))
@@ -226,5 +230,11 @@ extension JobSnapshot {
     mutating func removeAnonymousLeaves() {
         for index in children.indices { children[index].removeAnonymousLeaves() }
         children.removeAll { $0.name == nil && $0.kind == nil && $0.detail == nil && $0.children.isEmpty }
+    }
+
+    /// Drops the jobs below this one named `name`, and their children.
+    mutating func removeJobs(named name: String) {
+        children.removeAll { $0.name == name }
+        for index in children.indices { children[index].removeJobs(named: name) }
     }
 }

@@ -19,7 +19,7 @@ extension Job where Success == UploadReceipt {
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        .metered(photo.media, using: uploader, progress: progress)
+        .metered(photo.media, progress: progress) { uploader.upload(photo.media, progress: $0) }
     }
 
     /// A job that uploads `video` with `uploader`, streaming it from its
@@ -37,7 +37,7 @@ extension Job where Success == UploadReceipt {
         using uploader: any Uploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        .metered(video.media, using: uploader, progress: progress)
+        .metered(video.media, progress: progress) { uploader.upload(video.media, progress: $0) }
     }
 
     /// A job that uploads the post's own document, and not its media.
@@ -62,7 +62,8 @@ extension Job where Success == UploadReceipt {
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
         do {
-            return .metered(try post.document(receipts: receipts), using: uploader, progress: progress)
+            let document = try post.document(receipts: receipts)
+            return .metered(document, progress: progress) { uploader.upload(document, progress: $0) }
         } catch {
             return .failed(error)
         }
@@ -72,16 +73,17 @@ extension Job where Success == UploadReceipt {
 // MARK: - Names
 
 extension Job where Success == UploadReceipt {
-    /// `uploader`'s upload of `media`, named after the file it makes at its
-    /// destination ("upload video-2.mp4") and described by the bytes its
-    /// progress reports last said were sent ("4.2 of 18 MB sent").
+    /// The upload `upload` makes of `media`, named after the file it makes
+    /// at its destination ("upload video-2.mp4") and described by the
+    /// bytes its progress reports last said were sent ("4.2 of 18 MB
+    /// sent"); `upload` is given the progress closure that records them.
     static func metered(
         _ media: Media,
-        using uploader: any Uploader,
-        progress: @escaping @Sendable (UploadProgress) -> Void
+        progress: @escaping @Sendable (UploadProgress) -> Void,
+        upload: (_ progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt>
     ) -> Job<UploadReceipt> {
         let latest = LatestProgress()
-        return uploader.upload(media) { report in
+        return upload { report in
             latest.record(report)
             progress(report)
         }
@@ -191,11 +193,9 @@ extension Job where Success == PublishReceipt {
                 report: progress
             )
             @Sendable func upload(_ part: Media, at index: Int) -> Job<UploadReceipt> {
-                options.applied(
-                    to: uploader.upload(part) { tracker.update(index, bytesSent: $0.bytesSent) }
-                        .named(part.jobName) { tracker.progress(of: index).description },
-                    destination: part.destination
-                )
+                uploader.upload(part, attempts: options.attempts(for: part.destination)) {
+                    tracker.update(index, bytesSent: $0.bytesSent)
+                }
                 .map { receipt in
                     tracker.finish(index)
                     return receipt

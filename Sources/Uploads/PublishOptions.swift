@@ -22,11 +22,15 @@ public struct PublishOptions: Sendable {
     /// The most media uploads running at any moment; at least 1.
     public var maxConcurrentUploads: Int
     /// Which failed uploads are tried again, how often, after how long.
-    /// Each upload, the post's own included, is retried on its own.
+    /// Each upload, the post's own included, is retried on its own, by
+    /// its uploader and nowhere else (see "Who retries what" in
+    /// ``RetryPolicy``): an ``S3Uploader`` retries each request of a
+    /// multipart upload with this policy, in place of its own.
     public var retry: RetryPolicy
-    /// How long one attempt of one upload may take before it is cancelled
-    /// and fails with ``UploadError/timedOut(_:after:)`` (which is
-    /// retried); no limit when `nil`.
+    /// How long one attempt may take before it is cancelled and fails with
+    /// ``UploadError/timedOut(_:after:)`` (which is retried); no limit when
+    /// `nil`. An attempt is what the uploader retries: a whole upload, or
+    /// for an ``S3Uploader`` one request (a part, say).
     public var uploadTimeout: Duration?
     /// Told of every failed attempt of every upload, with the upload's
     /// destination, from the thread the attempt failed on; cancelled
@@ -75,20 +79,5 @@ public struct PublishOptions: Sendable {
         self.uploadTimeout = uploadTimeout
         self.onFailedAttempt = onFailedAttempt
         self.document = document
-    }
-
-    /// `upload` to `destination` with this time limit per attempt and
-    /// these retries; a bare `URLError` becomes ``UploadError/network(_:_:)``
-    /// naming the destination.
-    func applied(to upload: Job<UploadReceipt>, destination: URL) -> Job<UploadReceipt> {
-        var attempt = upload.mapError { error in
-            (error as? URLError).map { UploadError.network(destination, $0) } ?? error
-        }
-        if let limit = uploadTimeout {
-            attempt = attempt.timeout(after: limit).mapError { error in
-                error as? JobError == .timedOut ? UploadError.timedOut(destination, after: limit) : error
-            }
-        }
-        return attempt.retry(retry) { [onFailedAttempt] in onFailedAttempt?(destination, $0) }
     }
 }

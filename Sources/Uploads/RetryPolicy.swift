@@ -33,6 +33,28 @@ import FoundationNetworking
 /// Waits run on the job's queue, so on a `TestQueue` they pass in virtual
 /// time; with a seeded generator (`RetryPolicy(random: SeededRandomNumberGenerator(seed: 7))`)
 /// the jitter is the same on every run, so a test can check each wait.
+///
+/// ## Who retries what
+///
+/// Each request is retried by exactly one policy, so a server that is down
+/// gets the attempts the user allowed, and no more:
+///
+/// - `Job.publishing` retries each upload with ``PublishOptions/retry``.
+///   It hands the policy to the uploader as ``UploadAttempts`` and retries
+///   nothing around it.
+/// - ``S3Uploader`` retries each request of an upload (a part, the
+///   creation, the completion) on its own, with the policy it is handed,
+///   or its own ``S3Uploader/retry`` when it is handed none
+///   (`Job.uploading(video, using: uploader)`). Whether a multipart upload
+///   that failed is kept to resume is judged by that same policy.
+/// - Other uploaders (``URLSessionUploader``, ``DirectoryUploader``) retry
+///   nothing themselves: publishing retries their whole upload, and
+///   outside publishing, `retry(_:onFailedAttempt:)` does.
+///
+/// Wrapping the job of an uploader that retries inside in
+/// `retry(_:onFailedAttempt:)` makes a second owner: each failing request
+/// is then sent `attempts × attempts` times. Hand it the policy instead:
+/// `uploader.upload(media, attempts: UploadAttempts(retry: policy))`.
 public struct RetryPolicy: Sendable {
     /// The most attempts per upload, the first one included; at least 1.
     public var attempts: Int
@@ -156,6 +178,11 @@ extension Job {
     /// A job that performs this job and retries it as `policy` says: only
     /// errors it finds retryable, with its waits between attempts.
     ///
+    /// Not for the job of an uploader that retries its requests itself
+    /// (``S3Uploader``): hand it the policy with
+    /// ``Uploader/upload(_:attempts:progress:)`` (see "Who retries what"
+    /// above).
+    ///
     /// ```swift
     /// let receipt = try await Job.uploading(video, using: uploader).retry(RetryPolicy(attempts: 5)).value
     /// ```
@@ -169,6 +196,16 @@ extension Job {
         _ policy: RetryPolicy,
         onFailedAttempt: (@Sendable (RetryPolicy.FailedAttempt) -> Void)? = nil
     ) -> Job<Success> {
+        retry(policy, onRetry: onFailedAttempt, givingUp: onFailedAttempt)
+    }
+
+    /// `retry(_:onFailedAttempt:)`, telling `onRetry` of each failed
+    /// attempt a retry follows, and `givingUp` of the one none follows.
+    func retry(
+        _ policy: RetryPolicy,
+        onRetry: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?,
+        givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
+    ) -> Job<Success> {
         Job { controller in
             let started = Lock(0)
             let counted = Job { attempt in
@@ -178,7 +215,7 @@ extension Job {
             let retried = counted.retry(attempts: policy.attempts) { retry, error in
                 let wait = policy.delay(beforeRetry: retry, after: error)
                 if let wait {
-                    onFailedAttempt?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait))
+                    onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait))
                 }
                 return wait
             }
@@ -186,7 +223,7 @@ extension Job {
                 // The error no retry follows, whichever attempt it came from.
                 if case .failure(let error) = outcome, !(error is CancellationError), !controller.isCompleted {
                     let number = started.withLock { $0 }
-                    onFailedAttempt?(RetryPolicy.FailedAttempt(number: number, error: error, nextRetryIn: nil))
+                    givingUp?(RetryPolicy.FailedAttempt(number: number, error: error, nextRetryIn: nil))
                 }
                 controller.complete(with: outcome)
             }

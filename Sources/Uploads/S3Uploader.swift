@@ -23,10 +23,17 @@ import FoundationNetworking
 /// A file of ``multipartThreshold`` bytes or more goes up as a multipart
 /// upload: its parts, ``partSize`` bytes each but the last, are sent at
 /// most ``maxConcurrentParts`` at a time, each streamed from the file with a
-/// `Content-Length` and retried on its own as ``retry`` says, so only the
-/// parts that failed are sent again; then one request joins them. Smaller
-/// media, and media in memory, go up in one `PUT`. The receipt carries the
-/// object's `ETag` and its location.
+/// `Content-Length` and retried on its own, so only the parts that failed
+/// are sent again; then one request joins them. Smaller media, and media in
+/// memory, go up in one `PUT`. The receipt carries the object's `ETag` and
+/// its location.
+///
+/// Every request is retried by one policy: the one publishing hands it
+/// (``PublishOptions/retry``, through ``upload(_:attempts:progress:)``),
+/// or, for an upload made without one (`Job.uploading(video, using:
+/// uploader)`), ``retry``. Its jobs retry inside: give them a policy that
+/// way rather than wrapping them in `retry(_:)`, which would send each
+/// failing request again as many times over.
 ///
 /// A multipart upload can resume, in this process or in the next one after
 /// the app was killed: its state is kept in a small manifest in
@@ -35,8 +42,8 @@ import FoundationNetworking
 /// already holds and sends only the others. What happens to an upload that
 /// does not finish:
 ///
-/// - It failed with an error that ``retry`` counts as retryable (the
-///   network went away, and the retries ran out): nothing is discarded,
+/// - It failed with an error that the policy that retried it counts as
+///   retryable (the network went away, and the retries ran out): nothing is discarded,
 ///   and the manifest is kept for the next attempt to resume.
 /// - It was cancelled, or failed for good (a refused URL, a part list the
 ///   storage rejects, a file that changed since the upload began): the
@@ -49,10 +56,11 @@ import FoundationNetworking
 /// Progress counts bytes across all parts, parts already stored included,
 /// and never goes backwards, not even when a part is sent again.
 ///
-/// A time limit on a whole upload (``PublishOptions/uploadTimeout``, or
-/// `timeout(after:)`) cancels it when it runs out, which aborts it: give a
-/// large video a generous one, or none, and let the session's own timeouts
-/// catch a stalled request (which fails it transiently, and is resumed).
+/// The time limit of an attempt (``UploadAttempts/timeout``, publishing's
+/// ``PublishOptions/uploadTimeout``) applies to each request: a stalled
+/// part fails transiently and is sent again. A time limit on the whole
+/// upload (`timeout(after:)`) cancels it when it runs out, which aborts it:
+/// give a large video a generous one, or none.
 public final class S3Uploader: Uploader, Sendable {
     /// S3's smallest part, except the last: 5 MiB.
     public static let minimumPartSize: Int64 = 5 * 1024 * 1024
@@ -70,7 +78,9 @@ public final class S3Uploader: Uploader, Sendable {
     /// The most parts sent at once.
     public let maxConcurrentParts: Int
     /// How each request (a part, the creation, completion or listing of an
-    /// upload, a small object's `PUT`) is retried on its own.
+    /// upload, a small object's `PUT`) is retried on its own, when the
+    /// upload is made without a policy of its own
+    /// (``upload(_:progress:)``); publishing hands its own instead.
     public let retry: RetryPolicy
     let client: HTTPClient
 
@@ -89,8 +99,9 @@ public final class S3Uploader: Uploader, Sendable {
     ///     parts, to the size that fits.
     ///   - maxConcurrentParts: The most parts sent at once; 4 by default,
     ///     at least 1.
-    ///   - retry: How each request is retried on its own; transient errors
-    ///     only, 3 attempts, by default.
+    ///   - retry: How each request is retried on its own, in uploads made
+    ///     without a policy; transient errors only, 3 attempts, by
+    ///     default.
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
     ///     default.
     public init(
@@ -120,25 +131,57 @@ public final class S3Uploader: Uploader, Sendable {
     }
 
     /// A job that uploads `media` to the object its destination names, as
-    /// one `PUT` or as a multipart upload, and finishes with a receipt
-    /// carrying the object's `ETag` and location.
+    /// one `PUT` or as a multipart upload, each request retried as
+    /// ``retry`` says, and finishes with a receipt carrying the object's
+    /// `ETag` and location.
     ///
     /// Each performance of the job resumes the multipart upload of the same
     /// file and destination that an earlier one left, if there is one.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        transfer(media, attempts: UploadAttempts(retry: retry), progress: progress)
+    }
+
+    /// A job that uploads `media` as ``upload(_:progress:)`` does, with
+    /// each request retried as `attempts` says instead of ``retry``, and
+    /// each attempt of a request limited to its time limit. Publishing
+    /// uploads with this, and retries nothing around it.
+    public func upload(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        .metered(media, progress: progress) { transfer(media, attempts: attempts, progress: $0) }
+    }
+
+    /// The upload of `media`, each request retried as `attempts` says; its
+    /// failure told to `attempts` once, with no wait.
+    private func transfer(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
         Job { [self] controller in
+            let retries = RequestRetries(attempts)
             let size: Int64
             do {
                 size = try checkedSize(of: media)
             } catch {
+                retries.reportFailure(error)
                 controller.fail(with: error)
                 return
             }
-            guard case .file(let file) = media.content, size >= multipartThreshold else {
-                controller.perform(putObject(media, size: size, progress: progress)) { controller.complete(with: $0) }
-                return
+            let upload: Job<UploadReceipt> =
+                if case .file(let file) = media.content, size >= multipartThreshold {
+                    MultipartUpload(uploader: self, media: media, file: file, retries: retries, progress: progress).job
+                } else {
+                    putObject(media, size: size, retries: retries, progress: progress)
+                }
+            controller.perform(upload) { outcome in
+                if case .failure(let error) = outcome, !controller.isCompleted {
+                    retries.reportFailure(error)
+                }
+                controller.complete(with: outcome)
             }
-            MultipartUpload(uploader: self, media: media, file: file, progress: progress).start(controller)
         }
     }
 
@@ -146,6 +189,7 @@ public final class S3Uploader: Uploader, Sendable {
     private func putObject(
         _ media: Media,
         size: Int64,
+        retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
         let body: HTTPBody =
@@ -153,8 +197,8 @@ public final class S3Uploader: Uploader, Sendable {
             case .bytes(let data): .data(data)
             case .file(let file): .file(file, offset: 0, length: size)
             }
-        return send(.putObject(contentType: media.contentType), for: media, body: body, progress: progress).map {
-            answer in
+        let put = request(.putObject(contentType: media.contentType), for: media, body: body, progress: progress)
+        return retries.retrying(put, for: media).map { answer in
             var receipt = answer.receipt
             if receipt.header("Location") == nil {
                 receipt.headers["location"] = Self.withoutQuery(answer.url).absoluteString
@@ -163,16 +207,14 @@ public final class S3Uploader: Uploader, Sendable {
         }
     }
 
-    /// A job that asks the presigner for the URL of `operation` on the
-    /// object of `media`, then sends the request, and checks the answer
-    /// with `validate`; all of it retried as `retry` says (``retry`` by
-    /// default).
-    func send(
+    /// One attempt at `operation` on the object of `media`: asks the
+    /// presigner for its URL, sends the request, and checks the answer
+    /// with `validate`.
+    func request(
         _ operation: S3Operation,
         for media: Media,
         body: HTTPBody = .empty,
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
-        retry: RetryPolicy? = nil,
         validate: @escaping @Sendable (HTTPAnswer) throws -> Void = { _ in },
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
@@ -183,7 +225,7 @@ public final class S3Uploader: Uploader, Sendable {
             case .uploadPart: "application/octet-stream"
             default: operation.contentType
             }
-        let attempt = Job<URL>.task { [presigner] in
+        return Job<URL>.task { [presigner] in
             try await presigner.presignedURL(for: operation, object: media.destination)
         }.then { [client] url in
             var request = URLRequest(url: url)
@@ -197,7 +239,6 @@ public final class S3Uploader: Uploader, Sendable {
             try validate(answer)
             return answer
         }
-        return attempt.retry(retry ?? self.retry)
     }
 
     /// `url` without its query, where a presigned URL keeps its signature.

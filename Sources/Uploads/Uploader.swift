@@ -21,6 +21,12 @@ import JobKit
 /// of one job (a key made when `upload(_:progress:)` is called), as
 /// ``URLSessionUploader`` does, so that a retry after a lost answer is not
 /// stored twice.
+///
+/// An uploader that sends several requests per upload and retries each on
+/// its own, as ``S3Uploader`` does, also implements
+/// ``upload(_:attempts:progress:)``: publishing hands it its retries there,
+/// and retries nothing around it. An uploader that wraps another forwards
+/// both methods.
 public protocol Uploader: Sendable {
     /// A job that uploads `media` to its destination.
     ///
@@ -32,6 +38,28 @@ public protocol Uploader: Sendable {
     ///   destination holds the whole payload, and fails with an
     ///   ``UploadError`` otherwise.
     func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt>
+
+    /// A job that uploads `media` to its destination, retried as
+    /// `attempts` says and nowhere else, and named after it ("upload
+    /// video-2.mp4", with the bytes sent) in snapshots.
+    ///
+    /// By default, each attempt is a performance of
+    /// ``upload(_:progress:)``, retried whole
+    /// (``UploadAttempts/retrying(_:for:)``). An uploader that retries the
+    /// requests of an upload on its own uses `attempts` for each of them
+    /// instead, and tells ``UploadAttempts/onFailedAttempt`` once, with no
+    /// wait, when the upload fails.
+    ///
+    /// - Parameters:
+    ///   - media: What to upload and where.
+    ///   - attempts: The one owner of the upload's retries.
+    ///   - progress: Called as bytes go out, from any thread, with the
+    ///     bytes sent so far of this attempt.
+    func upload(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt>
 
     /// Checks, without uploading anything, that this uploader can upload to
     /// `destination`.
@@ -46,6 +74,16 @@ extension Uploader {
     /// Accepts every destination.
     public func validate(destination: URL) throws(UploadError) {}
 
+    /// Retries ``upload(_:progress:)`` whole, as `attempts` says, named
+    /// after the media.
+    public func upload(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        attempts.retrying(.metered(media, progress: progress) { upload(media, progress: $0) }, for: media)
+    }
+
     /// The size of `media`, once its destination and its bytes are known
     /// to be uploadable: what an upload checks before its first request.
     func checkedSize(of media: Media) throws(UploadError) -> Int64 {
@@ -57,6 +95,12 @@ extension Uploader {
     /// reports.
     public func upload(_ media: Media) -> Job<UploadReceipt> {
         upload(media, progress: { _ in })
+    }
+
+    /// A job that uploads `media` to its destination, retried as
+    /// `attempts` says, without progress reports.
+    public func upload(_ media: Media, attempts: UploadAttempts) -> Job<UploadReceipt> {
+        upload(media, attempts: attempts, progress: { _ in })
     }
 }
 

@@ -60,12 +60,31 @@ public final class FaultInjectingUploader: Uploader, Sendable {
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         let upload = base.upload(media, progress: progress)
         return Job { [self] controller in
-            let draw = generator.withLock { Double($0.next() >> 11) / Double(1 << 53) }
-            if draw < failureRate {
-                controller.fail(with: fault(media))
+            if let error = drawFault(for: media) {
+                controller.fail(with: error)
             } else {
                 controller.perform(upload) { controller.complete(with: $0) }
             }
         }
+    }
+
+    /// The base uploader's upload, retried as `attempts` says, with each
+    /// of its attempts failing with the fault at the set rate: for an
+    /// uploader that retries each request, each request's attempt.
+    public func upload(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        var faulty = attempts
+        let earlier = attempts.fault
+        faulty.fault = { [self] media in earlier?(media) ?? drawFault(for: media) }
+        return base.upload(media, attempts: faulty, progress: progress)
+    }
+
+    /// The fault, at the set rate; `nil` otherwise.
+    private func drawFault(for media: Media) -> (any Error)? {
+        let draw = generator.withLock { Double($0.next() >> 11) / Double(1 << 53) }
+        return draw < failureRate ? fault(media) : nil
     }
 }

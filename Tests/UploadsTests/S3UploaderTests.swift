@@ -518,12 +518,18 @@ extension LargeTransfers {
             let number: Int
         }
 
-        /// Starts the Playground; its output is discarded.
-        static func start(_ arguments: [String]) throws -> Process {
+        /// Starts the Playground; its output goes to `output`, or is
+        /// discarded.
+        static func start(_ arguments: [String], output: URL? = nil) throws -> Process {
             let process = Process()
             process.executableURL = try playgroundExecutable()
             process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
+            if let output {
+                _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+                process.standardOutput = try FileHandle(forWritingTo: output)
+            } else {
+                process.standardOutput = FileHandle.nullDevice
+            }
             process.standardError = FileHandle.nullDevice
             try process.run()
             return process
@@ -543,6 +549,40 @@ extension LargeTransfers {
             }
             watchdog.cancel()
             return status
+        }
+
+        @Test func aPartThatAlwaysFailsIsSentOnceAndThenOncePerRetryTheRunAllows() async throws {
+            let work = try TemporaryFolder()
+            defer { work.remove() }
+            try await S3Fixture.with { s3 in
+                // The run: `--retries 2`, one upload at a time, and
+                // part 2 of video-1 answering 500 every time. It used to be
+                // sent 9 times: the uploader's 3 attempts per attempt of
+                // publishing's 3.
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": "posts/beach-day/video-1.mp4", "partNumber": 2, "status": 500]
+                ])
+                let output = work.url.appendingPathComponent("output.txt")
+                let run = try Self.start(
+                    [
+                        "--s3", s3.baseURL.appendingPathComponent("presign").absoluteString, "--work-folder",
+                        work.url.path, "--retries", "2", "--concurrency", "1",
+                    ], output: output)
+                #expect(await Self.exit(of: run) != 0, "publishing failed")
+                let printed = try String(contentsOf: output, encoding: .utf8)
+                #expect(printed.contains("video-1.mp4: the server answered 500 Internal Server Error"))
+                #expect(printed.contains("retry 2 of 2 in"))
+                #expect(printed.contains("no retries left"))
+                #expect(
+                    printed.contains("When it failed, these were running, and were cancelled:\n    publish (running)\n")
+                )
+                #expect(!printed.contains("upload video-1.mp4"), "the error line names the upload that failed")
+                let parts = try await s3.requests().filter {
+                    $0.operation == "uploadPart" && $0.key == "posts/beach-day/video-1.mp4"
+                }
+                #expect(parts.filter { $0.partNumber == 2 }.count == 3)
+                #expect(parts.filter { $0.partNumber == 1 }.count == 1)
+            }
         }
 
         @Test func aKilledRunIsResumedByTheNextOneWhichSendsOnlyTheMissingParts() async throws {

@@ -133,6 +133,17 @@ struct UploadsDocExamplesTests {
         #expect(receipt.destination == video.media.destination)
     }
 
+    @Test func uploadAttemptsExample() async throws {
+        let video = Video(bytes: Data("v".utf8), destination: URL(string: "https://uploads.example.com/v.mp4")!)
+        let uploader = InMemoryUploader()
+        // BEGIN DOC
+        let attempts = UploadAttempts(retry: RetryPolicy(attempts: 4), timeout: .seconds(60))
+        let receipt = try await uploader.upload(video.media, attempts: attempts).value
+        // END DOC
+        #expect(receipt.destination == video.media.destination)
+        #expect(uploader.uploads.count == 1)
+    }
+
     @Test func publishOptionsExamples() throws {
         // BEGIN DOC
         let options = PublishOptions(

@@ -36,14 +36,22 @@ final class MultipartUpload: Sendable {
     }
 
     private let uploader: S3Uploader
+    private let retries: RequestRetries
     private let media: Media
     private let file: URL
     private let manifestLocation: URL
     private let progress: PartProgress
     private let state = Lock(State())
 
-    init(uploader: S3Uploader, media: Media, file: URL, progress: @escaping @Sendable (UploadProgress) -> Void) {
+    init(
+        uploader: S3Uploader,
+        media: Media,
+        file: URL,
+        retries: RequestRetries,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) {
         self.uploader = uploader
+        self.retries = retries
         self.media = media
         self.file = file
         manifestLocation = MultipartManifest.location(
@@ -51,8 +59,13 @@ final class MultipartUpload: Sendable {
         self.progress = PartProgress(report: progress)
     }
 
+    /// A job that runs the upload.
+    var job: Job<UploadReceipt> {
+        Job { [self] controller in start(controller) }
+    }
+
     /// Runs the upload and reports its outcome to `controller`.
-    func start(_ controller: Job<UploadReceipt>.Controller) {
+    private func start(_ controller: Job<UploadReceipt>.Controller) {
         let identity: FileIdentity
         do {
             identity = try FileIdentity.of(file)
@@ -77,9 +90,9 @@ final class MultipartUpload: Sendable {
             case .success:
                 settle()
                 controller.complete(with: outcome)
-            case .failure(let error) where error is CancellationError || uploader.retry.isRetryable(error):
-                // Cancelled: `onCancel` discards it. Retryable: kept, for
-                // the next attempt to resume.
+            case .failure(let error) where error is CancellationError || retries.attempts.retry.isRetryable(error):
+                // Cancelled: `onCancel` discards it. Retryable by the policy
+                // that retried it: kept, for the next attempt to resume.
                 controller.complete(with: outcome)
             case .failure:
                 // For good: discarded before the job fails. Not a child of
@@ -140,7 +153,8 @@ final class MultipartUpload: Sendable {
     /// creates is then known, and discarded, rather than left behind.
     private func create(_ identity: FileIdentity) -> Job<Plan> {
         let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
-        let creation = uploader.send(.createMultipartUpload(contentType: media.contentType), for: media)
+        let creation = retries.retrying(
+            uploader.request(.createMultipartUpload(contentType: media.contentType), for: media), for: media)
         return Job { [self] controller in
             let queue = controller.queue
             creation.perform(on: queue) { [self] outcome in
@@ -178,7 +192,9 @@ final class MultipartUpload: Sendable {
 
     /// Every part the storage holds of `uploadID`, page after page.
     private func listParts(_ uploadID: String, after marker: Int? = nil) -> Job<[Int: (size: Int64, etag: String)]> {
-        uploader.send(.listParts(uploadID: uploadID, partNumberMarker: marker), for: media, answerLimit: 4 << 20)
+        let list = uploader.request(
+            .listParts(uploadID: uploadID, partNumberMarker: marker), for: media, answerLimit: 4 << 20)
+        return retries.retrying(list, for: media)
             .then { [self] answer in
                 // S3 names the root ListPartsResult; some implementations,
                 // moto among them, ListPartsResponse.
@@ -205,11 +221,12 @@ final class MultipartUpload: Sendable {
     private func sendParts(_ plan: Plan) -> Job<[Int: String]> {
         let missing = plan.parts.filter { plan.stored[$0.number] == nil }
         let sends = missing.map { part in
-            uploader.send(
+            let send = uploader.request(
                 .uploadPart(uploadID: plan.uploadID, partNumber: part.number), for: media,
                 body: .file(file, offset: part.offset, length: part.length),
                 progress: { [progress] in progress.update(part: part.number, bytesSent: $0.bytesSent) }
-            ).map { [self] answer in
+            )
+            return retries.retrying(send.named("part \(part.number)"), for: media).map { [self] answer in
                 guard let etag = answer.receipt.etag else {
                     throw UploadError.invalidAnswer(media.destination, reason: "no ETag for part \(part.number)")
                 }
@@ -229,14 +246,15 @@ final class MultipartUpload: Sendable {
     /// Joins the parts into the object.
     private func complete(_ uploadID: String, _ etags: [Int: String]) -> Job<UploadReceipt> {
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        return uploader.send(
+        let completion = uploader.request(
             .completeMultipartUpload(uploadID: uploadID), for: media, body: .data(body), answerLimit: 64 << 10,
             // S3 may answer 200 with an error in the body (InternalError,
             // say, which is worth another attempt).
             validate: { answer in
                 if S3XML.error(in: answer.body) != nil { throw UploadError.httpStatus(answer.receipt) }
             }
-        ).map { [media] answer in
+        )
+        return retries.retrying(completion, for: media).map { [media] answer in
             // S3 names the root CompleteMultipartUploadResult; moto,
             // CompleteMultipartUploadResponse.
             guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
@@ -290,7 +308,7 @@ final class MultipartUpload: Sendable {
             return uploadID
         }
         guard let uploadID else { return nil }
-        return uploader.send(.abortMultipartUpload(uploadID: uploadID), for: media, retry: .never)
+        return uploader.request(.abortMultipartUpload(uploadID: uploadID), for: media)
             .discardingValue()
             .recover { _ in }
     }

@@ -48,14 +48,6 @@ final class PublishProgressTracker: Sendable {
         }
     }
 
-    /// The most upload `index` has sent in any attempt, and its size.
-    func progress(of index: Int) -> UploadProgress {
-        state.withLock { state in
-            let upload = state.progress.uploads[index]
-            return UploadProgress(bytesSent: upload.bytesSent, bytesTotal: upload.bytesTotal)
-        }
-    }
-
     /// Upload `index`, whose size was not known at first, is `size` bytes.
     func setSize(_ index: Int, to size: Int64) {
         changeAndDeliver { progress in

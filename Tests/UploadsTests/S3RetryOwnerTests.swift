@@ -1,0 +1,122 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+extension LargeTransfers {
+    /// Publishing to moto's S3 server through the project's backend, which
+    /// counts the requests for each part: every request is retried by
+    /// publishing's policy alone, handed to the `S3Uploader`.
+    @Suite(
+        "One owner per retry on S3", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason),
+        .serialized)
+    struct S3RetryOwnerTests {
+        static let videoKey = "posts/owner/video.mp4"
+
+        /// A post of one video of three parts (see `S3UploaderTests`).
+        static func post(_ file: URL) -> Post {
+            Post(
+                text: "one owner",
+                videos: [S3UploaderTests.video(file, key: videoKey)],
+                destination: URL(string: "https://media.example.com/posts/owner.json")!)
+        }
+
+        /// An uploader whose own policy would try five times: publishing's
+        /// must be the one that counts.
+        static func uploader(_ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int) -> S3Uploader {
+            S3UploaderTests.uploader(
+                s3, folder: folder, concurrentParts: concurrentParts,
+                retry: RetryPolicy(attempts: 5, initialDelay: .milliseconds(5)))
+        }
+
+        /// Publishing's options: three attempts, waits of milliseconds,
+        /// each failed attempt noted in `told` as its number and whether a
+        /// retry follows.
+        static func options(told: LockedValue<[String]>) -> PublishOptions {
+            PublishOptions(
+                retry: RetryPolicy(attempts: 3, initialDelay: .milliseconds(20)),
+                onFailedAttempt: { destination, attempt in
+                    let next = attempt.nextRetryIn == nil ? "gives up" : "retried"
+                    told.withValue { $0.append("\(destination.lastPathComponent) #\(attempt.number) \(next)") }
+                })
+        }
+
+        /// How many requests each part of the video got.
+        static func partRequests(_ s3: S3Fixture) async throws -> [Int: Int] {
+            try await s3.requests().filter { $0.operation == "uploadPart" && $0.key == videoKey }
+                .reduce(into: [:]) { counts, request in counts[request.partNumber ?? 0, default: 0] += 1 }
+        }
+
+        @Test func aPartThatAlwaysFailsIsSentAsOftenAsPublishingAllowsAndTheUploadIsKept() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 500]
+                ])
+                let told = LockedValue<[String]>([])
+                let publishing = Job.publishing(
+                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 1),
+                    options: Self.options(told: told))
+                let error = await #expect(throws: UploadError.self) {
+                    try await withTimeLimit(.seconds(60), performing: publishing, on: DispatchQueue.global())
+                }
+
+                #expect(try await Self.partRequests(s3) == [1: 1, 2: 3], "part 2: three attempts in all, not 3 × 3")
+                #expect(error?.localizedDescription.contains("500") == true, "\(String(describing: error))")
+                #expect(told.value == ["video.mp4 #1 retried", "video.mp4 #2 retried", "video.mp4 #3 gives up"])
+                let requests = try await s3.requests()
+                #expect(requests.filter { $0.operation == "createMultipartUpload" }.count == 1)
+                #expect(!requests.contains { $0.operation == "abortMultipartUpload" }, "a 500 can pass: kept")
+                #expect(!requests.contains { $0.operation == "putObject" }, "no post without its media")
+                #expect(try await s3.uploads().count == 1)
+                #expect(S3UploaderTests.manifests(folder).count == 1, "kept for the next attempt to resume")
+            }
+        }
+
+        @Test func aPartThatFailsOnceIsSentTwiceAndTheRestOfTheUploadGoesOn() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 500, "times": 1]
+                ])
+                let told = LockedValue<[String]>([])
+                let publishing = Job.publishing(
+                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 4),
+                    options: Self.options(told: told))
+                let published = try await withTimeLimit(
+                    .seconds(60), performing: publishing, on: DispatchQueue.global())
+
+                #expect(try await Self.partRequests(s3) == [1: 1, 2: 2, 3: 1])
+                #expect(told.value == ["video.mp4 #1 retried"])
+                let object = try await s3.object(Self.videoKey)
+                #expect(object.sha256 == (try await sha256(of: file)))
+                #expect(published.media.first?.etag == object.etag)
+                let requests = try await s3.requests()
+                #expect(requests.filter { $0.operation == "createMultipartUpload" }.count == 1)
+                #expect(requests.filter { $0.operation == "putObject" }.map(\.key) == ["posts/owner.json"])
+                #expect(S3UploaderTests.manifests(folder).isEmpty)
+            }
+        }
+
+        @Test func aFailureThePolicyThatRetriedCallsForGoodAbortsTheUpload() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 500]
+                ])
+                var options = Self.options(told: LockedValue([]))
+                // The uploader's own policy would retry a 500, and keep the
+                // upload; publishing's, which retried it, calls it final.
+                options.retry.isRetryable = { _ in false }
+                let publishing = Job.publishing(
+                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 1), options: options)
+                await #expect(throws: UploadError.self) {
+                    try await withTimeLimit(.seconds(60), performing: publishing, on: DispatchQueue.global())
+                }
+
+                #expect(try await Self.partRequests(s3) == [1: 1, 2: 1])
+                #expect(try await s3.requests().last?.operation == "abortMultipartUpload")
+                #expect(try await s3.uploads().isEmpty)
+                #expect(S3UploaderTests.manifests(folder).isEmpty)
+            }
+        }
+    }
+}
