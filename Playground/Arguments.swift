@@ -36,10 +36,12 @@ struct Arguments {
                              at URL (POST {"operation", "key", ...} answered {"url": ...}); videos
                              go up as multipart uploads that a new run resumes if one is killed
           --concurrency N    media uploads at once (default 3)
-          --retries N        retries per upload whose failure can pass (timed out, connection lost,
-                             HTTP 408, 429, 500, 502, 503, 504), with jittered backoff (default 2)
-          --timeout SECONDS  time limit of one upload attempt (default: none)
-          --fail-rate P      fail this share of upload attempts on purpose, 0 to 1 (default 0)
+          --retries N        retries per upload (with --s3, per request) whose failure can pass (timed
+                             out, connection lost, HTTP 408, 429, 500, 502, 503, 504), with jittered
+                             backoff (default 2)
+          --timeout SECONDS  time limit of one attempt of an upload (with --s3, of a request)
+                             (default: none)
+          --fail-rate P      fail this share of attempts on purpose, 0 to 1 (default 0)
           --seed N           seed for --fail-rate and the retries' jitter (default 1)
           --output DIR       upload into DIR instead of a temporary folder, and keep it
           --keep             keep the temporary folder of a successful run (removed by default)

@@ -144,6 +144,10 @@ extension Job where Success == PublishReceipt {
     /// publish ▸ group 2/9 ▸ retry 1/3 ▸ upload video-2.mp4 (running, 4.2 of 18 MB sent)
     /// ```
     ///
+    /// (With an ``S3Uploader``, which retries each request, the retries are
+    /// inside: `publish ▸ group 2/9 ▸ upload video-2.mp4 (…) ▸ group 1/3 ▸
+    /// retry 2/3 ▸ part 2 (running)`.)
+    ///
     /// To tell posts apart, name the job again (`.named("publish
     /// beach-day")`): the outer name wins.
     ///
@@ -163,7 +167,8 @@ extension Job where Success == PublishReceipt {
     /// - Parameters:
     ///   - post: The post and its media.
     ///   - uploader: Where they go.
-    ///   - options: Concurrency, retries and the time limit per upload.
+    ///   - options: Concurrency, retries and the time limit per attempt
+    ///     (see ``PublishOptions/uploadTimeout``).
     ///   - progress: Called with the progress of the whole post, weighted by
     ///     bytes, whenever it moves forward: one call at a time, from any
     ///     thread, never backwards, reaching 100% only on success.

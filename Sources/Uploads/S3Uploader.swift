@@ -164,6 +164,7 @@ public final class S3Uploader: Uploader, Sendable {
             let retries = RequestRetries(attempts)
             let size: Int64
             do {
+                try attempts.validate()
                 size = try checkedSize(of: media)
             } catch {
                 retries.reportFailure(error)

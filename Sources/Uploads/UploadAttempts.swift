@@ -30,8 +30,8 @@ public struct UploadAttempts: Sendable {
     /// default); no limit when `nil`.
     public var timeout: Duration?
     /// Told of each failed attempt but a cancelled one, from the thread it
-    /// failed on: with the wait before the retry that follows it, and once
-    /// more, with no wait, when the upload fails.
+    /// failed on, with the wait before the retry that follows it; the last
+    /// one, which no retry follows, with none.
     public var onFailedAttempt: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
     /// Runs before each attempt and fails it with the error it returns:
     /// the injected faults of `FaultInjectingUploader`.
@@ -54,34 +54,52 @@ public struct UploadAttempts: Sendable {
         self.onFailedAttempt = onFailedAttempt
     }
 
-    /// One attempt, no time limit, nobody told: for requests that are sent
-    /// once whatever happens.
-    static var once: UploadAttempts { UploadAttempts(retry: .never) }
-
     /// A job that performs `attempt`, an attempt at uploading `media` (the
     /// whole upload, or one of its requests), as these attempts say: each
     /// performance limited to ``timeout``, performed again as ``retry``
-    /// says, each failure told to ``onFailedAttempt``.
+    /// says, each failure told to ``onFailedAttempt``, the last one with no
+    /// wait.
     ///
     /// A bare `URLError` becomes ``UploadError/network(_:_:)`` naming
     /// the media's destination, and a time limit reached
-    /// ``UploadError/timedOut(_:after:)``. An uploader that retries its
-    /// requests itself wraps each request in this; any other wraps its
+    /// ``UploadError/timedOut(_:after:)``. Fewer than one attempt, or a
+    /// time limit that is not above zero, fails with
+    /// `JobError.invalidArgument` before anything is performed.
+    ///
+    /// An uploader that retries its requests itself wraps each request in
+    /// this, so each request's last failure is told; any other wraps its
     /// whole upload, as the default ``Uploader/upload(_:attempts:progress:)``
     /// does.
     public func retrying<Success: Sendable>(_ attempt: Job<Success>, for media: Media) -> Job<Success> {
-        retrying(attempt, for: media, givingUp: onFailedAttempt)
+        retrying(attempt, for: media, givingUp: onFailedAttempt, stopping: nil)
     }
 
     /// `retrying(_:for:)`, with the last failed attempt, the one no retry
-    /// follows, told to `givingUp` rather than to ``onFailedAttempt``.
+    /// follows, told to `givingUp` rather than to ``onFailedAttempt``; and
+    /// no retry, nor any report, once `stopping` says so.
     func retrying<Success: Sendable>(
         _ attempt: Job<Success>,
         for media: Media,
-        givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
+        givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?,
+        stopping: (@Sendable () -> Bool)?
     ) -> Job<Success> {
+        do {
+            try validate()
+        } catch {
+            return .failed(error)
+        }
         let destination = media.destination
-        var limited = attempt.mapError { error in
+        var limited = attempt
+        if let fault {
+            limited = Job { controller in
+                if let error = fault(media) {
+                    controller.fail(with: error)
+                } else {
+                    controller.perform(attempt) { controller.complete(with: $0) }
+                }
+            }
+        }
+        limited = limited.mapError { error in
             (error as? URLError).map { UploadError.network(destination, $0) } ?? error
         }
         if let limit = timeout {
@@ -89,17 +107,29 @@ public struct UploadAttempts: Sendable {
                 error as? JobError == .timedOut ? UploadError.timedOut(destination, after: limit) : error
             }
         }
-        if let fault {
-            let unfaulted = limited
-            limited = Job { controller in
-                if let error = fault(media) {
-                    controller.fail(with: error)
-                } else {
-                    controller.perform(unfaulted) { controller.complete(with: $0) }
+        var policy = retry
+        var onRetry = onFailedAttempt
+        if let stopping {
+            let isRetryable = retry.isRetryable
+            policy.isRetryable = { error in !stopping() && isRetryable(error) }
+            if let told = onFailedAttempt {
+                onRetry = { attempt in
+                    if !stopping() { told(attempt) }
                 }
             }
         }
-        return limited.retry(retry, onRetry: onFailedAttempt, givingUp: givingUp)
+        return limited.retry(policy, onRetry: onRetry, givingUp: givingUp)
+    }
+
+    /// Throws when these attempts cannot be made: fewer than one, or a
+    /// time limit that is not above zero.
+    func validate() throws(JobError) {
+        guard retry.attempts >= 1 else {
+            throw .invalidArgument("retry.attempts must be at least 1, got \(retry.attempts)")
+        }
+        if let limit = timeout, limit <= .zero {
+            throw .invalidArgument("the time limit of an attempt must be above zero, got \(limit)")
+        }
     }
 }
 

@@ -46,9 +46,8 @@ public protocol Uploader: Sendable {
     /// By default, each attempt is a performance of
     /// ``upload(_:progress:)``, retried whole
     /// (``UploadAttempts/retrying(_:for:)``). An uploader that retries the
-    /// requests of an upload on its own uses `attempts` for each of them
-    /// instead, and tells ``UploadAttempts/onFailedAttempt`` once, with no
-    /// wait, when the upload fails.
+    /// requests of an upload on its own wraps each of them in
+    /// ``UploadAttempts/retrying(_:for:)`` instead.
     ///
     /// - Parameters:
     ///   - media: What to upload and where.

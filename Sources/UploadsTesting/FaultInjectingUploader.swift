@@ -70,7 +70,10 @@ public final class FaultInjectingUploader: Uploader, Sendable {
 
     /// The base uploader's upload, retried as `attempts` says, with each
     /// of its attempts failing with the fault at the set rate: for an
-    /// uploader that retries each request, each request's attempt.
+    /// uploader that retries each request, each request's attempt. The
+    /// faults go into the attempts that the base makes through
+    /// `UploadAttempts.retrying(_:for:)`, as every uploader of this package
+    /// does.
     public func upload(
         _ media: Media,
         attempts: UploadAttempts,

@@ -94,6 +94,37 @@ struct RetryOwnerTests {
         #expect(String(decoding: receipt.body, as: UTF8.self) == "injected fault")
     }
 
+    @Test func anInjectedURLErrorNamesTheDestinationAsAnyNetworkFailureDoes() throws {
+        let queue = TestQueue()
+        let uploader = FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: 1) { _ in
+            URLError(.notConnectedToInternet)
+        }
+        let photo = Photo(bytes: Data(count: 10), destination: destination("offline.jpg"))
+        let recorder = OutcomeRecorder()
+        uploader.upload(photo.media, attempts: UploadAttempts(retry: .never)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+
+        #expect(
+            recorder.error as? UploadError
+                == .network(photo.media.destination, URLError(.notConnectedToInternet)))
+    }
+
+    @Test(arguments: [
+        (UploadAttempts(retry: RetryPolicy(attempts: 0)), "retry.attempts must be at least 1, got 0"),
+        (UploadAttempts(timeout: .zero), "the time limit of an attempt must be above zero, got 0.0 seconds"),
+    ])
+    func attemptsThatCannotBeMadeFailBeforeAnythingIsSent(attempts: UploadAttempts, message: String) throws {
+        let queue = TestQueue()
+        let uploader = InMemoryUploader()
+        let photo = Photo(bytes: Data(count: 10), destination: destination("a.jpg"))
+        let recorder = OutcomeRecorder()
+        uploader.upload(photo.media, attempts: attempts).perform(on: queue, then: recorder.handler)
+        try queue.run()
+
+        #expect(recorder.error as? JobError == .invalidArgument(message))
+        #expect(uploader.startedDestinations.isEmpty)
+    }
+
     @Test func theUploadsNameStaysInsideTheRetryOfAnUploaderRetriedWhole() throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))

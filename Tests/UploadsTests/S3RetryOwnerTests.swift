@@ -73,15 +73,36 @@ extension LargeTransfers {
             }
         }
 
-        @Test func aPartThatFailsOnceIsSentTwiceAndTheRestOfTheUploadGoesOn() async throws {
+        /// How the first attempt of part 2 fails.
+        enum FirstFailure: String, CaseIterable, Sendable {
+            /// The storage answers 500.
+            case internalError
+            /// The storage holds it 30 s, past the time limit of an attempt.
+            case heldPastTheTimeLimit
+
+            var rule: [String: any Sendable] {
+                var rule: [String: any Sendable] = [
+                    "operation": "uploadPart", "key": videoKey, "partNumber": 2, "times": 1,
+                ]
+                switch self {
+                case .internalError: rule["status"] = 500
+                case .heldPastTheTimeLimit: rule["holdFor"] = 30
+                }
+                return rule
+            }
+        }
+
+        @Test(arguments: FirstFailure.allCases)
+        func aPartThatFailsOnceIsSentTwiceAndTheRestOfTheUploadGoesOn(failure: FirstFailure) async throws {
             try await S3UploaderTests.withStorage { s3, folder, file in
-                try await s3.setRules([
-                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 500, "times": 1]
-                ])
+                try await s3.setRules([failure.rule])
                 let told = LockedValue<[String]>([])
+                var options = Self.options(told: told)
+                if failure == .heldPastTheTimeLimit {
+                    options.uploadTimeout = .seconds(5)
+                }
                 let publishing = Job.publishing(
-                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 4),
-                    options: Self.options(told: told))
+                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 4), options: options)
                 let published = try await withTimeLimit(
                     .seconds(60), performing: publishing, on: DispatchQueue.global())
 
@@ -100,9 +121,11 @@ extension LargeTransfers {
         @Test func aFailureThePolicyThatRetriedCallsForGoodAbortsTheUpload() async throws {
             try await S3UploaderTests.withStorage { s3, folder, file in
                 try await s3.setRules([
-                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 500]
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 500],
+                    ["operation": "abortMultipartUpload", "status": 500],
                 ])
-                var options = Self.options(told: LockedValue([]))
+                let told = LockedValue<[String]>([])
+                var options = Self.options(told: told)
                 // The uploader's own policy would retry a 500, and keep the
                 // upload; publishing's, which retried it, calls it final.
                 options.retry.isRetryable = { _ in false }
@@ -113,8 +136,12 @@ extension LargeTransfers {
                 }
 
                 #expect(try await Self.partRequests(s3) == [1: 1, 2: 1])
-                #expect(try await s3.requests().last?.operation == "abortMultipartUpload")
-                #expect(try await s3.uploads().isEmpty)
+                let requests = try await s3.requests()
+                #expect(requests.last?.operation == "abortMultipartUpload")
+                #expect(
+                    requests.filter { $0.operation == "abortMultipartUpload" }.count == 1,
+                    "an abort is sent once, whatever it is answered")
+                #expect(told.value == ["video.mp4 #1 gives up"], "the abort's failure is not the upload's")
                 #expect(S3UploaderTests.manifests(folder).isEmpty)
             }
         }

@@ -80,6 +80,7 @@ final class MultipartUpload: Sendable {
             // it has an ID yet, is then discarded in the background. (One
             // still being created is discarded once its ID comes back.)
             state.withLock { $0.cancelled = true }
+            retries.cancel()
             discard()?.perform(on: queue) { _ in }
         }
         let upload = prepare(identity).then { [self] plan in
@@ -150,7 +151,10 @@ final class MultipartUpload: Sendable {
     /// Creates the upload and saves its manifest.
     ///
     /// The request is not cancelled with the job: an upload the storage
-    /// creates is then known, and discarded, rather than left behind.
+    /// creates is then known, and discarded, rather than left behind. (It
+    /// is no longer retried once the job is cancelled. A time limit on an
+    /// attempt still cancels it, as a lost connection would end it: an
+    /// upload created then is left to the bucket's lifecycle rules.)
     private func create(_ identity: FileIdentity) -> Job<Plan> {
         let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
         let creation = retries.retrying(
@@ -308,9 +312,13 @@ final class MultipartUpload: Sendable {
             return uploadID
         }
         guard let uploadID else { return nil }
-        return uploader.request(.abortMultipartUpload(uploadID: uploadID), for: media)
-            .discardingValue()
-            .recover { _ in }
+        var abort = uploader.request(.abortMultipartUpload(uploadID: uploadID), for: media).discardingValue()
+        if let limit = retries.attempts.timeout {
+            // A failed upload completes once its abort did: never later than
+            // the time limit of an attempt.
+            abort = abort.timeout(after: limit)
+        }
+        return abort.recover { _ in }
     }
 
     // MARK: - Arithmetic

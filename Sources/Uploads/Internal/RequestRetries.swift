@@ -10,6 +10,9 @@ final class RequestRetries: Sendable {
     /// The number of the last attempt of the latest request that gave up:
     /// how many attempts the failure the upload ends with took.
     private let lastGivenUp = Lock(1)
+    /// The upload was cancelled: a request that goes on (its creation)
+    /// is no longer retried, nor reported.
+    private let isCancelled = Lock(false)
 
     init(_ attempts: UploadAttempts) {
         self.attempts = attempts
@@ -18,9 +21,17 @@ final class RequestRetries: Sendable {
     /// `request`, an attempt at one request of the upload of `media`,
     /// retried as ``attempts`` says.
     func retrying<Success: Sendable>(_ request: Job<Success>, for media: Media) -> Job<Success> {
-        attempts.retrying(request, for: media) { [self] attempt in
-            lastGivenUp.withLock { $0 = attempt.number }
-        }
+        attempts.retrying(
+            request, for: media,
+            givingUp: { [self] attempt in lastGivenUp.withLock { $0 = attempt.number } },
+            stopping: { [self] in isCancelled.withLock { $0 } }
+        )
+    }
+
+    /// The upload was cancelled: from now on, no request is retried or
+    /// reported.
+    func cancel() {
+        isCancelled.withLock { $0 = true }
     }
 
     /// Tells ``attempts`` that the upload failed with `error`, unless it was
