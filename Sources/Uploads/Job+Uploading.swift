@@ -13,13 +13,17 @@ extension Job where Success == UploadReceipt {
     /// - Parameters:
     ///   - photo: The photo.
     ///   - uploader: Where it goes: a server, a folder, memory.
+    ///   - attempts: How the upload is retried, by the uploader alone; when
+    ///     `nil`, as the uploader does by itself: not at all, or for an
+    ///     ``S3Uploader``, each request as its ``S3Uploader/retry`` says.
     ///   - progress: Called as bytes go out, from any thread.
     public static func uploading(
         _ photo: Photo,
         using uploader: any Uploader,
+        attempts: UploadAttempts? = nil,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        .metered(photo.media, progress: progress) { uploader.upload(photo.media, progress: $0) }
+        .upload(photo.media, using: uploader, attempts: attempts, progress: progress)
     }
 
     /// A job that uploads `video` with `uploader`, streaming it from its
@@ -31,13 +35,17 @@ extension Job where Success == UploadReceipt {
     /// - Parameters:
     ///   - video: The video.
     ///   - uploader: Where it goes: a server, a folder, memory.
+    ///   - attempts: How the upload is retried, by the uploader alone; when
+    ///     `nil`, as the uploader does by itself: not at all, or for an
+    ///     ``S3Uploader``, each request as its ``S3Uploader/retry`` says.
     ///   - progress: Called as bytes go out, from any thread.
     public static func uploading(
         _ video: Video,
         using uploader: any Uploader,
+        attempts: UploadAttempts? = nil,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        .metered(video.media, progress: progress) { uploader.upload(video.media, progress: $0) }
+        .upload(video.media, using: uploader, attempts: attempts, progress: progress)
     }
 
     /// A job that uploads the post's own document, and not its media.
@@ -54,19 +62,36 @@ extension Job where Success == UploadReceipt {
     ///   - receipts: The receipts of its media, photos first; none by
     ///     default, which names each medium by its destination.
     ///   - uploader: Where it goes: a server, a folder, memory.
+    ///   - attempts: How the upload is retried, by the uploader alone; when
+    ///     `nil`, as the uploader does by itself.
     ///   - progress: Called as bytes go out, from any thread.
     public static func uploading(
         _ post: Post,
         receipts: [UploadReceipt] = [],
         using uploader: any Uploader,
+        attempts: UploadAttempts? = nil,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
         do {
-            let document = try post.document(receipts: receipts)
-            return .metered(document, progress: progress) { uploader.upload(document, progress: $0) }
+            return .upload(
+                try post.document(receipts: receipts), using: uploader, attempts: attempts, progress: progress)
         } catch {
             return .failed(error)
         }
+    }
+
+    /// `uploader`'s upload of `media`, named and metered, retried as
+    /// `attempts` say or as the uploader does by itself.
+    private static func upload(
+        _ media: Media,
+        using uploader: any Uploader,
+        attempts: UploadAttempts?,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        guard let attempts else {
+            return .metered(media, progress: progress) { uploader.upload(media, progress: $0) }
+        }
+        return uploader.upload(media, attempts: attempts, progress: progress)
     }
 }
 

@@ -48,13 +48,18 @@ import FoundationNetworking
 ///   (`Job.uploading(video, using: uploader)`). Whether a multipart upload
 ///   that failed is kept to resume is judged by that same policy.
 /// - Other uploaders (``URLSessionUploader``, ``DirectoryUploader``) retry
-///   nothing themselves: publishing retries their whole upload, and
-///   outside publishing, `retry(_:onFailedAttempt:)` does.
+///   nothing themselves: publishing retries their whole upload.
+/// - Outside publishing, hand the uploader the policy, and it retries as
+///   publishing would have it:
+///
+/// ```swift
+/// let attempts = UploadAttempts(retry: RetryPolicy(attempts: 5))
+/// let receipt = try await Job.uploading(video, using: uploader, attempts: attempts).value
+/// ```
 ///
 /// Wrapping the job of an uploader that retries inside in
-/// `retry(_:onFailedAttempt:)` makes a second owner: each failing request
-/// is then sent `attempts × attempts` times. Hand it the policy instead:
-/// `uploader.upload(media, attempts: UploadAttempts(retry: policy))`.
+/// `retry(_:onFailedAttempt:)` instead makes a second owner: each failing
+/// request is then sent `attempts × attempts` times.
 public struct RetryPolicy: Sendable {
     /// The most attempts per upload, the first one included; at least 1.
     public var attempts: Int
@@ -178,13 +183,14 @@ extension Job {
     /// A job that performs this job and retries it as `policy` says: only
     /// errors it finds retryable, with its waits between attempts.
     ///
-    /// Not for the job of an uploader that retries its requests itself
-    /// (``S3Uploader``): hand it the policy with
-    /// ``Uploader/upload(_:attempts:progress:)`` (see "Who retries what"
-    /// above).
+    /// For a job that is not an upload, such as a call to the app's own
+    /// backend. An upload is retried by its uploader, handed the policy as
+    /// ``UploadAttempts`` (see "Who retries what" above): an
+    /// ``S3Uploader``'s job, wrapped in this, would send each failing
+    /// request again as many times over.
     ///
     /// ```swift
-    /// let receipt = try await Job.uploading(video, using: uploader).retry(RetryPolicy(attempts: 5)).value
+    /// let token = try await Job.task { try await api.uploadToken() }.retry(RetryPolicy(attempts: 3)).value
     /// ```
     ///
     /// - Parameters:

@@ -30,9 +30,9 @@ import FoundationNetworking
 ///
 /// Every request is retried by one policy: the one publishing hands it
 /// (``PublishOptions/retry``, through ``upload(_:attempts:progress:)``),
-/// or, for an upload made without one (`Job.uploading(video, using:
-/// uploader)`), ``retry``. Its jobs retry inside: give them a policy that
-/// way rather than wrapping them in `retry(_:)`, which would send each
+/// or to `Job.uploading(video, using: uploader, attempts:)`), or, for an
+/// upload made without one, ``retry``. Its jobs retry inside: hand them a
+/// policy rather than wrapping them in `retry(_:)`, which would send each
 /// failing request again as many times over.
 ///
 /// A multipart upload can resume, in this process or in the next one after

@@ -33,6 +33,21 @@ struct RetryOwnerTests {
         #expect(uploader.attemptsGiven.value.map(\.timeout) == [.seconds(9)])
     }
 
+    @Test func anUploadJobHandsItsAttemptsToTheUploader() throws {
+        let queue = TestQueue()
+        let uploader = SelfRetryingUploader()
+        let video = Video(bytes: Data(count: 10), destination: destination("video-1.mp4"))
+        let recorder = OutcomeRecorder()
+        let attempts = UploadAttempts(retry: Self.policy(attempts: 2))
+        Job.uploading(video, using: uploader, attempts: attempts).perform(on: queue, then: recorder.handler)
+
+        try queue.advance(by: .seconds(1))
+        #expect(uploader.performances.value == 1)
+        #expect(uploader.attemptsGiven.value.map(\.retry.attempts) == [2])
+        #expect(uploader.requestsSent.value == 2)
+        #expect(recorder.error as? UploadError == Self.unavailable)
+    }
+
     @Test func anUploaderThatDoesNotRetryItselfIsRetriedWholeAndToldOfEachFailure() throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader()
@@ -129,7 +144,7 @@ struct RetryOwnerTests {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))
         let photo = Photo(bytes: Data(count: 2_000), destination: destination("photo-1.jpg"))
-        let handle = uploader.upload(photo.media, attempts: UploadAttempts(retry: Self.policy(attempts: 3)))
+        let handle = Job.uploading(photo, using: uploader, attempts: UploadAttempts(retry: Self.policy(attempts: 3)))
             .perform(on: queue) { _ in }
         try queue.run()
         #expect(

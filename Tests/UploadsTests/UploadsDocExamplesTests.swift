@@ -127,10 +127,21 @@ struct UploadsDocExamplesTests {
 
         let video = Video(bytes: Data("v".utf8), destination: URL(string: "https://uploads.example.com/v.mp4")!)
         let uploader = InMemoryUploader()
+        do {
+            // BEGIN DOC
+            let attempts = UploadAttempts(retry: RetryPolicy(attempts: 5))
+            let receipt = try await Job.uploading(video, using: uploader, attempts: attempts).value
+            // END DOC
+            #expect(receipt.destination == video.media.destination)
+        }
+        struct API: Sendable {
+            func uploadToken() async throws -> String { "t-1" }
+        }
+        let api = API()
         // BEGIN DOC
-        let receipt = try await Job.uploading(video, using: uploader).retry(RetryPolicy(attempts: 5)).value
+        let token = try await Job.task { try await api.uploadToken() }.retry(RetryPolicy(attempts: 3)).value
         // END DOC
-        #expect(receipt.destination == video.media.destination)
+        #expect(token == "t-1")
     }
 
     @Test func uploadAttemptsExample() async throws {
