@@ -170,8 +170,8 @@ extension Job where Success == PublishReceipt {
     /// ```
     ///
     /// (With an ``S3Uploader``, which retries each request, the retries are
-    /// inside: `publish ▸ group 2/9 ▸ upload video-2.mp4 (…) ▸ group 1/3 ▸
-    /// retry 2/3 ▸ part 2 (running)`.)
+    /// inside, with the request: `publish ▸ group 2/9 ▸ upload video-2.mp4
+    /// (…) ▸ group 1/3 ▸ retry 2/3 ▸ part 2 (running)`.)
     ///
     /// To tell posts apart, name the job again (`.named("publish
     /// beach-day")`): the outer name wins.

@@ -80,6 +80,18 @@ public enum S3Operation: Sendable, Hashable {
         case .listParts: "GET"
         }
     }
+
+    /// What a snapshot calls the request: "part 2", "complete upload".
+    var jobName: String {
+        switch self {
+        case .putObject: "put object"
+        case .createMultipartUpload: "create upload"
+        case .uploadPart(_, let number): "part \(number)"
+        case .completeMultipartUpload: "complete upload"
+        case .abortMultipartUpload: "abort upload"
+        case .listParts: "list parts"
+        }
+    }
 }
 
 /// Hands out presigned URLs for uploads to S3-compatible object storage:

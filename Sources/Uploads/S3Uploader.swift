@@ -210,7 +210,7 @@ public final class S3Uploader: Uploader, Sendable {
 
     /// One attempt at `operation` on the object of `media`: asks the
     /// presigner for its URL, sends the request, and checks the answer
-    /// with `validate`.
+    /// with `validate`. Snapshots name it after the operation ("part 2").
     func request(
         _ operation: S3Operation,
         for media: Media,
@@ -239,7 +239,7 @@ public final class S3Uploader: Uploader, Sendable {
         }.map { answer in
             try validate(answer)
             return answer
-        }
+        }.named(operation.jobName)
     }
 
     /// `url` without its query, where a presigned URL keeps its signature.

@@ -145,5 +145,26 @@ extension LargeTransfers {
                 #expect(S3UploaderTests.manifests(folder).isEmpty)
             }
         }
+
+        @Test func aStalledPartIsWhereTheTreeOfTheUploadEnds() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 1, "holdFor": 30]
+                ])
+                let video = S3UploaderTests.video(file, key: Self.videoKey)
+                let handle = Job.uploading(
+                    video, using: Self.uploader(s3, folder: folder, concurrentParts: 1),
+                    attempts: UploadAttempts(retry: RetryPolicy(attempts: 2))
+                ).perform(on: DispatchQueue.global()) { _ in }
+                defer { handle.cancel() }
+                // Part 1, the only one in flight, has arrived and is held.
+                #expect(try await s3.wait(for: "uploadPart", count: 1, received: true, timeout: 30))
+
+                #expect(
+                    handle.snapshot().pendingLeaves.map { $0.map(\.title) } == [
+                        ["upload video.mp4", "group 0/3", "retry 1/2", "part 1"]
+                    ])
+            }
+        }
     }
 }

@@ -230,7 +230,7 @@ final class MultipartUpload: Sendable {
                 body: .file(file, offset: part.offset, length: part.length),
                 progress: { [progress] in progress.update(part: part.number, bytesSent: $0.bytesSent) }
             )
-            return retries.retrying(send.named("part \(part.number)"), for: media).map { [self] answer in
+            return retries.retrying(send, for: media).map { [self] answer in
                 guard let etag = answer.receipt.etag else {
                     throw UploadError.invalidAnswer(media.destination, reason: "no ETag for part \(part.number)")
                 }
