@@ -204,12 +204,22 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
 }
 
 extension Duration {
-    /// A short, exact form for snapshots: "30 s", "250 ms", "1.5 s".
+    /// A short form for snapshots: "30 s", "250 ms", "1.5 s". A duration
+    /// that is not a round number (a jittered wait) is rounded: to the
+    /// millisecond below a second ("178 ms"), to the tenth above ("2.3 s").
     var formatted: String {
         let (seconds, attoseconds) = components
-        if attoseconds == 0 { return "\(seconds) s" }
-        let nanoseconds = attoseconds / 1_000_000_000
-        if seconds == 0 && nanoseconds % 1_000_000 == 0 { return "\(nanoseconds / 1_000_000) ms" }
-        return "\(Double(seconds) + Double(attoseconds) / 1e18) s"
+        let attosecondsPerMillisecond: Int64 = 1_000_000_000_000_000
+        if seconds == 0 {
+            let milliseconds = (attoseconds + attosecondsPerMillisecond / 2) / attosecondsPerMillisecond
+            return milliseconds < 1_000 ? "\(milliseconds) ms" : "1 s"
+        }
+        let tenthsPerAttosecond = 100 * attosecondsPerMillisecond
+        let tenths = (attoseconds + tenthsPerAttosecond / 2) / tenthsPerAttosecond
+        switch tenths {
+        case 0: return "\(seconds) s"
+        case 10: return "\(seconds + 1) s"
+        default: return "\(seconds).\(tenths) s"
+        }
     }
 }

@@ -127,6 +127,24 @@ struct SnapshotTests {
         #expect(handle.snapshot().line == "job (failed: the job timed out and was cancelled)")
     }
 
+    @Test(
+        arguments: [
+            (Duration.seconds(30), "timeout 30 s"),
+            (.milliseconds(250), "timeout 250 ms"),
+            (.milliseconds(1_500), "timeout 1.5 s"),
+            (.seconds(0.177_705_880_33), "timeout 178 ms"),
+            (.seconds(2.34), "timeout 2.3 s"),
+            (.seconds(2.96), "timeout 3 s"),
+            (.seconds(0.999_7), "timeout 1 s"),
+        ])
+    func aDurationThatIsNotRoundIsRoundedForReading(duration: Duration, title: String) throws {
+        let queue = TestQueue()
+        let handle = Job<Int>.never.timeout(after: duration).perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().title == title)
+        handle.cancel()
+    }
+
     @Test func aRetryWaitingForItsNextAttemptSaysHowLongAndWhy() throws {
         let queue = TestQueue()
         let attempts = ManualJob<Int>()
