@@ -139,6 +139,7 @@ final class MultipartUpload: Sendable {
             guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 404 else {
                 return .failed(error)
             }
+            retries.forgetFailure()
             state.withLock { state in
                 MultipartManifest.remove(at: manifestLocation, ifItNames: manifest.uploadID)
                 state.uploadID = nil

@@ -7,9 +7,10 @@ import JobKit
 final class RequestRetries: Sendable {
     /// The owner of the upload's retries.
     let attempts: UploadAttempts
-    /// The number of the last attempt of the latest request that gave up:
-    /// how many attempts the failure the upload ends with took.
-    private let lastGivenUp = Lock(1)
+    /// The number of the last attempt of the first request that gave up
+    /// (the one that fails the upload, which stops the others): how many
+    /// attempts the failure the upload ends with took.
+    private let firstGivenUp = Lock<Int?>(nil)
     /// The upload was cancelled: a request that goes on (its creation)
     /// is no longer retried, nor reported.
     private let isCancelled = Lock(false)
@@ -23,9 +24,16 @@ final class RequestRetries: Sendable {
     func retrying<Success: Sendable>(_ request: Job<Success>, for media: Media) -> Job<Success> {
         attempts.retrying(
             request, for: media,
-            givingUp: { [self] attempt in lastGivenUp.withLock { $0 = attempt.number } },
+            givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? attempt.number } },
             stopping: { [self] in isCancelled.withLock { $0 } }
         )
+    }
+
+    /// The request that gave up was recovered from (the storage no longer
+    /// had the upload, and a new one is made): its failure is not the
+    /// upload's.
+    func forgetFailure() {
+        firstGivenUp.withLock { $0 = nil }
     }
 
     /// The upload was cancelled: from now on, no request is retried or
@@ -38,6 +46,6 @@ final class RequestRetries: Sendable {
     /// cancelled: the failed attempt that no retry follows.
     func reportFailure(_ error: any Error) {
         guard !(error is CancellationError), let told = attempts.onFailedAttempt else { return }
-        told(RetryPolicy.FailedAttempt(number: lastGivenUp.withLock { $0 }, error: error, nextRetryIn: nil))
+        told(RetryPolicy.FailedAttempt(number: firstGivenUp.withLock { $0 } ?? 1, error: error, nextRetryIn: nil))
     }
 }
