@@ -34,7 +34,7 @@ let package = Package(
             dependencies: ["Uploads", "UploadsTesting", "JobKit", "JobKitTesting"],
             path: "Playground"
         ),
-        .executableTarget(name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting"]),
+        .executableTarget(name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting"], exclude: ["README.md"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
     ]
 )
