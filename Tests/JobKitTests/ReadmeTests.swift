@@ -105,6 +105,17 @@ struct ReadmeTests {
         }
     }
 
+    /// The README is a tour; measurements and long-form notes live beside
+    /// what they describe (`Sources/Benchmarks/README.md`, the DocC
+    /// catalogs).
+    @Test func theReadmeStaysATour() throws {
+        let root = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let lines = readme.filter { $0 == "\n" }.count
+        #expect(lines < 450, "README.md has \(lines) lines")
+    }
+
     /// Lines trimmed of indentation; blank lines and imports (which this
     /// file has once, at the top) dropped.
     private func normalize(_ text: String) -> String {
