@@ -28,10 +28,10 @@ import FoundationNetworking
 /// memory, go up in one `PUT`. The receipt carries the object's `ETag` and
 /// its location.
 ///
-/// Every request is retried by one policy: the one publishing hands it
-/// (``PublishOptions/retry``, through ``upload(_:attempts:progress:)``),
-/// or to `Job.uploading(video, using: uploader, attempts:)`), or, for an
-/// upload made without one, ``retry``. Its jobs retry inside: hand them a
+/// Every request is retried by one policy: the one it is handed through
+/// ``upload(_:attempts:progress:)`` (by publishing, its
+/// ``PublishOptions/retry``; by `Job.uploading(video, using: uploader,
+/// attempts:)`, yours), or ``retry`` for an upload made without one. Its jobs retry inside: hand them a
 /// policy rather than wrapping them in `retry(_:)`, which would send each
 /// failing request again as many times over.
 ///

@@ -80,7 +80,6 @@ final class MultipartUpload: Sendable {
             // it has an ID yet, is then discarded in the background. (One
             // still being created is discarded once its ID comes back.)
             state.withLock { $0.cancelled = true }
-            retries.cancel()
             discard()?.perform(on: queue) { _ in }
         }
         let upload = prepare(identity).then { [self] plan in
@@ -159,7 +158,8 @@ final class MultipartUpload: Sendable {
     private func create(_ identity: FileIdentity) -> Job<Plan> {
         let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
         let creation = retries.retrying(
-            uploader.request(.createMultipartUpload(contentType: media.contentType), for: media), for: media)
+            uploader.request(.createMultipartUpload(contentType: media.contentType), for: media), for: media,
+            stopping: { [self] in state.withLock { $0.cancelled } })
         return Job { [self] controller in
             let queue = controller.queue
             creation.perform(on: queue) { [self] outcome in

@@ -11,21 +11,23 @@ final class RequestRetries: Sendable {
     /// (the one that fails the upload, which stops the others): how many
     /// attempts the failure the upload ends with took.
     private let firstGivenUp = Lock<Int?>(nil)
-    /// The upload was cancelled: a request that goes on (its creation)
-    /// is no longer retried, nor reported.
-    private let isCancelled = Lock(false)
 
     init(_ attempts: UploadAttempts) {
         self.attempts = attempts
     }
 
     /// `request`, an attempt at one request of the upload of `media`,
-    /// retried as ``attempts`` says.
-    func retrying<Success: Sendable>(_ request: Job<Success>, for media: Media) -> Job<Success> {
+    /// retried as ``attempts`` says, and neither retried nor reported once
+    /// `stopping` says so (a request that outlives the upload's job).
+    func retrying<Success: Sendable>(
+        _ request: Job<Success>,
+        for media: Media,
+        stopping: (@Sendable () -> Bool)? = nil
+    ) -> Job<Success> {
         attempts.retrying(
             request, for: media,
             givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? attempt.number } },
-            stopping: { [self] in isCancelled.withLock { $0 } }
+            stopping: stopping
         )
     }
 
@@ -34,12 +36,6 @@ final class RequestRetries: Sendable {
     /// upload's.
     func forgetFailure() {
         firstGivenUp.withLock { $0 = nil }
-    }
-
-    /// The upload was cancelled: from now on, no request is retried or
-    /// reported.
-    func cancel() {
-        isCancelled.withLock { $0 = true }
     }
 
     /// Tells ``attempts`` that the upload failed with `error`, unless it was
