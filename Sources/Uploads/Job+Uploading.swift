@@ -16,7 +16,9 @@ extension Job where Success == UploadReceipt {
     ///   - attempts: How the upload is retried, by the uploader alone; when
     ///     `nil`, as the uploader does by itself: not at all, or for an
     ///     ``S3Uploader``, each request as its ``S3Uploader/retry`` says.
-    ///   - progress: Called as bytes go out, from any thread.
+    ///   - progress: Called as bytes go out, one call at a time, from any
+    ///     thread, with the most bytes any attempt has sent: never
+    ///     backwards, even when the upload is retried.
     public static func uploading(
         _ photo: Photo,
         using uploader: any Uploader,
@@ -38,7 +40,9 @@ extension Job where Success == UploadReceipt {
     ///   - attempts: How the upload is retried, by the uploader alone; when
     ///     `nil`, as the uploader does by itself: not at all, or for an
     ///     ``S3Uploader``, each request as its ``S3Uploader/retry`` says.
-    ///   - progress: Called as bytes go out, from any thread.
+    ///   - progress: Called as bytes go out, one call at a time, from any
+    ///     thread, with the most bytes any attempt has sent: never
+    ///     backwards, even when the upload is retried.
     public static func uploading(
         _ video: Video,
         using uploader: any Uploader,
@@ -64,7 +68,9 @@ extension Job where Success == UploadReceipt {
     ///   - uploader: Where it goes: a server, a folder, memory.
     ///   - attempts: How the upload is retried, by the uploader alone; when
     ///     `nil`, as the uploader does by itself.
-    ///   - progress: Called as bytes go out, from any thread.
+    ///   - progress: Called as bytes go out, one call at a time, from any
+    ///     thread, with the most bytes any attempt has sent: never
+    ///     backwards, even when the upload is retried.
     public static func uploading(
         _ post: Post,
         receipts: [UploadReceipt] = [],
@@ -100,22 +106,26 @@ extension Job where Success == UploadReceipt {
 extension Job where Success == UploadReceipt {
     /// The upload `upload` makes of `media`, named after the file it makes
     /// at its destination ("upload video-2.mp4") and described by the
-    /// bytes its progress reports last said were sent ("4.2 of 18 MB
-    /// sent"); `upload` is given the progress closure that records them.
+    /// bytes sent ("4.2 of 18 MB sent"); `upload` is given the progress
+    /// closure that counts them.
+    ///
+    /// `progress` is told the most bytes any performance of the upload has
+    /// sent, one report at a time, never backwards.
     static func metered(
         _ media: Media,
         progress: @escaping @Sendable (UploadProgress) -> Void,
         upload: (_ progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt>
     ) -> Job<UploadReceipt> {
-        let latest = LatestProgress()
+        let merger = ProgressMerger(totals: [0], deliver: progress)
         return upload { report in
-            latest.record(report)
-            progress(report)
+            merger.update(0, bytesSent: report.bytesSent, bytesTotal: report.bytesTotal)
         }
         .named(media.jobName) {
             // Before the first report, the size is asked for here, when a
             // snapshot is taken, rather than when the job is made.
-            (latest.value ?? UploadProgress(bytesSent: 0, bytesTotal: (try? media.byteCount()) ?? 0)).description
+            let current = merger.current
+            guard current.bytesTotal == 0 else { return current.description }
+            return UploadProgress(bytesSent: 0, bytesTotal: (try? media.byteCount()) ?? 0).description
         }
     }
 }
@@ -124,17 +134,6 @@ extension Media {
     /// What a snapshot calls the upload of this media.
     var jobName: String {
         "upload \(destination.lastPathComponent)"
-    }
-}
-
-/// The last progress report of an upload, kept for its description.
-private final class LatestProgress: Sendable {
-    private let progress = Lock<UploadProgress?>(nil)
-
-    var value: UploadProgress? { progress.withLock { $0 } }
-
-    func record(_ report: UploadProgress) {
-        progress.withLock { $0 = report }
     }
 }
 
@@ -217,17 +216,14 @@ extension Job where Success == PublishReceipt {
                 controller.fail(with: error)
                 return
             }
-            let tracker = PublishProgressTracker(
-                destinations: media.map(\.destination) + [destination],
-                sizes: sizes,
-                report: progress
-            )
+            let merged = ProgressMerger(
+                destinations: media.map(\.destination) + [destination], sizes: sizes + [0], deliver: progress)
             @Sendable func upload(_ part: Media, at index: Int) -> Job<UploadReceipt> {
                 uploader.upload(part, attempts: options.attempts(for: part.destination)) {
-                    tracker.update(index, bytesSent: $0.bytesSent)
+                    merged.update(index, bytesSent: $0.bytesSent)
                 }
                 .map { receipt in
-                    tracker.finish(index)
+                    merged.finish(index)
                     return receipt
                 }
             }
@@ -245,7 +241,7 @@ extension Job where Success == PublishReceipt {
                     } catch {
                         return .failed(error)
                     }
-                    tracker.setSize(media.count, to: (try? part.byteCount()) ?? 0)
+                    merged.update(media.count, bytesSent: 0, bytesTotal: (try? part.byteCount()) ?? 0)
                     return upload(part, at: media.count).map { PublishReceipt(media: receipts, post: $0) }
                 }
             controller.perform(publishing) { controller.complete(with: $0) }

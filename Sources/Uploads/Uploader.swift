@@ -52,8 +52,10 @@ public protocol Uploader: Sendable {
     /// - Parameters:
     ///   - media: What to upload and where.
     ///   - attempts: The one owner of the upload's retries.
-    ///   - progress: Called as bytes go out, from any thread, with the
-    ///     bytes sent so far of this attempt.
+    ///   - progress: Called as bytes go out, from any thread. The default
+    ///     implementation and ``S3Uploader`` call it one call at a time,
+    ///     with the most bytes any attempt has sent: never backwards, even
+    ///     when the upload is retried.
     func upload(
         _ media: Media,
         attempts: UploadAttempts,

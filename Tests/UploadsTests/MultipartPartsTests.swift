@@ -168,17 +168,20 @@ struct MultipartPartsTests {
 
     // MARK: - Progress
 
-    @Test func progressAcrossPartsNeverGoesBackwards() {
+    @Test func progressAcrossPartsNeverGoesBackwardsWhenAPartIsSentAgain() {
         let reports = LockedValue<[Int64]>([])
-        let progress = PartProgress { report in reports.withValue { $0.append(report.bytesSent) } }
-        progress.total = 30
-        progress.count(stored: [MultipartUpload.Part(number: 1, offset: 0, length: 10)])
-        progress.update(part: 2, bytesSent: 4)
-        progress.update(part: 3, bytesSent: 6)
-        progress.update(part: 2, bytesSent: 0)  // part 2 is sent again
-        progress.update(part: 2, bytesSent: 3)
-        progress.update(part: 2, bytesSent: 10)
-        progress.update(part: 3, bytesSent: 10)
+        let merged = ProgressMerger(totals: [10, 10, 10]) { report in
+            #expect(report.bytesTotal == 30)
+            reports.withValue { $0.append(report.bytesSent) }
+        }
+        merged.finish([0])  // the storage holds part 1: it counts whole
+        merged.update(1, bytesSent: 4)
+        merged.update(2, bytesSent: 6)
+        merged.update(1, bytesSent: 0)  // part 2 is sent again
+        merged.update(1, bytesSent: 3)
+        merged.update(1, bytesSent: 10)
+        merged.update(2, bytesSent: 10)
+        merged.update(0, bytesSent: 1)
         #expect(reports.value == [10, 14, 20, 26, 30])
     }
 }

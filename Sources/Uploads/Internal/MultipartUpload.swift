@@ -20,19 +20,29 @@ final class MultipartUpload: Sendable {
         var length: Int64
     }
 
-    /// The state shared by the steps and the cancel handler. Its lock also
-    /// orders the manifest's writes and its removal.
-    private struct State {
+    /// The state shared by the steps and the cancel handler. The
+    /// manifest's writes are decided under its lock, in order, and made
+    /// outside it (see ``Handoff``).
+    private struct State: Sendable {
         /// The upload's ID once it is known: created, or read from a
         /// manifest.
         var uploadID: String?
-        /// The manifest as last saved.
+        /// The manifest as last written.
         var manifest: MultipartManifest?
         /// The job was cancelled.
         var cancelled = false
         /// Set once the upload is finished or discarded, so that nothing
         /// else aborts it or writes its manifest.
         var settled = false
+        /// The manifest's next write.
+        var write: ManifestWrite?
+    }
+
+    /// A change to the manifest's file.
+    private enum ManifestWrite: Sendable {
+        case save(MultipartManifest)
+        /// Removes the manifest if it still names this upload.
+        case remove(uploadID: String)
     }
 
     private let uploader: S3Uploader
@@ -40,8 +50,8 @@ final class MultipartUpload: Sendable {
     private let media: Media
     private let file: URL
     private let manifestLocation: URL
-    private let progress: PartProgress
-    private let state = Lock(State())
+    private let progress: @Sendable (UploadProgress) -> Void
+    private let state: Handoff<State, ManifestWrite?>
 
     init(
         uploader: S3Uploader,
@@ -56,7 +66,20 @@ final class MultipartUpload: Sendable {
         self.file = file
         manifestLocation = MultipartManifest.location(
             in: uploader.manifestFolder, file: file, destination: media.destination)
-        self.progress = PartProgress(report: progress)
+        self.progress = progress
+        state = Handoff(State(), take: { $0.write }) { [manifestLocation] write in
+            switch write {
+            case .save(let manifest):
+                // A manifest that cannot be written costs nothing but
+                // this note: on resuming, the storage's own list of parts
+                // is what counts.
+                try? manifest.save(to: manifestLocation)
+            case .remove(let uploadID):
+                MultipartManifest.remove(at: manifestLocation, ifItNames: uploadID)
+            case nil:
+                break
+            }
+        }
     }
 
     /// A job that runs the upload.
@@ -73,13 +96,15 @@ final class MultipartUpload: Sendable {
             controller.fail(with: error)
             return
         }
-        progress.total = identity.size
         let queue = controller.queue
         controller.onCancel { [self] in
             // The steps in flight are cancelled with the job; the upload, if
             // it has an ID yet, is then discarded in the background. (One
             // still being created is discarded once its ID comes back.)
-            state.withLock { $0.cancelled = true }
+            state.update { state in
+                state.cancelled = true
+                return false
+            }
             discard()?.perform(on: queue) { _ in }
         }
         let upload = prepare(identity).then { [self] plan in
@@ -88,8 +113,7 @@ final class MultipartUpload: Sendable {
         controller.perform(upload) { [self] outcome in
             switch outcome {
             case .success:
-                settle()
-                controller.complete(with: outcome)
+                settle { controller.complete(with: outcome) }
             case .failure(let error) where error is CancellationError || retries.attempts.retry.isRetryable(error):
                 // Cancelled: `onCancel` discards it. Retryable by the policy
                 // that retried it: kept, for the next attempt to resume.
@@ -113,9 +137,10 @@ final class MultipartUpload: Sendable {
     private func prepare(_ identity: FileIdentity) -> Job<Plan> {
         guard let manifest = MultipartManifest.load(from: manifestLocation, file: file, destination: media.destination)
         else { return create(identity) }
-        state.withLock {
-            $0.uploadID = manifest.uploadID
-            $0.manifest = manifest
+        state.update { state in
+            state.uploadID = manifest.uploadID
+            state.manifest = manifest
+            return false
         }
         guard manifest.fileSize == identity.size, manifest.fileModified == identity.modified else {
             let reason =
@@ -125,12 +150,11 @@ final class MultipartUpload: Sendable {
             return .failed(UploadError.fileChanged(file, reason: reason))
         }
         let parts = Self.parts(size: identity.size, partSize: manifest.partSize)
-        return listParts(manifest.uploadID).map { [progress] listed in
+        return listParts(manifest.uploadID).map { listed in
             var stored: [Int: String] = [:]
             for part in parts where listed[part.number]?.size == part.length {
                 stored[part.number] = listed[part.number]?.etag
             }
-            progress.count(stored: parts.filter { stored[$0.number] != nil })
             return Plan(uploadID: manifest.uploadID, parts: parts, stored: stored)
         }.recover { [self] error in
             // The storage no longer has the upload (it expired, or was
@@ -139,12 +163,13 @@ final class MultipartUpload: Sendable {
                 return .failed(error)
             }
             retries.forgetFailure()
-            state.withLock { state in
-                MultipartManifest.remove(at: manifestLocation, ifItNames: manifest.uploadID)
+            state.update { state in
                 state.uploadID = nil
                 state.manifest = nil
+                state.write = .remove(uploadID: manifest.uploadID)
+                return true
             }
-            return create(identity)
+            return afterManifestWrites().then { [self] in create(identity) }
         }
     }
 
@@ -159,7 +184,7 @@ final class MultipartUpload: Sendable {
         let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
         let creation = retries.retrying(
             uploader.request(.createMultipartUpload(contentType: media.contentType), for: media), for: media,
-            stopping: { [self] in state.withLock { $0.cancelled } })
+            stopping: { [self] in state.read(\.cancelled) })
         return Job { [self] controller in
             let queue = controller.queue
             creation.perform(on: queue) { [self] outcome in
@@ -181,17 +206,21 @@ final class MultipartUpload: Sendable {
         let manifest = MultipartManifest(
             file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
             fileSize: identity.size, fileModified: identity.modified, uploadID: uploadID, partSize: partSize)
-        let cancelled = try state.withLock { state throws(UploadError) in
+        // The first manifest is written here, before the upload is taken
+        // on: nothing else writes it until then, and a manifest that
+        // cannot be written fails the upload, which is then discarded.
+        let saved = Result { () throws(UploadError) in try manifest.save(to: manifestLocation) }
+        let cancelled = state.update { state in
             state.uploadID = uploadID
-            guard !state.cancelled else { return true }
+            guard !state.cancelled, case .success = saved else { return (state.cancelled, actOn: false) }
             state.manifest = manifest
-            try manifest.save(to: manifestLocation)
-            return false
+            return (false, actOn: false)
         }
         if cancelled {
             discard()?.perform(on: queue) { _ in }
             throw CancellationError()
         }
+        try saved.get()
         return Plan(uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
     }
 
@@ -223,13 +252,17 @@ final class MultipartUpload: Sendable {
     }
 
     /// Sends the parts the storage lacks; finishes with every part's ETag.
+    /// Progress counts the parts the storage holds whole, from the start.
     private func sendParts(_ plan: Plan) -> Job<[Int: String]> {
-        let missing = plan.parts.filter { plan.stored[$0.number] == nil }
-        let sends = missing.map { part in
+        let merged = ProgressMerger(totals: plan.parts.map(\.length), deliver: progress)
+        merged.finish(plan.parts.indices.filter { plan.stored[plan.parts[$0].number] != nil })
+        let missing = plan.parts.indices.filter { plan.stored[plan.parts[$0].number] == nil }
+        let sends = missing.map { index in
+            let part = plan.parts[index]
             let send = uploader.request(
                 .uploadPart(uploadID: plan.uploadID, partNumber: part.number), for: media,
                 body: .file(file, offset: part.offset, length: part.length),
-                progress: { [progress] in progress.update(part: part.number, bytesSent: $0.bytesSent) }
+                progress: { merged.update(index, bytesSent: $0.bytesSent) }
             )
             return retries.retrying(send, for: media).map { [self] answer in
                 guard let etag = answer.receipt.etag else {
@@ -241,8 +274,8 @@ final class MultipartUpload: Sendable {
         }
         return Job.collect(sends, maxConcurrent: uploader.maxConcurrentParts).map { etags in
             var all = plan.stored
-            for (part, etag) in zip(missing, etags) {
-                all[part.number] = etag
+            for (index, etag) in zip(missing, etags) {
+                all[plan.parts[index].number] = etag
             }
             return all
         }
@@ -278,39 +311,45 @@ final class MultipartUpload: Sendable {
 
     // MARK: - Bookkeeping
 
-    /// Notes in the manifest that `part` is stored, with its ETag. A
-    /// manifest that cannot be written costs nothing but this note: on
-    /// resuming, the storage's own list of parts is what counts.
+    /// Notes in the manifest that `part` is stored, with its ETag.
     private func record(part: Int, etag: String) {
-        state.withLock { state in
-            guard !state.settled, var manifest = state.manifest else { return }
+        state.update { state in
+            guard !state.settled, var manifest = state.manifest else { return false }
             manifest.parts[part] = etag
             state.manifest = manifest
-            try? manifest.save(to: manifestLocation)
+            state.write = .save(manifest)
+            return true
         }
     }
 
-    /// The upload is finished: removes its manifest.
-    private func settle() {
-        state.withLock { state in
+    /// The upload is finished: removes its manifest, then runs `then`.
+    private func settle(then: @escaping @Sendable () -> Void) {
+        state.update { state in
             state.settled = true
-            if let uploadID = state.uploadID {
-                MultipartManifest.remove(at: manifestLocation, ifItNames: uploadID)
-            }
+            guard let uploadID = state.uploadID else { return false }
+            state.write = .remove(uploadID: uploadID)
+            return true
         }
+        state.afterActions(then)
     }
 
-    /// Discards the upload: removes its manifest at once (so that a retry
-    /// starting now does not resume it) and returns a job that aborts it,
-    /// in one attempt, whatever the answer; `nil` when there is nothing to
-    /// discard or it was already settled. An abort that fails leaves the
-    /// parts to the storage's lifecycle rules.
+    /// A job that finishes once the manifest's writes decided so far are
+    /// made.
+    private func afterManifestWrites() -> Job<Void> {
+        Job { [state] controller in state.afterActions { controller.finish() } }
+    }
+
+    /// Discards the upload: removes its manifest (so that a retry starting
+    /// once the job ended does not resume it) and returns a job that aborts
+    /// it, in one attempt, whatever the answer; `nil` when there is nothing
+    /// to discard or it was already settled. An abort that fails leaves
+    /// the parts to the storage's lifecycle rules.
     private func discard() -> Job<Void>? {
-        let uploadID: String? = state.withLock { state in
-            guard !state.settled, let uploadID = state.uploadID else { return nil }
+        let uploadID: String? = state.update { state in
+            guard !state.settled, let uploadID = state.uploadID else { return (nil, actOn: false) }
             state.settled = true
-            MultipartManifest.remove(at: manifestLocation, ifItNames: uploadID)
-            return uploadID
+            state.write = .remove(uploadID: uploadID)
+            return (uploadID, actOn: true)
         }
         guard let uploadID else { return nil }
         var abort = uploader.request(.abortMultipartUpload(uploadID: uploadID), for: media).discardingValue()
@@ -319,7 +358,8 @@ final class MultipartUpload: Sendable {
             // the time limit of an attempt.
             abort = abort.timeout(after: limit)
         }
-        return abort.recover { _ in }
+        // The abort is sent once the manifest is removed.
+        return afterManifestWrites().then { [abort] in abort.recover { _ in } }
     }
 
     // MARK: - Arithmetic
@@ -335,55 +375,5 @@ final class MultipartUpload: Sendable {
 
     static func ceilingDivision(_ dividend: Int64, _ divisor: Int) -> Int64 {
         (dividend + Int64(divisor) - 1) / Int64(divisor)
-    }
-}
-
-/// Progress across the parts of one multipart upload: each part counts the
-/// most bytes any of its attempts sent, so the total never goes backwards
-/// when a part is sent again, and a part the storage already held counts
-/// whole.
-final class PartProgress: Sendable {
-    private struct State {
-        var total: Int64 = 0
-        var sent: Int64 = 0
-        var parts: [Int: Int64] = [:]
-    }
-
-    private let report: @Sendable (UploadProgress) -> Void
-    private let state = Lock(State())
-
-    init(report: @escaping @Sendable (UploadProgress) -> Void) {
-        self.report = report
-    }
-
-    /// The size of the whole file.
-    var total: Int64 {
-        get { state.withLock { $0.total } }
-        set { state.withLock { $0.total = newValue } }
-    }
-
-    /// The storage already holds `parts`: they count whole, in one report.
-    func count(stored parts: [MultipartUpload.Part]) {
-        guard !parts.isEmpty else { return }
-        state.withLock { state in
-            for part in parts {
-                state.sent += part.length - (state.parts[part.number] ?? 0)
-                state.parts[part.number] = part.length
-            }
-            report(UploadProgress(bytesSent: state.sent, bytesTotal: state.total))
-        }
-    }
-
-    /// Part `part` has sent `bytesSent` bytes in its current attempt.
-    func update(part: Int, bytesSent: Int64) {
-        // Reported under the lock, so that two parts reporting at once
-        // cannot deliver their totals out of order.
-        state.withLock { state in
-            let counted = state.parts[part] ?? 0
-            guard bytesSent > counted else { return }
-            state.parts[part] = bytesSent
-            state.sent += bytesSent - counted
-            report(UploadProgress(bytesSent: state.sent, bytesTotal: state.total))
-        }
     }
 }
