@@ -152,9 +152,8 @@ extension ProgressClosureTests {
     /// at random and retried, a third of the posts cancelled midway from
     /// their own progress closure and a third from another thread: each
     /// post completes once, with its progress one call at a time, never
-    /// backwards, and at 100% exactly when it was published. Run under
-    /// Thread Sanitizer by CI, this is the test that finds a race between
-    /// the merger and a closure reading the report it was given.
+    /// backwards, and at 100% exactly when it was published. CI runs it
+    /// under Thread Sanitizer too.
     @Test func aChaosOfFaultsAndCancelsAcross120PostsKeepsEachPostsProgressInOrder() {
         let posts = 120
         let probes = (0..<posts).map { index in

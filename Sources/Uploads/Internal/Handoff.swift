@@ -10,6 +10,11 @@ import JobKit
 /// the lock, never runs on two threads at once, and a slow one only skips
 /// the values that were replaced while it ran. The values acted on follow
 /// the order of the changes that made them.
+///
+/// The thread that acts goes on until nothing is pending, so it may act on
+/// other threads' changes too, and it runs what waits in
+/// ``afterActions(_:)``. An action must not wait for a change of its own
+/// to be acted on: it is the thread that would act on it.
 final class Handoff<State: Sendable, Value: Sendable>: Sendable {
     private struct Guarded: Sendable {
         var state: State
@@ -23,9 +28,7 @@ final class Handoff<State: Sendable, Value: Sendable>: Sendable {
     }
 
     private let guarded: Lock<Guarded>
-    /// What to act on, taken from the state under the lock: a value that
-    /// shares no storage with the state, so that acting on it never reads
-    /// what a later change writes.
+    /// What to act on, made from the state under the lock.
     private let take: @Sendable (inout State) -> Value
     private let act: @Sendable (Value) -> Void
 

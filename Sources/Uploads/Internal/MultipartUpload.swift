@@ -67,7 +67,11 @@ final class MultipartUpload: Sendable {
         manifestLocation = MultipartManifest.location(
             in: uploader.manifestFolder, file: file, destination: media.destination)
         self.progress = progress
-        state = Handoff(State(), take: { $0.write }) { [manifestLocation] write in
+        let take: @Sendable (inout State) -> ManifestWrite? = { state in
+            defer { state.write = nil }
+            return state.write
+        }
+        state = Handoff(State(), take: take) { [manifestLocation] write in
             switch write {
             case .save(let manifest):
                 // A manifest that cannot be written costs nothing but
@@ -116,8 +120,9 @@ final class MultipartUpload: Sendable {
                 settle { controller.complete(with: outcome) }
             case .failure(let error) where error is CancellationError || retries.attempts.retry.isRetryable(error):
                 // Cancelled: `onCancel` discards it. Retryable by the policy
-                // that retried it: kept, for the next attempt to resume.
-                controller.complete(with: outcome)
+                // that retried it: kept, for the next attempt to resume,
+                // once the manifest's writes in flight are made.
+                state.afterActions { controller.complete(with: outcome) }
             case .failure:
                 // For good: discarded before the job fails. Not a child of
                 // the job, so that a cancel now cannot stop the abort.
@@ -163,12 +168,16 @@ final class MultipartUpload: Sendable {
                 return .failed(error)
             }
             retries.forgetFailure()
-            state.update { state in
+            let goesOn = state.update { state in
+                // Cancelled meanwhile: the old upload is being discarded,
+                // and no new one is made.
+                guard !state.cancelled, !state.settled else { return (false, actOn: false) }
                 state.uploadID = nil
                 state.manifest = nil
                 state.write = .remove(uploadID: manifest.uploadID)
-                return true
+                return (true, actOn: true)
             }
+            guard goesOn else { return .failed(CancellationError()) }
             return afterManifestWrites().then { [self] in create(identity) }
         }
     }
@@ -211,13 +220,19 @@ final class MultipartUpload: Sendable {
         // cannot be written fails the upload, which is then discarded.
         let saved = Result { () throws(UploadError) in try manifest.save(to: manifestLocation) }
         let cancelled = state.update { state in
+            guard !state.cancelled else {
+                // Cancelled while it was created: discarded here, whatever
+                // an earlier discard settled.
+                state.settled = true
+                state.write = .remove(uploadID: uploadID)
+                return (true, actOn: true)
+            }
             state.uploadID = uploadID
-            guard !state.cancelled, case .success = saved else { return (state.cancelled, actOn: false) }
-            state.manifest = manifest
+            if case .success = saved { state.manifest = manifest }
             return (false, actOn: false)
         }
         if cancelled {
-            discard()?.perform(on: queue) { _ in }
+            abort(uploadID).perform(on: queue) { _ in }
             throw CancellationError()
         }
         try saved.get()
@@ -339,11 +354,9 @@ final class MultipartUpload: Sendable {
         Job { [state] controller in state.afterActions { controller.finish() } }
     }
 
-    /// Discards the upload: removes its manifest (so that a retry starting
-    /// once the job ended does not resume it) and returns a job that aborts
-    /// it, in one attempt, whatever the answer; `nil` when there is nothing
-    /// to discard or it was already settled. An abort that fails leaves
-    /// the parts to the storage's lifecycle rules.
+    /// Discards the upload: removes its manifest (so that no later
+    /// performance resumes it) and returns a job that aborts it; `nil` when
+    /// there is nothing to discard or it was already settled.
     private func discard() -> Job<Void>? {
         let uploadID: String? = state.update { state in
             guard !state.settled, let uploadID = state.uploadID else { return (nil, actOn: false) }
@@ -351,14 +364,19 @@ final class MultipartUpload: Sendable {
             state.write = .remove(uploadID: uploadID)
             return (uploadID, actOn: true)
         }
-        guard let uploadID else { return nil }
+        return uploadID.map(abort)
+    }
+
+    /// A job that aborts `uploadID` once the manifest's writes decided so
+    /// far are made, in one attempt, whatever the answer. An abort that
+    /// fails leaves the parts to the storage's lifecycle rules.
+    private func abort(_ uploadID: String) -> Job<Void> {
         var abort = uploader.request(.abortMultipartUpload(uploadID: uploadID), for: media).discardingValue()
         if let limit = retries.attempts.timeout {
             // A failed upload completes once its abort did: never later than
             // the time limit of an attempt.
             abort = abort.timeout(after: limit)
         }
-        // The abort is sent once the manifest is removed.
         return afterManifestWrites().then { [abort] in abort.recover { _ in } }
     }
 

@@ -1,16 +1,16 @@
 import Foundation
 
 /// The progress of several transfers (the parts of a multipart upload, the
-/// uploads of a post, the attempts of one upload) merged into one report,
+/// attempts of one upload, the uploads of a post) merged into one report,
 /// delivered outside its lock, one report at a time, never backwards.
 ///
 /// Transfers report from any thread. Each transfer counts the most bytes
 /// any of its attempts sent, so a transfer sent again does not move the
 /// sum back; a merger that holds back the last byte counts a transfer
-/// whole only once it succeeded (``finish(_:bytesTotal:)``). Reports are delivered
+/// whole only once it succeeded (``finish(_:)``). Reports are delivered
 /// through a ``Handoff``: a slow closure only skips intermediate reports.
-/// Each report is made anew from the merger's state, and shares no storage
-/// with it.
+/// Each report is made anew from the merger's state, so the closure never
+/// holds storage that a later change writes to.
 final class ProgressMerger<Report: Sendable>: Sendable {
     /// One transfer's share of the progress.
     struct Transfer: Sendable, Hashable {
@@ -24,17 +24,43 @@ final class ProgressMerger<Report: Sendable>: Sendable {
         var isFinished = false
     }
 
-    /// What a report is made from.
+    /// What a report is made from. The sums are kept as the transfers
+    /// change, so a report costs the same for two parts or ten thousand.
     struct State: Sendable {
-        var transfers: [Transfer]
+        private(set) var transfers: [Transfer]
+        /// Bytes sent across the transfers.
+        private(set) var bytesSent: Int64
+        /// Bytes to send across the transfers.
+        private(set) var bytesTotal: Int64
+        /// How many transfers have not succeeded.
+        private(set) var unfinishedCount: Int
         /// The share done, from 0 to 1: never less than in an earlier
         /// report, and 1 only when every transfer succeeded.
-        var fractionCompleted: Double = 0
+        private(set) var fractionCompleted: Double = 0
 
-        /// Bytes sent across the transfers.
-        var bytesSent: Int64 { transfers.reduce(0) { $0 + $1.bytesSent } }
-        /// Bytes to send across the transfers.
-        var bytesTotal: Int64 { transfers.reduce(0) { $0 + $1.bytesTotal } }
+        init(totals: [Int64]) {
+            transfers = totals.map { Transfer(bytesTotal: $0) }
+            bytesSent = 0
+            bytesTotal = totals.reduce(0, +)
+            unfinishedCount = totals.count
+        }
+
+        /// Replaces transfer `index`, and raises the share done to the
+        /// bytes sent over the bytes to send, held short of 1 until every
+        /// transfer succeeded (so that a transfer whose size is not known
+        /// yet cannot make it 1).
+        mutating func replace(_ index: Int, with transfer: Transfer) {
+            let old = transfers[index]
+            transfers[index] = transfer
+            bytesSent += transfer.bytesSent - old.bytesSent
+            bytesTotal += transfer.bytesTotal - old.bytesTotal
+            unfinishedCount += (old.isFinished ? 1 : 0) - (transfer.isFinished ? 1 : 0)
+            let share =
+                if unfinishedCount == 0 { 1.0 } else if bytesTotal > 1 {
+                    Double(min(bytesSent, bytesTotal - 1)) / Double(bytesTotal)
+                } else { 0.0 }
+            fractionCompleted = max(fractionCompleted, share)
+        }
     }
 
     private let handoff: Handoff<State, Report>
@@ -52,10 +78,7 @@ final class ProgressMerger<Report: Sendable>: Sendable {
         deliver: @escaping @Sendable (Report) -> Void
     ) {
         self.holdsBackTheLastByte = holdsBackTheLastByte
-        handoff = Handoff(
-            State(transfers: totals.map { Transfer(bytesTotal: $0) }),
-            take: { report($0) },
-            act: deliver)
+        handoff = Handoff(State(totals: totals), take: { report($0) }, act: deliver)
         self.report = report
     }
 
@@ -65,25 +88,20 @@ final class ProgressMerger<Report: Sendable>: Sendable {
     }
 
     /// Transfer `index` has sent `bytesSent` bytes in its current attempt,
-    /// of `bytesTotal` when given (which replaces its total).
+    /// of `bytesTotal` when given (which replaces its total; a total
+    /// smaller than the bytes counted lowers them to it, the one way a
+    /// report goes backwards: an uploader whose sizes disagree).
     func update(_ index: Int, bytesSent: Int64, bytesTotal: Int64? = nil) {
         handoff.update { [self] state in
             var transfer = state.transfers[index]
             guard !transfer.isFinished else { return false }
-            var changed = false
-            if let bytesTotal, bytesTotal != transfer.bytesTotal {
+            if let bytesTotal {
                 transfer.bytesTotal = bytesTotal
-                transfer.bytesSent = min(transfer.bytesSent, mostBeforeSuccess(of: transfer))
-                changed = true
             }
-            let sent = min(max(transfer.bytesSent, bytesSent), mostBeforeSuccess(of: transfer))
-            if sent > transfer.bytesSent {
-                transfer.bytesSent = sent
-                changed = true
-            }
-            guard changed else { return false }
-            state.transfers[index] = transfer
-            Self.advanceFraction(&state)
+            let most = holdsBackTheLastByte ? max(transfer.bytesTotal - 1, 0) : transfer.bytesTotal
+            transfer.bytesSent = min(max(transfer.bytesSent, bytesSent), most)
+            guard transfer != state.transfers[index] else { return false }
+            state.replace(index, with: transfer)
             return true
         }
     }
@@ -94,44 +112,17 @@ final class ProgressMerger<Report: Sendable>: Sendable {
         handoff.update { state in
             var changed = false
             for index in indices where !state.transfers[index].isFinished {
-                state.transfers[index].bytesSent = state.transfers[index].bytesTotal
-                state.transfers[index].isFinished = true
+                let total = state.transfers[index].bytesTotal
+                state.replace(index, with: Transfer(bytesSent: total, bytesTotal: total, isFinished: true))
                 changed = true
             }
-            guard changed else { return false }
-            Self.advanceFraction(&state)
-            return true
+            return changed
         }
     }
 
-    /// Transfer `index` succeeded: it counts whole, `bytesTotal` when
-    /// given (which replaces its total).
-    func finish(_ index: Int, bytesTotal: Int64? = nil) {
-        handoff.update { state in
-            guard !state.transfers[index].isFinished else { return false }
-            let total = bytesTotal ?? state.transfers[index].bytesTotal
-            state.transfers[index] = Transfer(bytesSent: total, bytesTotal: total, isFinished: true)
-            Self.advanceFraction(&state)
-            return true
-        }
-    }
-
-    private func mostBeforeSuccess(of transfer: Transfer) -> Int64 {
-        holdsBackTheLastByte ? max(transfer.bytesTotal - 1, 0) : transfer.bytesTotal
-    }
-
-    /// Raises the share done to the bytes sent over the bytes to send, held
-    /// short of 1 until every transfer succeeded (so that a transfer whose
-    /// size is not known yet cannot make it 1).
-    private static func advanceFraction(_ state: inout State) {
-        let share: Double
-        if state.transfers.allSatisfy(\.isFinished) {
-            share = 1
-        } else {
-            let total = state.bytesTotal
-            share = total > 1 ? Double(min(state.bytesSent, total - 1)) / Double(total) : 0
-        }
-        state.fractionCompleted = max(state.fractionCompleted, share)
+    /// Transfer `index` succeeded: it counts whole.
+    func finish(_ index: Int) {
+        finish(CollectionOfOne(index))
     }
 }
 
