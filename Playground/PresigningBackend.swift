@@ -12,8 +12,12 @@ import FoundationNetworking
 struct PresigningBackend: S3Presigner {
     let endpoint: URL
 
-    struct Refused: Error, CustomStringConvertible {
+    /// The backend answered without a URL: said as it is, in the run's
+    /// error lines too.
+    struct Refused: LocalizedError, CustomStringConvertible {
         let description: String
+
+        var errorDescription: String? { description }
     }
 
     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
