@@ -113,6 +113,14 @@ public enum S3Operation: Sendable, Hashable {
 /// can expire soon. A URL for ``S3Operation/putObject(contentType:)`` or
 /// ``S3Operation/createMultipartUpload(contentType:)`` may bind the
 /// content type: the request sends that `Content-Type`.
+///
+/// A request that is cancelled (or timed out) while it waits for its URL
+/// completes at once, without cancelling the task that asks for it: the
+/// answer, when it comes, is dropped. Cancelling a task that awaits
+/// `URLSession.data(for:)` can deadlock FoundationNetworking on Linux
+/// when the answer is arriving (swift-corelibs-foundation#5412, fixed after
+/// Swift 6.3), which would stop that session for good; a presign call is
+/// short, so it is left to end.
 public protocol S3Presigner: Sendable {
     /// A URL that performs `operation` on the object that `object` names.
     ///

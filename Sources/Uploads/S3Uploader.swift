@@ -226,8 +226,16 @@ public final class S3Uploader: Uploader, Sendable {
             case .uploadPart: "application/octet-stream"
             default: operation.contentType
             }
-        return Job<URL>.task { [presigner] in
-            try await presigner.presignedURL(for: operation, object: media.destination)
+        return Job<URL> { [presigner] controller in
+            // Not cancelled with the job, which completes at once when it is:
+            // a late answer is dropped (see S3Presigner for why).
+            DefaultTaskScheduler().schedule(name: nil, priority: nil) {
+                do {
+                    controller.finish(with: try await presigner.presignedURL(for: operation, object: media.destination))
+                } catch {
+                    controller.fail(with: error)
+                }
+            }
         }.then { [client] url in
             var request = URLRequest(url: url)
             request.httpMethod = operation.httpMethod

@@ -186,6 +186,55 @@ struct MultipartPartsTests {
     }
 }
 
+extension MultipartPartsTests {
+    @Test func aRequestCancelledWhileItWaitsForItsURLCompletesAtOnceAndLeavesThePresignerToEnd() async throws {
+        let presigner = HeldPresigner()
+        let uploader = S3Uploader(
+            presigner: presigner, manifestFolder: URL(fileURLWithPath: "/tmp"), retry: .never)
+        let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
+        let handle = uploader.upload(
+            Media(
+                bytes: Data([1, 2, 3]), destination: URL(string: "https://media.example.com/a.jpg")!,
+                contentType: "image/jpeg")
+        )
+        .perform(on: ImmediateQueue()) { outcome.setValue($0) }
+        try await withTimeLimit(.seconds(10)) { await presigner.asked.first { _ in true } }
+
+        handle.cancel()
+        guard case .failure(is CancellationError) = outcome.value else {
+            Issue.record("expected a cancelled upload at once, got \(String(describing: outcome.value))")
+            return
+        }
+        presigner.answer()
+        let sawCancel = try await withTimeLimit(.seconds(10)) { await presigner.ended.first { _ in true } }
+        #expect(sawCancel == false, "the presigner's task was not cancelled: it ran to its end")
+        guard case .failure(is CancellationError) = outcome.value else {
+            Issue.record("a late answer changed nothing, got \(String(describing: outcome.value))")
+            return
+        }
+    }
+}
+
+/// A presigner that waits until the test answers, then says whether its
+/// task was cancelled meanwhile.
+private final class HeldPresigner: S3Presigner {
+    let (asked, askedContinuation) = AsyncStream.makeStream(of: Void.self)
+    let (ended, endedContinuation) = AsyncStream.makeStream(of: Bool.self)
+    private let (gate, gateContinuation) = AsyncStream.makeStream(of: Void.self)
+
+    func answer() {
+        gateContinuation.yield()
+    }
+
+    func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
+        askedContinuation.yield()
+        // A cancelled task leaves this wait at once.
+        _ = await gate.first { _ in true }
+        endedContinuation.yield(Task.isCancelled)
+        return URL(string: "http://127.0.0.1:9/never-sent")!
+    }
+}
+
 /// A presigner for uploaders that are never performed.
 private struct RefusingPresigner: S3Presigner {
     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {

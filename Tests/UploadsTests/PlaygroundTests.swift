@@ -186,6 +186,27 @@ struct PlaygroundTests {
         }
     }
 
+    @Test func aPresigningBackendThatAnswersWithoutAURLIsSaidAsItIsAndTheRunEnds() async throws {
+        try await FixtureServer.with { server in
+            // Node's fixture stores what it is sent and answers 201 "stored":
+            // not a presigning backend.
+            let backend = server.url("presign").absoluteString
+            let reason = "the presigning backend at \(backend) answered 201 with no URL"
+            // The first refusal cancels the presign calls in flight, which
+            // once deadlocked FoundationNetworking about one run in three
+            // (see S3Presigner): eight runs, each bounded.
+            for _ in 0..<8 {
+                let work = try TemporaryFolder()
+                defer { work.remove() }
+                let run = try playground(["--s3", backend, "--retries", "0"], workFolder: work.url)
+
+                #expect(run.status == 1, "\(run.output)")
+                #expect(run.output.contains(": \(reason); not retried"), "\(run.output)")
+                #expect(run.error == "error: publishing failed, the post was not published: \(reason)\n")
+            }
+        }
+    }
+
     @Test func aServerThatNeverAnswersTimesOutAndTheErrorLineSaysSo() async throws {
         try await FixtureServer.with { server in
             // Node answers photo-1 only after 20 s; the Playground's time
