@@ -27,7 +27,7 @@ final class MultipartUpload: Sendable {
         /// The upload's ID once it is known: created, or read from a
         /// manifest.
         var uploadID: String?
-        /// The manifest as last written.
+        /// The manifest as it is to be on disk, its last write decided.
         var manifest: MultipartManifest?
         /// The job was cancelled.
         var cancelled = false
