@@ -63,9 +63,9 @@ import FoundationNetworking
 /// give a large video a generous one, or none.
 public final class S3Uploader: Uploader, Sendable {
     /// S3's smallest part, except the last: 5 MiB.
-    public static let minimumPartSize: Int64 = 5 * 1024 * 1024
+    public static let minimumPartSize = S3Client.minimumPartSize
     /// S3's largest number of parts in one upload.
-    public static let maximumPartCount = 10_000
+    public static let maximumPartCount = S3Client.maximumPartCount
 
     /// Signs each request.
     public let presigner: any S3Presigner
@@ -82,7 +82,7 @@ public final class S3Uploader: Uploader, Sendable {
     /// upload is made without a policy of its own
     /// (``upload(_:progress:)``); publishing hands its own instead.
     public let retry: RetryPolicy
-    let client: HTTPClient
+    private let client: S3Client
 
     /// Creates an uploader.
     /// - Parameters:
@@ -119,7 +119,7 @@ public final class S3Uploader: Uploader, Sendable {
         self.partSize = max(partSize, Self.minimumPartSize)
         self.maxConcurrentParts = max(maxConcurrentParts, 1)
         self.retry = retry
-        client = HTTPClient(configuration: configuration)
+        client = S3Client(presigner: presigner, http: HTTPClient(configuration: configuration))
     }
 
     /// Checks that `destination` names an object: a URL with a path, which
@@ -173,7 +173,10 @@ public final class S3Uploader: Uploader, Sendable {
             }
             let upload: Job<UploadReceipt> =
                 if case .file(let file) = media.content, size >= multipartThreshold {
-                    MultipartUpload(uploader: self, media: media, file: file, retries: retries, progress: progress).job
+                    MultipartUpload(
+                        client: client, options: multipartOptions, media: media, file: file, retries: retries,
+                        progress: progress
+                    ).job
                 } else {
                     putObject(media, size: size, retries: retries, progress: progress)
                 }
@@ -184,6 +187,12 @@ public final class S3Uploader: Uploader, Sendable {
                 controller.complete(with: outcome)
             }
         }
+    }
+
+    /// How multipart uploads are made.
+    private var multipartOptions: MultipartUpload.Options {
+        MultipartUpload.Options(
+            partSize: partSize, maxConcurrentParts: maxConcurrentParts, manifestFolder: manifestFolder)
     }
 
     /// One `PUT` of the whole media.
@@ -198,63 +207,8 @@ public final class S3Uploader: Uploader, Sendable {
             case .bytes(let data): .data(data)
             case .file(let file): .file(file, offset: 0, length: size)
             }
-        let put = request(.putObject(contentType: media.contentType), for: media, body: body, progress: progress)
-        return retries.retrying(put, for: media).map { answer in
-            var receipt = answer.receipt
-            if receipt.header("Location") == nil {
-                receipt.headers["location"] = Self.withoutQuery(answer.url).absoluteString
-            }
-            return receipt
-        }
-    }
-
-    /// One attempt at `operation` on the object of `media`: asks the
-    /// presigner for its URL, sends the request, and checks the answer
-    /// with `validate`. Snapshots name it after the operation ("part 2").
-    func request(
-        _ operation: S3Operation,
-        for media: Media,
-        body: HTTPBody = .empty,
-        answerLimit: Int = UploadReceipt.bodyPrefixLength,
-        validate: @escaping @Sendable (HTTPAnswer) throws -> Void = { _ in },
-        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
-    ) -> Job<HTTPAnswer> {
-        let contentType: String? =
-            switch operation {
-            case .completeMultipartUpload: "application/xml"
-            // Without one, FoundationNetworking labels a body as a form.
-            case .uploadPart: "application/octet-stream"
-            default: operation.contentType
-            }
-        return Job<URL> { [presigner] controller in
-            // Not cancelled with the job, which completes at once when it is:
-            // a late answer is dropped (see S3Presigner for why).
-            DefaultTaskScheduler().schedule(name: nil, priority: nil) {
-                do {
-                    controller.finish(with: try await presigner.presignedURL(for: operation, object: media.destination))
-                } catch {
-                    controller.fail(with: error)
-                }
-            }
-        }.then { [client] url in
-            var request = URLRequest(url: url)
-            request.httpMethod = operation.httpMethod
-            if let contentType {
-                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-            }
-            return client.send(
-                request, body: body, destination: media.destination, answerLimit: answerLimit, progress: progress)
-        }.map { answer in
-            try validate(answer)
-            return answer
-        }.named(operation.jobName)
-    }
-
-    /// `url` without its query, where a presigned URL keeps its signature.
-    static func withoutQuery(_ url: URL) -> URL {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url }
-        components.query = nil
-        components.fragment = nil
-        return components.url ?? url
+        return retries.retrying(
+            client.putObject(media.destination, contentType: media.contentType, body: body, progress: progress),
+            for: media)
     }
 }

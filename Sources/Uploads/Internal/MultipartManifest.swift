@@ -50,8 +50,8 @@ struct MultipartManifest: Codable, Sendable, Hashable {
             manifest.destination == destination.absoluteString,
             // A part size S3 would refuse, or one that cannot cover the
             // file: not a manifest this uploader wrote.
-            manifest.partSize >= S3Uploader.minimumPartSize,
-            manifest.fileSize <= manifest.partSize * Int64(S3Uploader.maximumPartCount)
+            manifest.partSize >= S3Client.minimumPartSize,
+            manifest.fileSize <= manifest.partSize * Int64(S3Client.maximumPartCount)
         else { return nil }
         return manifest
     }

@@ -4,7 +4,21 @@ import JobKit
 /// One performance of an ``S3Uploader``'s multipart upload of one file:
 /// resume or create the upload, send the parts the storage lacks, complete
 /// it; abort it when it is cancelled or fails for good.
+///
+/// It makes its calls with an ``S3Client``, each retried by the upload's
+/// ``RequestRetries``, and knows nothing of the uploader that made it.
 final class MultipartUpload: Sendable {
+    /// How the uploader wants its multipart uploads made.
+    struct Options: Sendable {
+        /// The size of each part but the last, unless the file needs more
+        /// than ``S3Client/maximumPartCount`` parts of it.
+        var partSize: Int64
+        /// The most parts sent at once.
+        var maxConcurrentParts: Int
+        /// Where manifests are kept.
+        var manifestFolder: URL
+    }
+
     /// What the parts are and which of them the storage already holds.
     struct Plan: Sendable {
         var uploadID: String
@@ -45,7 +59,8 @@ final class MultipartUpload: Sendable {
         case remove(uploadID: String)
     }
 
-    private let uploader: S3Uploader
+    private let client: S3Client
+    private let options: Options
     private let retries: RequestRetries
     private let media: Media
     private let file: URL
@@ -54,18 +69,20 @@ final class MultipartUpload: Sendable {
     private let state: Handoff<State, ManifestWrite?>
 
     init(
-        uploader: S3Uploader,
+        client: S3Client,
+        options: Options,
         media: Media,
         file: URL,
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) {
-        self.uploader = uploader
+        self.client = client
+        self.options = options
         self.retries = retries
         self.media = media
         self.file = file
         manifestLocation = MultipartManifest.location(
-            in: uploader.manifestFolder, file: file, destination: media.destination)
+            in: options.manifestFolder, file: file, destination: media.destination)
         self.progress = progress
         let take: @Sendable (inout State) -> ManifestWrite? = { state in
             defer { state.write = nil }
@@ -190,9 +207,9 @@ final class MultipartUpload: Sendable {
     /// attempt still cancels it, as a lost connection would end it: an
     /// upload created then is left to the bucket's lifecycle rules.)
     private func create(_ identity: FileIdentity) -> Job<Plan> {
-        let partSize = max(uploader.partSize, Self.ceilingDivision(identity.size, S3Uploader.maximumPartCount))
+        let partSize = max(options.partSize, Self.ceilingDivision(identity.size, S3Client.maximumPartCount))
         let creation = retries.retrying(
-            uploader.request(.createMultipartUpload(contentType: media.contentType), for: media), for: media,
+            client.createMultipartUpload(media.destination, contentType: media.contentType), for: media,
             stopping: { [self] in state.read(\.cancelled) })
         return Job { [self] controller in
             let queue = controller.queue
@@ -203,15 +220,11 @@ final class MultipartUpload: Sendable {
         }
     }
 
-    /// Takes on the upload that `answer` created: saves its manifest, or
+    /// Takes on the upload `uploadID` just created: saves its manifest, or
     /// discards it if the job was cancelled meanwhile.
     private func adopt(
-        _ answer: HTTPAnswer, _ identity: FileIdentity, partSize: Int64, queue: any JobQueue
+        _ uploadID: String, _ identity: FileIdentity, partSize: Int64, queue: any JobQueue
     ) throws -> Plan {
-        guard let uploadID = S3XML.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
-            throw UploadError.invalidAnswer(
-                media.destination, reason: "no UploadId in its answer to creating the upload")
-        }
         let manifest = MultipartManifest(
             file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
             fileSize: identity.size, fileModified: identity.modified, uploadID: uploadID, partSize: partSize)
@@ -239,30 +252,13 @@ final class MultipartUpload: Sendable {
         return Plan(uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
     }
 
-    /// Every part the storage holds of `uploadID`, page after page.
-    private func listParts(_ uploadID: String, after marker: Int? = nil) -> Job<[Int: (size: Int64, etag: String)]> {
-        let list = uploader.request(
-            .listParts(uploadID: uploadID, partNumberMarker: marker), for: media, answerLimit: 4 << 20)
-        return retries.retrying(list, for: media)
-            .then { [self] answer in
-                // S3 names the root ListPartsResult; some implementations,
-                // moto among them, ListPartsResponse.
-                guard let root = S3XML.parse(answer.body), root.name.hasPrefix("ListParts") else {
-                    return .failed(
-                        UploadError.invalidAnswer(media.destination, reason: "its list of parts is not S3's XML"))
-                }
-                var parts: [Int: (size: Int64, etag: String)] = [:]
-                for part in root.all("Part") {
-                    guard let number = part["PartNumber"].flatMap({ Int($0.text) }),
-                        let size = part["Size"].flatMap({ Int64($0.text) }),
-                        let etag = part["ETag"]?.text
-                    else { continue }
-                    parts[number] = (size, etag)
-                }
-                guard root["IsTruncated"]?.text == "true",
-                    let next = root["NextPartNumberMarker"].flatMap({ Int($0.text) }), next > marker ?? 0
-                else { return .succeeded(parts) }
-                return listParts(uploadID, after: next).map { [parts] in parts.merging($0) { first, _ in first } }
+    /// Every part the storage holds of `uploadID`, page after page, each
+    /// page retried on its own.
+    private func listParts(_ uploadID: String, after marker: Int? = nil) -> Job<[Int: S3Client.StoredPart]> {
+        retries.retrying(client.listParts(media.destination, uploadID: uploadID, after: marker), for: media)
+            .then { [self] page in
+                guard let next = page.nextMarker else { return .succeeded(page.parts) }
+                return listParts(uploadID, after: next).map { page.parts.merging($0) { first, _ in first } }
             }
     }
 
@@ -274,20 +270,17 @@ final class MultipartUpload: Sendable {
         let missing = plan.parts.indices.filter { plan.stored[plan.parts[$0].number] == nil }
         let sends = missing.map { index in
             let part = plan.parts[index]
-            let send = uploader.request(
-                .uploadPart(uploadID: plan.uploadID, partNumber: part.number), for: media,
+            let send = client.uploadPart(
+                media.destination, uploadID: plan.uploadID, number: part.number,
                 body: .file(file, offset: part.offset, length: part.length),
                 progress: { merged.update(index, bytesSent: $0.bytesSent) }
             )
-            return retries.retrying(send, for: media).map { [self] answer in
-                guard let etag = answer.receipt.etag else {
-                    throw UploadError.invalidAnswer(media.destination, reason: "no ETag for part \(part.number)")
-                }
+            return retries.retrying(send, for: media).map { [self] etag in
                 record(part: part.number, etag: etag)
                 return etag
             }
         }
-        return Job.collect(sends, maxConcurrent: uploader.maxConcurrentParts).map { etags in
+        return Job.collect(sends, maxConcurrent: options.maxConcurrentParts).map { etags in
             var all = plan.stored
             for (index, etag) in zip(missing, etags) {
                 all[plan.parts[index].number] = etag
@@ -298,30 +291,8 @@ final class MultipartUpload: Sendable {
 
     /// Joins the parts into the object.
     private func complete(_ uploadID: String, _ etags: [Int: String]) -> Job<UploadReceipt> {
-        let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        let completion = uploader.request(
-            .completeMultipartUpload(uploadID: uploadID), for: media, body: .data(body), answerLimit: 64 << 10,
-            // S3 may answer 200 with an error in the body (InternalError,
-            // say, which is worth another attempt).
-            validate: { answer in
-                if S3XML.error(in: answer.body) != nil { throw UploadError.httpStatus(answer.receipt) }
-            }
-        )
-        return retries.retrying(completion, for: media).map { [media] answer in
-            // S3 names the root CompleteMultipartUploadResult; moto,
-            // CompleteMultipartUploadResponse.
-            guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
-                throw UploadError.invalidAnswer(
-                    media.destination, reason: "its answer to completing the upload is not S3's XML")
-            }
-            var receipt = answer.receipt
-            if let etag = root["ETag"]?.text {
-                receipt.headers["etag"] = etag
-            }
-            receipt.headers["location"] =
-                root["Location"]?.text ?? S3Uploader.withoutQuery(answer.url).absoluteString
-            return receipt
-        }
+        retries.retrying(
+            client.completeMultipartUpload(media.destination, uploadID: uploadID, etags: etags), for: media)
     }
 
     // MARK: - Bookkeeping
@@ -371,7 +342,7 @@ final class MultipartUpload: Sendable {
     /// far are made, in one attempt, whatever the answer. An abort that
     /// fails leaves the parts to the storage's lifecycle rules.
     private func abort(_ uploadID: String) -> Job<Void> {
-        var abort = uploader.request(.abortMultipartUpload(uploadID: uploadID), for: media).discardingValue()
+        var abort = client.abortMultipartUpload(media.destination, uploadID: uploadID)
         if let limit = retries.attempts.timeout {
             // A failed upload completes once its abort did: never later than
             // the time limit of an attempt.

@@ -1,0 +1,212 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The S3 API calls an upload makes on one object, each as a job of one
+/// attempt: it asks the presigner for the call's URL, sends the request,
+/// and reads the answer, S3's XML included. Whoever makes a call retries
+/// it; the client retries nothing.
+///
+/// Errors name the object (the media's destination), never a URL, whose
+/// query holds a signature. Snapshots name each call after its operation
+/// ("part 2", "complete upload").
+struct S3Client: Sendable {
+    /// S3's smallest part, except the last: 5 MiB.
+    static let minimumPartSize: Int64 = 5 * 1024 * 1024
+    /// S3's largest number of parts in one upload.
+    static let maximumPartCount = 10_000
+
+    /// A part the storage holds, as ListParts names it.
+    struct StoredPart: Sendable, Hashable {
+        var size: Int64
+        var etag: String
+    }
+
+    /// One page of ListParts.
+    struct PartList: Sendable {
+        /// The parts on the page, by number.
+        var parts: [Int: StoredPart]
+        /// Where the next page starts after; `nil` on the last page.
+        var nextMarker: Int?
+    }
+
+    /// Signs each call.
+    let presigner: any S3Presigner
+    /// Sends them.
+    let http: HTTPClient
+
+    // MARK: - Calls
+
+    /// `PutObject`: stores `body` whole at `object`.
+    func putObject(
+        _ object: URL,
+        contentType: String,
+        body: HTTPBody,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        call(.putObject(contentType: contentType), on: object, body: body, progress: progress, read: Self.storedObject)
+    }
+
+    /// `CreateMultipartUpload`: starts an upload to `object`; finishes
+    /// with its ID.
+    func createMultipartUpload(_ object: URL, contentType: String) -> Job<String> {
+        call(.createMultipartUpload(contentType: contentType), on: object) { try Self.uploadID(in: $0, of: object) }
+    }
+
+    /// `ListParts`: one page of the parts of `uploadID` the storage holds,
+    /// from after `marker`.
+    func listParts(_ object: URL, uploadID: String, after marker: Int?) -> Job<PartList> {
+        call(.listParts(uploadID: uploadID, partNumberMarker: marker), on: object, answerLimit: 4 << 20) {
+            try Self.partList(in: $0, after: marker, of: object)
+        }
+    }
+
+    /// `UploadPart`: sends part `number` of `uploadID`; finishes with the
+    /// part's ETag.
+    func uploadPart(
+        _ object: URL,
+        uploadID: String,
+        number: Int,
+        body: HTTPBody,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<String> {
+        let operation = S3Operation.uploadPart(uploadID: uploadID, partNumber: number)
+        return call(operation, on: object, body: body, progress: progress) {
+            try Self.etag(in: $0, ofPart: number, of: object)
+        }
+    }
+
+    /// `CompleteMultipartUpload`: joins the parts whose ETags `etags` gives
+    /// by number into the object.
+    func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Job<UploadReceipt> {
+        let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        return call(
+            .completeMultipartUpload(uploadID: uploadID), on: object, body: .data(body), answerLimit: 64 << 10
+        ) { try Self.completedObject(in: $0, of: object) }
+    }
+
+    /// `AbortMultipartUpload`: discards `uploadID` and its parts.
+    func abortMultipartUpload(_ object: URL, uploadID: String) -> Job<Void> {
+        call(.abortMultipartUpload(uploadID: uploadID), on: object) { _ in }
+    }
+
+    // MARK: - Answers
+
+    /// The receipt of a `PutObject`: its location is the object's URL when
+    /// the storage names none.
+    static func storedObject(in answer: HTTPAnswer) -> UploadReceipt {
+        var receipt = answer.receipt
+        if receipt.header("Location") == nil {
+            receipt.headers["location"] = withoutQuery(answer.url).absoluteString
+        }
+        return receipt
+    }
+
+    /// The upload ID in the answer to `CreateMultipartUpload`.
+    static func uploadID(in answer: HTTPAnswer, of object: URL) throws -> String {
+        guard let uploadID = S3XML.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
+            throw UploadError.invalidAnswer(object, reason: "no UploadId in its answer to creating the upload")
+        }
+        return uploadID
+    }
+
+    /// The page of parts in the answer to `ListParts` from after `marker`.
+    static func partList(in answer: HTTPAnswer, after marker: Int?, of object: URL) throws -> PartList {
+        // S3 names the root ListPartsResult; some implementations, moto
+        // among them, ListPartsResponse.
+        guard let root = S3XML.parse(answer.body), root.name.hasPrefix("ListParts") else {
+            throw UploadError.invalidAnswer(object, reason: "its list of parts is not S3's XML")
+        }
+        var parts: [Int: StoredPart] = [:]
+        for part in root.all("Part") {
+            guard let number = part["PartNumber"].flatMap({ Int($0.text) }),
+                let size = part["Size"].flatMap({ Int64($0.text) }),
+                let etag = part["ETag"]?.text
+            else { continue }
+            parts[number] = StoredPart(size: size, etag: etag)
+        }
+        // A page that says there is more but whose marker does not move on
+        // is the last: asking from it would list the same page for ever.
+        guard root["IsTruncated"]?.text == "true", let next = root["NextPartNumberMarker"].flatMap({ Int($0.text) }),
+            next > marker ?? 0
+        else { return PartList(parts: parts, nextMarker: nil) }
+        return PartList(parts: parts, nextMarker: next)
+    }
+
+    /// The ETag in the answer to `UploadPart` of part `number`.
+    static func etag(in answer: HTTPAnswer, ofPart number: Int, of object: URL) throws -> String {
+        guard let etag = answer.receipt.etag else {
+            throw UploadError.invalidAnswer(object, reason: "no ETag for part \(number)")
+        }
+        return etag
+    }
+
+    /// The receipt of `CompleteMultipartUpload`, with the object's ETag and
+    /// location from the answer's XML.
+    static func completedObject(in answer: HTTPAnswer, of object: URL) throws -> UploadReceipt {
+        // S3 may answer 200 with an error in the body (InternalError, say,
+        // which is worth another attempt).
+        if S3XML.error(in: answer.body) != nil { throw UploadError.httpStatus(answer.receipt) }
+        // S3 names the root CompleteMultipartUploadResult; moto,
+        // CompleteMultipartUploadResponse.
+        guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
+            throw UploadError.invalidAnswer(object, reason: "its answer to completing the upload is not S3's XML")
+        }
+        var receipt = answer.receipt
+        if let etag = root["ETag"]?.text {
+            receipt.headers["etag"] = etag
+        }
+        receipt.headers["location"] = root["Location"]?.text ?? withoutQuery(answer.url).absoluteString
+        return receipt
+    }
+
+    // MARK: - Requests
+
+    /// One attempt at `operation` on `object`: asks the presigner for its
+    /// URL, sends the request, and reads the answer with `read`.
+    private func call<Answer: Sendable>(
+        _ operation: S3Operation,
+        on object: URL,
+        body: HTTPBody = .empty,
+        answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in },
+        read: @escaping @Sendable (HTTPAnswer) throws -> Answer
+    ) -> Job<Answer> {
+        let contentType: String? =
+            switch operation {
+            case .completeMultipartUpload: "application/xml"
+            // Without one, FoundationNetworking labels a body as a form.
+            case .uploadPart: "application/octet-stream"
+            default: operation.contentType
+            }
+        return Job<URL> { [presigner] controller in
+            // Not cancelled with the job, which completes at once when it is:
+            // a late answer is dropped (see S3Presigner for why).
+            DefaultTaskScheduler().schedule(name: nil, priority: nil) {
+                do {
+                    controller.finish(with: try await presigner.presignedURL(for: operation, object: object))
+                } catch {
+                    controller.fail(with: error)
+                }
+            }
+        }.then { [http] url in
+            var request = URLRequest(url: url)
+            request.httpMethod = operation.httpMethod
+            if let contentType {
+                request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            }
+            return http.send(request, body: body, destination: object, answerLimit: answerLimit, progress: progress)
+        }.map(read).named(operation.jobName)
+    }
+
+    /// `url` without its query, where a presigned URL keeps its signature.
+    static func withoutQuery(_ url: URL) -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url }
+        components.query = nil
+        components.fragment = nil
+        return components.url ?? url
+    }
+}
