@@ -6,7 +6,7 @@ import Testing
 /// How the S3 client reads the storage's answers, without a storage: the
 /// XML of each call, as S3 and moto write it, and the answers that cannot
 /// be understood.
-@Suite("S3 client's answers")
+@Suite("S3 client's answers", .timeLimit(.minutes(1)))
 struct S3ClientTests {
     let object = URL(string: "https://media.example.com/videos/surf.mp4")!
 
