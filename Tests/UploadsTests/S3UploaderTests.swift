@@ -469,11 +469,14 @@ struct S3FramingTests {
         }
     }
 
-    @Test func partsAreFramedByContentLengthAlone() async throws {
+    @Test func partsAreFramedByContentLengthAloneAndCarryExactlyTheirBytes() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = folder.url.appendingPathComponent("surf.mp4")
-        try writePatternedFile(file, size: LargeTransfers.S3UploaderTests.threePartSize)
+        // Parts that do not end on the 64 KiB the session reads at a time,
+        // so that one byte too many or too few would show.
+        let partSize = 5 * 1024 * 1024 + 12_345
+        try writePatternedFile(file, size: 2 * partSize + 123_457)
         try await FixtureServer.with { server in
             try await server.setRule(
                 "s3/create",
@@ -486,7 +489,7 @@ struct S3FramingTests {
             let uploader = S3Uploader(
                 presigner: PathPresigner(server: server.baseURL),
                 manifestFolder: folder.url.appendingPathComponent("manifests"),
-                partSize: S3Uploader.minimumPartSize)
+                partSize: Int64(partSize))
 
             let receipt = try await Job.uploading(
                 LargeTransfers.S3UploaderTests.video(file, key: "videos/surf.mp4"), using: uploader
@@ -497,8 +500,11 @@ struct S3FramingTests {
             let parts = try await server.received().filter { $0.path.hasPrefix("/s3/part-") }.sorted {
                 $0.path < $1.path
             }
-            #expect(parts.map(\.length) == [5 * 1024 * 1024, 5 * 1024 * 1024, 123_457])
+            #expect(parts.map(\.length) == [partSize, partSize, 123_457])
             #expect(parts.allSatisfy { $0.complete })
+            for (index, part) in parts.enumerated() {
+                #expect(part.sha256 == (try await sha256(of: file, offset: index * partSize, length: part.length)))
+            }
             for part in parts {
                 let names = part.rawHeaders.compactMap { $0.first?.lowercased() }
                 #expect(names.contains("content-length"))

@@ -146,15 +146,16 @@ func exactRetries(_ attempts: Int, initial: Duration, maximum: Duration? = nil) 
     )
 }
 
-/// The SHA-256 of a file, hex-encoded: python3 reads it, off Swift's
-/// cooperative threads.
-func sha256(of file: URL) async throws -> String {
+/// The SHA-256 of a file, or of its `length` bytes from `offset`,
+/// hex-encoded: python3 reads it, off Swift's cooperative threads.
+func sha256(of file: URL, offset: Int = 0, length: Int? = nil) async throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     let script =
-        "import hashlib,sys\nh=hashlib.sha256()\nf=open(sys.argv[1],'rb')\n"
-        + "for b in iter(lambda: f.read(1<<20), b''): h.update(b)\nprint(h.hexdigest())"
-    process.arguments = ["python3", "-c", script, file.path]
+        "import hashlib,sys\nh=hashlib.sha256()\nf=open(sys.argv[1],'rb')\nf.seek(int(sys.argv[2]))\n"
+        + "n=int(sys.argv[3])\nwhile n!=0:\n b=f.read(1<<20 if n<0 else min(n,1<<20))\n"
+        + " if not b: break\n h.update(b)\n n-=len(b)\nprint(h.hexdigest())"
+    process.arguments = ["python3", "-c", script, file.path, String(offset), String(length ?? -1)]
     let output = Pipe()
     process.standardOutput = output
     try process.run()

@@ -1,11 +1,5 @@
 import Foundation
 
-// Only for FoundationNetworking, which opens the stream and then polls it
-// (`hasBytesAvailable`, `read`) on the session's queue. Apple's URLSession
-// schedules a body stream on a run loop and waits for its events, which
-// this stream never sends.
-#if canImport(FoundationNetworking)
-
 /// `length` bytes of a file from `offset` (the whole file, or one part of a
 /// multipart upload), as an upload body framed by `Content-Length: length`:
 /// never more, whatever the file has grown to meanwhile, and an error, not
@@ -21,8 +15,20 @@ import Foundation
 /// once; the task then fails with `URLError(.unknown)` (FoundationNetworking
 /// maps libcurl's "aborted by callback" to it, and drops `streamError`).
 ///
+/// The same stream serves both ways a session reads a body:
+///
+/// - FoundationNetworking opens it and polls it (`hasBytesAvailable`,
+///   `read`) on the session's queue.
+/// - Apple's URLSession schedules it on a run loop and reads when its
+///   delegate is told of an event. A scheduled stream tells its delegate,
+///   on the run loop it is scheduled in, `openCompleted` once opened, then
+///   `hasBytesAvailable` after each read that leaves bytes to read, and
+///   `endEncountered` or `errorOccurred` once, as `Stream`'s subclassing
+///   notes ask. (The tests drive this way too, on a Linux run loop.)
+///
 /// One stream per transfer, used from one thread at a time: the session's
-/// own queue opens and reads it. It is not `Sendable`, and need not be.
+/// own queue, or the thread of the run loop it is scheduled in. It is not
+/// `Sendable`, and need not be.
 final class BoundedFileStream: InputStream {
     /// Why the stream failed, when the file did not say.
     enum Failure: Error, Hashable {
@@ -37,6 +43,14 @@ final class BoundedFileStream: InputStream {
     private var delivered: Int64 = 0
     private var status: Stream.Status = .notOpen
     private var failure: (any Error)?
+
+    /// The run loops the stream is scheduled in, with their modes.
+    private var runLoops: [(runLoop: RunLoop, mode: RunLoop.Mode)] = []
+    private weak var client: (any StreamDelegate)?
+    /// An event is on its way to the run loops, not yet delivered.
+    private var eventPending = false
+    private var openCompletedSent = false
+    private var lastEventSent = false
 
     /// A stream of `length` bytes of `file` from `offset`, unopened.
     init(file: URL, offset: Int64 = 0, length: Int64) {
@@ -61,12 +75,14 @@ final class BoundedFileStream: InputStream {
         self.source = source
         status = .open
         if length == 0 { finish() }
+        announce()
     }
 
     override func close() {
         try? source?.close()
         source = nil
         if status != .error { status = .closed }
+        runLoops = []
     }
 
     override var streamStatus: Stream.Status { status }
@@ -99,6 +115,7 @@ final class BoundedFileStream: InputStream {
         }
         delivered += Int64(count)
         if delivered == length { finish() }
+        announce()
         return count
     }
 
@@ -111,9 +128,80 @@ final class BoundedFileStream: InputStream {
 
     override func property(forKey key: Stream.PropertyKey) -> AnyObject? { nil }
     override func setProperty(_ property: AnyObject?, forKey key: Stream.PropertyKey) -> Bool { false }
-    // Reads never wait (a regular file): no run-loop events to deliver.
-    override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
-    override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
+
+    // MARK: - Run-loop events
+
+    override var delegate: (any StreamDelegate)? {
+        get { client }
+        set { client = newValue }
+    }
+
+    override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        runLoops.append((aRunLoop, mode))
+        announce()
+    }
+
+    override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        runLoops.removeAll { $0.runLoop === aRunLoop && $0.mode == mode }
+    }
+
+    /// Sends the event the stream's state calls for to the run loops it is
+    /// scheduled in, unless one is already on its way (it reads the state
+    /// when it arrives).
+    private func announce() {
+        guard !eventPending, !runLoops.isEmpty, status != .notOpen, status != .closed else { return }
+        eventPending = true
+        let confined = Confined(stream: self)
+        for (runLoop, mode) in runLoops {
+            // A timer due now, rather than `perform(inModes:)`: adding one
+            // wakes a run loop that sleeps.
+            runLoop.add(Timer(timeInterval: 0, repeats: false) { _ in confined.stream?.deliverEvent() }, forMode: mode)
+        }
+    }
+
+    /// Tells the delegate what the stream can do now; on the first of the
+    /// run loops to run the event.
+    private func deliverEvent() {
+        guard eventPending, status != .closed else { return }
+        eventPending = false
+        if !openCompletedSent {
+            openCompletedSent = true
+            tell(.openCompleted)
+        }
+        switch status {
+        case .open:
+            tell(.hasBytesAvailable)
+        case .atEnd where !lastEventSent:
+            lastEventSent = true
+            tell(.endEncountered)
+        case .error where !lastEventSent:
+            lastEventSent = true
+            tell(.errorOccurred)
+        default:
+            break
+        }
+    }
+
+    private func tell(_ event: Stream.Event) {
+        // An Objective-C protocol with an optional method on Apple
+        // platforms; a Swift protocol with a default in
+        // swift-corelibs-foundation.
+        #if canImport(FoundationNetworking)
+        delegate?.stream(self, handle: event)
+        #else
+        delegate?.stream?(self, handle: event)
+        #endif
+    }
+
+    /// Carries the stream to the run loop it is scheduled in, without
+    /// keeping it alive.
+    ///
+    /// Unchecked, and not because of a lock: a stream scheduled in a run
+    /// loop is used on that run loop's thread (`Stream`'s contract), where
+    /// the timer that carries it runs. Only that thread touches it.
+    private struct Confined: @unchecked Sendable {
+        weak var stream: BoundedFileStream?
+    }
 
     /// All `length` bytes delivered: release the file at once.
     private func finish() {
@@ -127,6 +215,7 @@ final class BoundedFileStream: InputStream {
         status = .error
         try? source?.close()
         source = nil
+        announce()
     }
 }
 
@@ -135,5 +224,3 @@ final class BoundedFileStream: InputStream {
 private func readFile(_ descriptor: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int {
     read(descriptor, buffer, count)
 }
-
-#endif

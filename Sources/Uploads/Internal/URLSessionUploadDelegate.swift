@@ -65,13 +65,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             completionHandler(nil)
             return
         }
-        #if canImport(FoundationNetworking)
         completionHandler(BoundedFileStream(file: range.file, offset: range.offset, length: range.length))
-        #else
-        let stream = InputStream(url: range.file)
-        _ = stream?.setProperty(NSNumber(value: range.offset), forKey: .fileCurrentOffsetKey)
-        completionHandler(stream)
-        #endif
     }
 
     func urlSession(

@@ -1,0 +1,176 @@
+import Foundation
+import JobKitTesting
+import Testing
+
+@testable import Uploads
+
+/// The stream that sends a file, or one part of it, as a body: exactly its
+/// bytes, then the end, whichever way it is read (polled, as
+/// FoundationNetworking reads it, or told by run-loop events, as Apple's
+/// URLSession reads it).
+@Suite("Bounded file stream", .timeLimit(.minutes(1)))
+struct BoundedFileStreamTests {
+    /// A part whose end is not on a 64 KiB boundary, with bytes after it.
+    static let offset = 777
+    static let length = 8 * 1024 * 1024 + 12_345
+
+    /// Reads `stream` to its end `bufferSize` bytes at a time; `nil` when a
+    /// read fails.
+    static func readAll(_ stream: InputStream, bufferSize: Int) -> Data? {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: bufferSize)
+        while true {
+            let count = stream.read(&buffer, maxLength: bufferSize)
+            if count < 0 { return nil }
+            if count == 0 { return data }
+            data.append(contentsOf: buffer[0..<count])
+        }
+    }
+
+    @Test(arguments: [1_000, 4_096, 65_536, 65_537, 1 << 20, 9 << 20])
+    func aPartIsExactlyItsBytesThenTheEndWhateverTheBufferSize(bufferSize: Int) throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("surf.mp4")
+        try writePatternedFile(file, size: Self.offset + Self.length + 100_000)
+        let stream = BoundedFileStream(file: file, offset: Int64(Self.offset), length: Int64(Self.length))
+        stream.open()
+        #expect(stream.streamStatus == .open)
+
+        let read = try #require(Self.readAll(stream, bufferSize: bufferSize))
+
+        let expected = try Data(contentsOf: file)[Self.offset..<Self.offset + Self.length]
+        #expect(read.count == Self.length)
+        #expect(read == expected)
+        #expect(stream.streamStatus == .atEnd)
+        #expect(!stream.hasBytesAvailable, "the session ends the body here")
+        var byte: UInt8 = 0
+        #expect(stream.read(&byte, maxLength: 1) == 0, "and the end stays the end")
+        stream.close()
+    }
+
+    @Test func tinyReadsOfAShortPartAreExactToo() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("photo.jpg")
+        try writePatternedFile(file, size: 100_000)
+        for bufferSize in [1, 7] {
+            let stream = BoundedFileStream(file: file, offset: 3, length: 12_345)
+            stream.open()
+            #expect(try Self.readAll(stream, bufferSize: bufferSize) == Data(contentsOf: file)[3..<12_348])
+        }
+        let empty = BoundedFileStream(file: file, offset: 10, length: 0)
+        empty.open()
+        #expect(empty.streamStatus == .atEnd)
+        #expect(Self.readAll(empty, bufferSize: 16) == Data())
+    }
+
+    @Test func aFileThatEndsSoonerFailsTheReadRatherThanEnding() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("shrunk.mp4")
+        try writePatternedFile(file, size: 70_000)
+        let stream = BoundedFileStream(file: file, offset: 1_000, length: 80_000)
+        stream.open()
+        #expect(Self.readAll(stream, bufferSize: 65_536) == nil)
+        #expect(stream.streamStatus == .error)
+        #expect(stream.hasBytesAvailable, "so that the session reads, fails, and aborts")
+        #expect(
+            stream.streamError as? BoundedFileStream.Failure == .fileEnded(found: 70_000, expected: 81_000))
+
+        let missing = BoundedFileStream(file: folder.url.appendingPathComponent("gone.mp4"), length: 10)
+        missing.open()
+        #expect(missing.streamStatus == .error)
+        #expect(missing.streamError != nil)
+    }
+
+    // MARK: - Run-loop events
+
+    /// What a delegate that reads on each event saw.
+    struct Told: Sendable {
+        var events: [String] = []
+        var bytes = Data()
+        var readFailed = false
+    }
+
+    /// Schedules a stream of `length` bytes of `file` from `offset` in the
+    /// run loop of a thread of its own, reads it as Apple's URLSession
+    /// does (on each `hasBytesAvailable`, 64 KiB at most), and returns what
+    /// its delegate was told, once the stream ended or failed, or the
+    /// thread's time ran out.
+    static func readByEvents(_ file: URL, offset: Int64, length: Int64) async -> Told {
+        await withCheckedContinuation { continuation in
+            let thread = Thread {
+                final class Reader: NSObject, StreamDelegate {
+                    var told = Told()
+                    var done = false
+                    func stream(_ stream: Stream, handle event: Stream.Event) {
+                        switch event {
+                        case .openCompleted: told.events.append("open")
+                        case .hasBytesAvailable:
+                            told.events.append("bytes")
+                            var buffer = [UInt8](repeating: 0, count: 65_536)
+                            let count = (stream as? InputStream)?.read(&buffer, maxLength: buffer.count) ?? -1
+                            if count > 0 { told.bytes.append(contentsOf: buffer[0..<count]) }
+                            if count < 0 { told.readFailed = true }
+                        case .endEncountered:
+                            told.events.append("end")
+                            done = true
+                        case .errorOccurred:
+                            told.events.append("error")
+                            done = true
+                        default: told.events.append("other")
+                        }
+                    }
+                }
+                let reader = Reader()
+                let stream = BoundedFileStream(file: file, offset: offset, length: length)
+                stream.delegate = reader
+                stream.schedule(in: .current, forMode: .default)
+                stream.open()
+                let deadline = Date(timeIntervalSinceNow: 20)
+                while !reader.done, Date() < deadline {
+                    _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.1))
+                }
+                // Events that would come after the last one: none may.
+                _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.05))
+                stream.close()
+                continuation.resume(returning: reader.told)
+            }
+            thread.start()
+        }
+    }
+
+    @Test func aScheduledStreamTellsItsDelegateUntilItsLastByteThenTheEndOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("surf.mp4")
+        let length = 1024 * 1024 + 12_345
+        try writePatternedFile(file, size: 5 + length + 1_000)
+
+        let told = await Self.readByEvents(file, offset: 5, length: Int64(length))
+
+        #expect(told.bytes == (try Data(contentsOf: file)[5..<5 + length]))
+        #expect(told.events.first == "open")
+        #expect(told.events.last == "end")
+        #expect(told.events.filter { $0 == "end" }.count == 1)
+        #expect(told.events.dropFirst().dropLast().allSatisfy { $0 == "bytes" })
+        #expect(told.events.count == 2 + (length + 65_535) / 65_536, "one event per read, nothing after the end")
+        #expect(!told.readFailed)
+    }
+
+    @Test func aScheduledStreamWhoseFileEndsSoonerTellsOfTheErrorOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("shrunk.mp4")
+        try writePatternedFile(file, size: 100_000)
+
+        let told = await Self.readByEvents(file, offset: 0, length: 200_000)
+
+        #expect(told.bytes == (try Data(contentsOf: file)))
+        #expect(told.readFailed)
+        #expect(told.events.last == "error")
+        #expect(told.events.filter { $0 == "error" }.count == 1)
+        #expect(!told.events.contains("end"))
+    }
+}
