@@ -105,7 +105,7 @@ final class ProgressPrinter: Sendable {
         } else {
             next = attempts > 1 ? "no retries left" : "not retried (--retries 0)"
         }
-        let name = Format.path(of: destination, below: base)
+        let name = Format.path(of: destination, below: base) + (attempt.request.map { " (\($0))" } ?? "")
         let reason = Format.reason(attempt.error, naming: destination)
         let line = "  ✗ \(name): \(reason); \(next)"
         shown.withLock { shown in

@@ -169,12 +169,18 @@ extension RetryPolicy {
         /// The wait before the next attempt, or `nil` when none follows:
         /// the error is not retryable, or this was the last attempt.
         public var nextRetryIn: Duration?
+        /// The request that failed, when the attempt was one request of an
+        /// upload whose uploader retries each on its own: "part 2",
+        /// "complete upload" for an ``S3Uploader``. `nil` when the attempt
+        /// was the whole upload, or a job that is not an upload.
+        public var request: String?
 
         /// Creates a report of a failed attempt.
-        public init(number: Int, error: any Error, nextRetryIn: Duration?) {
+        public init(number: Int, error: any Error, nextRetryIn: Duration?, request: String? = nil) {
             self.number = number
             self.error = error
             self.nextRetryIn = nextRetryIn
+            self.request = request
         }
     }
 }

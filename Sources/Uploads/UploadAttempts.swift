@@ -71,15 +71,17 @@ public struct UploadAttempts: Sendable {
     /// whole upload, as the default ``Uploader/upload(_:attempts:progress:)``
     /// does.
     public func retrying<Success: Sendable>(_ attempt: Job<Success>, for media: Media) -> Job<Success> {
-        retrying(attempt, for: media, givingUp: onFailedAttempt, stopping: nil)
+        retrying(attempt, for: media, request: nil, givingUp: onFailedAttempt, stopping: nil)
     }
 
-    /// `retrying(_:for:)`, with the last failed attempt, the one no retry
+    /// `retrying(_:for:)`, with each failed attempt named after `request`
+    /// when it is one request of the upload, the last one, which no retry
     /// follows, told to `givingUp` rather than to ``onFailedAttempt``; and
     /// no retry, nor any report, once `stopping` says so.
     func retrying<Success: Sendable>(
         _ attempt: Job<Success>,
         for media: Media,
+        request: String?,
         givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?,
         stopping: (@Sendable () -> Bool)?
     ) -> Job<Success> {
@@ -109,6 +111,15 @@ public struct UploadAttempts: Sendable {
         }
         var policy = retry
         var onRetry = onFailedAttempt
+        var givingUp = givingUp
+        if let request {
+            if let told = onRetry {
+                onRetry = { attempt in told(attempt.naming(request)) }
+            }
+            if let told = givingUp {
+                givingUp = { attempt in told(attempt.naming(request)) }
+            }
+        }
         if let stopping {
             let isRetryable = retry.isRetryable
             policy.isRetryable = { error in !stopping() && isRetryable(error) }
@@ -130,6 +141,15 @@ public struct UploadAttempts: Sendable {
         if let limit = timeout, limit <= .zero {
             throw .invalidArgument("the time limit of an attempt must be above zero, got \(limit)")
         }
+    }
+}
+
+extension RetryPolicy.FailedAttempt {
+    /// This report, of an attempt at `request`.
+    fileprivate func naming(_ request: String) -> Self {
+        var named = self
+        named.request = request
+        return named
     }
 }
 

@@ -89,9 +89,13 @@ struct RetryOwnerTests {
         let uploader = FaultInjectingUploader(wrapping: base, failureRate: 1)
         let post = samplePost(photoSizes: [10])
         let told = LockedValue<[Int]>([])
+        let requests = LockedValue<[String?]>([])
         let options = PublishOptions(
             retry: Self.policy(attempts: 2),
-            onFailedAttempt: { _, attempt in told.withValue { $0.append(attempt.number) } })
+            onFailedAttempt: { _, attempt in
+                told.withValue { $0.append(attempt.number) }
+                requests.withValue { $0.append(attempt.request) }
+            })
         let recorder = OutcomeRecorder()
         Job.publishing(post, using: uploader, options: options).perform(on: queue, then: recorder.handler)
         try queue.advance(by: .seconds(1))
@@ -101,6 +105,7 @@ struct RetryOwnerTests {
         #expect(base.performances.value == 1)
         #expect(base.attemptsGiven.value.map(\.retry.attempts) == [2])
         #expect(told.value == [1, 2])
+        #expect(requests.value == [nil, nil], "an attempt of the whole upload names no request")
         #expect(base.requestsSent.value == 0, "a faulted attempt sends nothing")
         guard case .httpStatus(let receipt) = recorder.error as? UploadError else {
             Issue.record("expected the injected 503, got \(String(describing: recorder.error))")

@@ -31,14 +31,17 @@ extension LargeTransfers {
         }
 
         /// Publishing's options: three attempts, waits of milliseconds,
-        /// each failed attempt noted in `told` as its number and whether a
-        /// retry follows.
+        /// each failed attempt noted in `told` with the request that failed,
+        /// its number and whether a retry follows.
         static func options(told: LockedValue<[String]>) -> PublishOptions {
             PublishOptions(
                 retry: RetryPolicy(attempts: 3, initialDelay: .milliseconds(20)),
                 onFailedAttempt: { destination, attempt in
                     let next = attempt.nextRetryIn == nil ? "gives up" : "retried"
-                    told.withValue { $0.append("\(destination.lastPathComponent) #\(attempt.number) \(next)") }
+                    let request = attempt.request ?? "the upload"
+                    told.withValue {
+                        $0.append("\(destination.lastPathComponent) \(request) #\(attempt.number) \(next)")
+                    }
                 })
         }
 
@@ -63,7 +66,10 @@ extension LargeTransfers {
 
                 #expect(try await Self.partRequests(s3) == [1: 1, 2: 3], "part 2: three attempts in all, not 3 × 3")
                 #expect(error?.localizedDescription.contains("500") == true, "\(String(describing: error))")
-                #expect(told.value == ["video.mp4 #1 retried", "video.mp4 #2 retried", "video.mp4 #3 gives up"])
+                #expect(
+                    told.value == [
+                        "video.mp4 part 2 #1 retried", "video.mp4 part 2 #2 retried", "video.mp4 part 2 #3 gives up",
+                    ])
                 let requests = try await s3.requests()
                 #expect(requests.filter { $0.operation == "createMultipartUpload" }.count == 1)
                 #expect(!requests.contains { $0.operation == "abortMultipartUpload" }, "a 500 can pass: kept")
@@ -107,7 +113,7 @@ extension LargeTransfers {
                     .seconds(60), performing: publishing, on: DispatchQueue.global())
 
                 #expect(try await Self.partRequests(s3) == [1: 1, 2: 2, 3: 1])
-                #expect(told.value == ["video.mp4 #1 retried"])
+                #expect(told.value == ["video.mp4 part 2 #1 retried"])
                 let object = try await s3.object(Self.videoKey)
                 #expect(object.sha256 == (try await sha256(of: file)))
                 #expect(published.media.first?.etag == object.etag)
@@ -141,7 +147,7 @@ extension LargeTransfers {
                 #expect(
                     requests.filter { $0.operation == "abortMultipartUpload" }.count == 1,
                     "an abort is sent once, whatever it is answered")
-                #expect(told.value == ["video.mp4 #1 gives up"], "the abort's failure is not the upload's")
+                #expect(told.value == ["video.mp4 part 2 #1 gives up"], "the abort's failure is not the upload's")
                 #expect(S3UploaderTests.manifests(folder).isEmpty)
             }
         }

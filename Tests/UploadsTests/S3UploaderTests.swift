@@ -579,7 +579,9 @@ extension LargeTransfers {
                     ], output: output)
                 #expect(await Self.exit(of: run) != 0, "publishing failed")
                 let printed = try String(contentsOf: output, encoding: .utf8)
-                #expect(printed.contains("video-1.mp4: the server answered 500 Internal Server Error"))
+                #expect(
+                    printed.contains(
+                        "✗ posts/beach-day/video-1.mp4 (part 2): the server answered 500 Internal Server Error"))
                 #expect(printed.contains("retry 2 of 2 in"))
                 #expect(printed.contains("no retries left"))
                 #expect(

@@ -342,7 +342,7 @@ final class MultipartUpload: Sendable {
     /// far are made, in one attempt, whatever the answer. An abort that
     /// fails leaves the parts to the storage's lifecycle rules.
     private func abort(_ uploadID: String) -> Job<Void> {
-        var abort = client.abortMultipartUpload(media.destination, uploadID: uploadID)
+        var abort = client.abortMultipartUpload(media.destination, uploadID: uploadID).attempt
         if let limit = retries.attempts.timeout {
             // A failed upload completes once its abort did: never later than
             // the time limit of an attempt.

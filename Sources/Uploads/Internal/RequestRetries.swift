@@ -7,26 +7,28 @@ import JobKit
 final class RequestRetries: Sendable {
     /// The owner of the upload's retries.
     let attempts: UploadAttempts
-    /// The number of the last attempt of the first request that gave up
-    /// (the one that fails the upload, which stops the others): how many
-    /// attempts the failure the upload ends with took.
-    private let firstGivenUp = Lock<Int?>(nil)
+    /// The first request that gave up (the one that fails the upload,
+    /// which stops the others), and the number of its last attempt: how
+    /// many attempts the failure the upload ends with took.
+    private let firstGivenUp = Lock<(request: String, number: Int)?>(nil)
 
     init(_ attempts: UploadAttempts) {
         self.attempts = attempts
     }
 
-    /// `request`, an attempt at one request of the upload of `media`,
-    /// retried as ``attempts`` says, and neither retried nor reported once
-    /// `stopping` says so (a request that outlives the upload's job).
+    /// `call`, one request of the upload of `media`, retried as
+    /// ``attempts`` says, its failed attempts named after it; neither
+    /// retried nor reported once `stopping` says so (a request that
+    /// outlives the upload's job).
     func retrying<Success: Sendable>(
-        _ request: Job<Success>,
+        _ call: S3Client.Call<Success>,
         for media: Media,
         stopping: (@Sendable () -> Bool)? = nil
     ) -> Job<Success> {
-        attempts.retrying(
-            request, for: media,
-            givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? attempt.number } },
+        let request = call.operation.jobName
+        return attempts.retrying(
+            call.attempt, for: media, request: request,
+            givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? (request, attempt.number) } },
             stopping: stopping
         )
     }
@@ -42,6 +44,9 @@ final class RequestRetries: Sendable {
     /// cancelled: the failed attempt that no retry follows.
     func reportFailure(_ error: any Error) {
         guard !(error is CancellationError), let told = attempts.onFailedAttempt else { return }
-        told(RetryPolicy.FailedAttempt(number: firstGivenUp.withLock { $0 } ?? 1, error: error, nextRetryIn: nil))
+        let givenUp = firstGivenUp.withLock { $0 }
+        told(
+            RetryPolicy.FailedAttempt(
+                number: givenUp?.number ?? 1, error: error, nextRetryIn: nil, request: givenUp?.request))
     }
 }

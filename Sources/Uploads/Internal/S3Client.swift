@@ -25,6 +25,16 @@ struct S3Client: Sendable {
         var etag: String
     }
 
+    /// One call, not yet made: what it does, and a job that makes one
+    /// attempt at it.
+    struct Call<Answer: Sendable>: Sendable {
+        /// The call's operation; snapshots and failed attempts name the
+        /// call after it ("part 2").
+        var operation: S3Operation
+        /// A job that makes one attempt.
+        var attempt: Job<Answer>
+    }
+
     /// One page of ListParts.
     struct PartList: Sendable {
         /// The parts on the page, by number.
@@ -46,19 +56,19 @@ struct S3Client: Sendable {
         contentType: String,
         body: HTTPBody,
         progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Job<UploadReceipt> {
+    ) -> Call<UploadReceipt> {
         call(.putObject(contentType: contentType), on: object, body: body, progress: progress, read: Self.storedObject)
     }
 
     /// `CreateMultipartUpload`: starts an upload to `object`; finishes
     /// with its ID.
-    func createMultipartUpload(_ object: URL, contentType: String) -> Job<String> {
+    func createMultipartUpload(_ object: URL, contentType: String) -> Call<String> {
         call(.createMultipartUpload(contentType: contentType), on: object) { try Self.uploadID(in: $0, of: object) }
     }
 
     /// `ListParts`: one page of the parts of `uploadID` the storage holds,
     /// from after `marker`.
-    func listParts(_ object: URL, uploadID: String, after marker: Int?) -> Job<PartList> {
+    func listParts(_ object: URL, uploadID: String, after marker: Int?) -> Call<PartList> {
         call(.listParts(uploadID: uploadID, partNumberMarker: marker), on: object, answerLimit: 4 << 20) {
             try Self.partList(in: $0, after: marker, of: object)
         }
@@ -72,7 +82,7 @@ struct S3Client: Sendable {
         number: Int,
         body: HTTPBody,
         progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Job<String> {
+    ) -> Call<String> {
         let operation = S3Operation.uploadPart(uploadID: uploadID, partNumber: number)
         return call(operation, on: object, body: body, progress: progress) {
             try Self.etag(in: $0, ofPart: number, of: object)
@@ -81,7 +91,7 @@ struct S3Client: Sendable {
 
     /// `CompleteMultipartUpload`: joins the parts whose ETags `etags` gives
     /// by number into the object.
-    func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Job<UploadReceipt> {
+    func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Call<UploadReceipt> {
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         return call(
             .completeMultipartUpload(uploadID: uploadID), on: object, body: .data(body), answerLimit: 64 << 10
@@ -89,7 +99,7 @@ struct S3Client: Sendable {
     }
 
     /// `AbortMultipartUpload`: discards `uploadID` and its parts.
-    func abortMultipartUpload(_ object: URL, uploadID: String) -> Job<Void> {
+    func abortMultipartUpload(_ object: URL, uploadID: String) -> Call<Void> {
         call(.abortMultipartUpload(uploadID: uploadID), on: object) { _ in }
     }
 
@@ -165,8 +175,8 @@ struct S3Client: Sendable {
 
     // MARK: - Requests
 
-    /// One attempt at `operation` on `object`: asks the presigner for its
-    /// URL, sends the request, and reads the answer with `read`.
+    /// `operation` on `object`, each attempt of which asks the presigner
+    /// for its URL, sends the request, and reads the answer with `read`.
     private func call<Answer: Sendable>(
         _ operation: S3Operation,
         on object: URL,
@@ -174,7 +184,7 @@ struct S3Client: Sendable {
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in },
         read: @escaping @Sendable (HTTPAnswer) throws -> Answer
-    ) -> Job<Answer> {
+    ) -> Call<Answer> {
         let contentType: String? =
             switch operation {
             case .completeMultipartUpload: "application/xml"
@@ -182,7 +192,7 @@ struct S3Client: Sendable {
             case .uploadPart: "application/octet-stream"
             default: operation.contentType
             }
-        return Job<URL> { [presigner] controller in
+        let attempt = Job<URL> { [presigner] controller in
             // Not cancelled with the job, which completes at once when it is:
             // a late answer is dropped (see S3Presigner for why).
             DefaultTaskScheduler().schedule(name: nil, priority: nil) {
@@ -200,6 +210,7 @@ struct S3Client: Sendable {
             }
             return http.send(request, body: body, destination: object, answerLimit: answerLimit, progress: progress)
         }.map(read).named(operation.jobName)
+        return Call(operation: operation, attempt: attempt)
     }
 
     /// `url` without its query, where a presigned URL keeps its signature.
