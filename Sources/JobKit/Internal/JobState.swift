@@ -348,12 +348,19 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     private func ownSnapshot() -> JobSnapshot {
+        // The phase first, then the attachments, which are never older than
+        // it: a job keeps its names once it completed. Read the other way
+        // round, a thread held between the two reads could pair the
+        // attachments of a job not yet started with the phase of one that
+        // completed since: a finished job without its name.
+        let phase = phase.load(ordering: .acquiring)
+        let started = hasStarted.load(ordering: .relaxed)
         let attachments = lock.withLock { $0.attachments }
         var failure: (any Error)? = nil
         for case (_, .failure(let error)) in attachments { failure = error }
         let state: JobSnapshot.State =
-            switch phase.load(ordering: .acquiring) {
-            case Phase.pending: hasStarted.load(ordering: .relaxed) ? .running : .waitingToStart
+            switch phase {
+            case Phase.pending: started ? .running : .waitingToStart
             case Phase.completed: .finished
             case Phase.cancelled: .cancelled
             // The error is kept just after the latch is won: until then,
