@@ -155,6 +155,16 @@ struct UploadsDocExamplesTests {
         #expect(uploader.uploads.count == 1)
     }
 
+    @Test func md5Example() {
+        // BEGIN DOC
+        var md5 = MD5()
+        md5.update(Data("The quick brown fox ".utf8))
+        md5.update(Data("jumps over the lazy dog".utf8))
+        let contentMD5 = md5.finalize().base64EncodedString()  // "nhB9nTcrtoJr2B01QqQZ1g=="
+        // END DOC
+        #expect(contentMD5 == "nhB9nTcrtoJr2B01QqQZ1g==")
+    }
+
     @Test func publishOptionsExamples() throws {
         // BEGIN DOC
         let options = PublishOptions(

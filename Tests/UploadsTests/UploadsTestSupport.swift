@@ -149,13 +149,20 @@ func exactRetries(_ attempts: Int, initial: Duration, maximum: Duration? = nil) 
 /// The SHA-256 of a file, or of its `length` bytes from `offset`,
 /// hex-encoded: python3 reads it, off Swift's cooperative threads.
 func sha256(of file: URL, offset: Int = 0, length: Int? = nil) async throws -> String {
+    try await pythonDigest("sha256", of: file, offset: offset, length: length)
+}
+
+/// The digest by `algorithm` (a name `hashlib` knows: "sha256", "md5") of
+/// a file, or of its `length` bytes from `offset`, hex-encoded: python3
+/// reads it, off Swift's cooperative threads.
+func pythonDigest(_ algorithm: String, of file: URL, offset: Int = 0, length: Int? = nil) async throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     let script =
-        "import hashlib,sys\nh=hashlib.sha256()\nf=open(sys.argv[1],'rb')\nf.seek(int(sys.argv[2]))\n"
+        "import hashlib,sys\nh=hashlib.new(sys.argv[4])\nf=open(sys.argv[1],'rb')\nf.seek(int(sys.argv[2]))\n"
         + "n=int(sys.argv[3])\nwhile n!=0:\n b=f.read(1<<20 if n<0 else min(n,1<<20))\n"
         + " if not b: break\n h.update(b)\n n-=len(b)\nprint(h.hexdigest())"
-    process.arguments = ["python3", "-c", script, file.path, String(offset), String(length ?? -1)]
+    process.arguments = ["python3", "-c", script, file.path, String(offset), String(length ?? -1), algorithm]
     let output = Pipe()
     process.standardOutput = output
     try process.run()
