@@ -25,6 +25,7 @@ struct PresigningBackend: S3Presigner {
             "operation": operation.action, "key": String(object.path.drop { $0 == "/" }),
             "contentType": operation.contentType, "uploadId": operation.uploadID,
             "partNumber": operation.partNumber, "partNumberMarker": operation.partNumberMarker,
+            "contentMD5": operation.contentMD5,
         ]
         var request = URLRequest(url: endpoint)
         request.httpMethod = "POST"

@@ -7,18 +7,24 @@ import Foundation
 /// with its credentials (in boto3, `generate_presigned_url` with the client
 /// method in parentheses below; in the AWS SDKs, their presigners) and the
 /// app sends it without ever holding a credential.
+///
+/// A request with a body carries the body's MD5 as its `Content-MD5`
+/// (``contentMD5``), so that the storage refuses bytes changed on the way
+/// (S3 answers `400 BadDigest`).
 public enum S3Operation: Sendable, Hashable {
-    /// `PutObject` (`put_object`): one `PUT` of a whole small object.
-    case putObject(contentType: String)
+    /// `PutObject` (`put_object`): one `PUT` of a whole small object, whose
+    /// MD5 is `contentMD5`.
+    case putObject(contentType: String, contentMD5: String)
     /// `CreateMultipartUpload` (`create_multipart_upload`): a `POST` that
     /// starts a multipart upload and answers its upload ID.
     case createMultipartUpload(contentType: String)
     /// `UploadPart` (`upload_part`): a `PUT` of part `partNumber` (from 1)
-    /// of the upload `uploadID`.
-    case uploadPart(uploadID: String, partNumber: Int)
+    /// of the upload `uploadID`, whose MD5 is `contentMD5`.
+    case uploadPart(uploadID: String, partNumber: Int, contentMD5: String)
     /// `CompleteMultipartUpload` (`complete_multipart_upload`): a `POST`
-    /// that joins the parts into the object.
-    case completeMultipartUpload(uploadID: String)
+    /// that joins the parts into the object; the list of parts it sends
+    /// has the MD5 `contentMD5`.
+    case completeMultipartUpload(uploadID: String, contentMD5: String)
     /// `AbortMultipartUpload` (`abort_multipart_upload`): a `DELETE` that
     /// discards the upload and its parts.
     case abortMultipartUpload(uploadID: String)
@@ -45,7 +51,22 @@ public enum S3Operation: Sendable, Hashable {
     /// `CreateMultipartUpload`.
     public var contentType: String? {
         switch self {
-        case .putObject(let type), .createMultipartUpload(let type): type
+        case .putObject(let type, _), .createMultipartUpload(let type): type
+        default: nil
+        }
+    }
+
+    /// The MD5 of the request's body, base64-encoded, which the request
+    /// sends as its `Content-MD5` header: for `PutObject`, `UploadPart` and
+    /// `CompleteMultipartUpload`.
+    ///
+    /// The storage refuses a body that does not match it. A backend that
+    /// signs the request's headers can sign it too (boto3: `ContentMD5` in
+    /// `Params` of `put_object` and `upload_part`); the request carries it
+    /// either way.
+    public var contentMD5: String? {
+        switch self {
+        case .putObject(_, let md5), .uploadPart(_, _, let md5), .completeMultipartUpload(_, let md5): md5
         default: nil
         }
     }
@@ -54,7 +75,7 @@ public enum S3Operation: Sendable, Hashable {
     /// `CreateMultipartUpload`.
     public var uploadID: String? {
         switch self {
-        case .uploadPart(let id, _), .completeMultipartUpload(let id), .abortMultipartUpload(let id),
+        case .uploadPart(let id, _, _), .completeMultipartUpload(let id, _), .abortMultipartUpload(let id),
             .listParts(let id, _):
             id
         default: nil
@@ -63,7 +84,7 @@ public enum S3Operation: Sendable, Hashable {
 
     /// The part's number, for `UploadPart`.
     public var partNumber: Int? {
-        if case .uploadPart(_, let number) = self { number } else { nil }
+        if case .uploadPart(_, let number, _) = self { number } else { nil }
     }
 
     /// Where the list starts after, for `ListParts` after its first page.
@@ -86,7 +107,7 @@ public enum S3Operation: Sendable, Hashable {
         switch self {
         case .putObject: "put object"
         case .createMultipartUpload: "create upload"
-        case .uploadPart(_, let number): "part \(number)"
+        case .uploadPart(_, let number, _): "part \(number)"
         case .completeMultipartUpload: "complete upload"
         case .abortMultipartUpload: "abort upload"
         case .listParts: "list parts"

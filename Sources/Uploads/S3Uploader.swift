@@ -53,6 +53,13 @@ import FoundationNetworking
 ///   parts to the bucket's lifecycle rules (S3's
 ///   `AbortIncompleteMultipartUpload`).
 ///
+/// Every request with a body carries the body's MD5 as `Content-MD5`,
+/// found by reading the part just before it is sent: the storage refuses
+/// bytes changed on the way (`400 BadDigest`), which is not retried, and a
+/// multipart upload is then aborted. A file changed on disk while it was
+/// sent fails with ``UploadError/fileChanged(_:reason:)``, and no object is
+/// made of two versions of it.
+///
 /// Progress counts bytes across all parts, parts already stored included,
 /// and never goes backwards, not even when a part is sent again.
 ///
@@ -202,13 +209,23 @@ public final class S3Uploader: Uploader, Sendable {
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let body: HTTPBody =
-            switch media.content {
-            case .bytes(let data): .data(data)
-            case .file(let file): .file(file, offset: 0, length: size)
-            }
-        return retries.retrying(
-            client.putObject(media.destination, contentType: media.contentType, body: body, progress: progress),
-            for: media)
+        let body: HTTPBody
+        // The file as it was before its bytes were hashed, to tell a file
+        // changed on disk from bytes changed on the way.
+        let file: (url: URL, identity: FileIdentity)?
+        switch media.content {
+        case .bytes(let data):
+            body = .data(data)
+            file = nil
+        case .file(let url):
+            body = .file(url, offset: 0, length: size)
+            file = (try? FileIdentity.of(url)).map { (url, $0) }
+        }
+        return body.md5.then { [client] md5 in
+            let put = client.putObject(
+                media.destination, contentType: media.contentType, body: body, md5: md5, progress: progress)
+            return retries.retrying(put, for: media)
+        }
+        .mapError { error in file.map { $0.identity.explaining(error, of: $0.url) } ?? error }
     }
 }

@@ -97,6 +97,17 @@ struct S3ClientTests {
         }
     }
 
+    @Test func theRequestsWithABodySayTheirMD5ToThePresigner() {
+        let md5 = MD5.digest(of: Data("abc".utf8)).base64EncodedString()
+        #expect(S3Operation.putObject(contentType: "image/jpeg", contentMD5: md5).contentMD5 == md5)
+        #expect(S3Operation.uploadPart(uploadID: "u", partNumber: 2, contentMD5: md5).contentMD5 == md5)
+        #expect(S3Operation.completeMultipartUpload(uploadID: "u", contentMD5: md5).contentMD5 == md5)
+        #expect(S3Operation.createMultipartUpload(contentType: "video/mp4").contentMD5 == nil)
+        #expect(S3Operation.listParts(uploadID: "u", partNumberMarker: nil).contentMD5 == nil)
+        #expect(S3Operation.abortMultipartUpload(uploadID: "u").contentMD5 == nil)
+        #expect(S3Operation.uploadPart(uploadID: "u", partNumber: 2, contentMD5: md5).jobName == "part 2")
+    }
+
     @Test func aStoredObjectIsWhereTheStorageSaysOrAtItsURLWithoutTheSignature() {
         #expect(
             S3Client.storedObject(in: answer("")).location?.absoluteString

@@ -46,6 +46,11 @@ final class S3Fixture: Sendable {
         let status: Int?
         let chunked: Bool
         let contentLength: Int?
+        /// The request's Content-MD5 header.
+        let contentMD5: String?
+        /// The MD5 of the body received, base64-encoded, once it arrived
+        /// whole.
+        let bodyMD5: String?
     }
 
     /// An object as the storage holds it.
@@ -195,7 +200,7 @@ struct FixturePresigner: S3Presigner {
             "operation": operation.action, "key": String(object.path.drop { $0 == "/" }),
             "uploadId": operation.uploadID,
             "partNumber": operation.partNumber, "partNumberMarker": operation.partNumberMarker,
-            "maxParts": operation.action == "ListParts" ? listPageSize : nil,
+            "maxParts": operation.action == "ListParts" ? listPageSize : nil, "contentMD5": operation.contentMD5,
         ]
         var request = URLRequest(url: endpoint)
         request.httpMethod = "POST"

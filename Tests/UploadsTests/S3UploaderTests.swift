@@ -462,7 +462,7 @@ struct S3FramingTests {
         func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
             switch operation {
             case .createMultipartUpload: server.appendingPathComponent("s3/create")
-            case .uploadPart(_, let number): server.appendingPathComponent("s3/part-\(number)")
+            case .uploadPart(_, let number, _): server.appendingPathComponent("s3/part-\(number)")
             case .completeMultipartUpload: server.appendingPathComponent("s3/complete")
             default: server.appendingPathComponent("s3/other")
             }
@@ -504,6 +504,8 @@ struct S3FramingTests {
             #expect(parts.allSatisfy { $0.complete })
             for (index, part) in parts.enumerated() {
                 #expect(part.sha256 == (try await sha256(of: file, offset: index * partSize, length: part.length)))
+                let md5 = try await pythonDigest("md5", of: file, offset: index * partSize, length: part.length)
+                #expect(part.headers["content-md5"] == base64(hex: md5), "part \(index + 1) carries its MD5")
             }
             for part in parts {
                 let names = part.rawHeaders.compactMap { $0.first?.lowercased() }

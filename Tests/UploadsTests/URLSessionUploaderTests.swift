@@ -486,18 +486,6 @@ struct URLSessionUploaderTests {
     }
 }
 
-// MARK: - Helpers
-
-/// The SHA-256 of a file, as hex, computed by Python's hashlib (Foundation
-/// on Linux has no hashing).
-/// `true` the first time it is asked about `flag`, `false` after.
-private func isFirst(_ flag: LockedValue<Bool>) -> Bool {
-    flag.withValue { done in
-        defer { done = true }
-        return !done
-    }
-}
-
 extension LargeTransfers {
     @Suite("Large files over HTTP", .timeLimit(.minutes(1)))
     struct LargeHTTPFileTests {

@@ -152,6 +152,18 @@ func sha256(of file: URL, offset: Int = 0, length: Int? = nil) async throws -> S
     try await pythonDigest("sha256", of: file, offset: offset, length: length)
 }
 
+/// The bytes that `hex` spells, base64-encoded: what a Content-MD5 header
+/// holds for the hex digest Python gives.
+func base64(hex: String) -> String {
+    var bytes: [UInt8] = []
+    var index = hex.startIndex
+    while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index < hex.endIndex {
+        bytes.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+        index = next
+    }
+    return Data(bytes).base64EncodedString()
+}
+
 /// The digest by `algorithm` (a name `hashlib` knows: "sha256", "md5") of
 /// a file, or of its `length` bytes from `offset`, hex-encoded: python3
 /// reads it, off Swift's cooperative threads.
@@ -209,4 +221,12 @@ func residentMemory() -> Int {
         return kilobytes * 1024
     }
     return 0
+}
+
+/// `true` the first time it is asked about `flag`, `false` after.
+func isFirst(_ flag: LockedValue<Bool>) -> Bool {
+    flag.withValue { done in
+        defer { done = true }
+        return !done
+    }
 }

@@ -93,4 +93,30 @@ struct FileIdentity: Sendable, Hashable {
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         return FileIdentity(size: size, modified: modified)
     }
+
+    /// ``UploadError/fileChanged(_:reason:)`` when `file` no longer has
+    /// this identity (or cannot be read): it changed since the identity was
+    /// taken.
+    func change(of file: URL) -> UploadError? {
+        guard let now = try? FileIdentity.of(file) else {
+            return .fileChanged(file, reason: "it can no longer be read")
+        }
+        guard now != self else { return nil }
+        return .fileChanged(
+            file,
+            reason: now.size == size
+                ? "it was modified during the upload"
+                : "it was \(size) bytes when its upload began, and is \(now.size) now")
+    }
+
+    /// `error`, or ``UploadError/fileChanged(_:reason:)`` when `error` is
+    /// the storage refusing bytes that do not match their `Content-MD5`
+    /// (S3's `BadDigest`) and `file` changed since this identity was taken:
+    /// the bytes changed on disk, not on the way.
+    func explaining(_ error: any Error, of file: URL) -> any Error {
+        guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 400,
+            S3XML.error(in: receipt.body)?.code == "BadDigest"
+        else { return error }
+        return change(of: file) ?? error
+    }
 }

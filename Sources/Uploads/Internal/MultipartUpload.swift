@@ -129,7 +129,7 @@ final class MultipartUpload: Sendable {
             discard()?.perform(on: queue) { _ in }
         }
         let upload = prepare(identity).then { [self] plan in
-            sendParts(plan).then { [self] etags in complete(plan.uploadID, etags) }
+            sendParts(plan, identity).then { [self] etags in complete(plan.uploadID, etags, identity) }
         }
         controller.perform(upload) { [self] outcome in
             switch outcome {
@@ -262,20 +262,25 @@ final class MultipartUpload: Sendable {
             }
     }
 
-    /// Sends the parts the storage lacks; finishes with every part's ETag.
-    /// Progress counts the parts the storage holds whole, from the start.
-    private func sendParts(_ plan: Plan) -> Job<[Int: String]> {
+    /// Sends the parts the storage lacks, each with its MD5, found just
+    /// before it is sent; finishes with every part's ETag. Progress counts
+    /// the parts the storage holds whole, from the start.
+    private func sendParts(_ plan: Plan, _ identity: FileIdentity) -> Job<[Int: String]> {
         let merged = ProgressMerger(totals: plan.parts.map(\.length), deliver: progress)
         merged.finish(plan.parts.indices.filter { plan.stored[plan.parts[$0].number] != nil })
         let missing = plan.parts.indices.filter { plan.stored[plan.parts[$0].number] == nil }
         let sends = missing.map { index in
             let part = plan.parts[index]
-            let send = client.uploadPart(
-                media.destination, uploadID: plan.uploadID, number: part.number,
-                body: .file(file, offset: part.offset, length: part.length),
-                progress: { merged.update(index, bytesSent: $0.bytesSent) }
-            )
-            return retries.retrying(send, for: media).map { [self] etag in
+            let body = HTTPBody.file(file, offset: part.offset, length: part.length)
+            return body.md5.then { [self] md5 in
+                let send = client.uploadPart(
+                    media.destination, uploadID: plan.uploadID, number: part.number, body: body, md5: md5,
+                    progress: { merged.update(index, bytesSent: $0.bytesSent) }
+                )
+                return retries.retrying(send, for: media)
+            }
+            .mapError { [file] error in identity.explaining(error, of: file) }
+            .map { [self] etag in
                 record(part: part.number, etag: etag)
                 return etag
             }
@@ -289,10 +294,20 @@ final class MultipartUpload: Sendable {
         }
     }
 
-    /// Joins the parts into the object.
-    private func complete(_ uploadID: String, _ etags: [Int: String]) -> Job<UploadReceipt> {
-        retries.retrying(
-            client.completeMultipartUpload(media.destination, uploadID: uploadID, etags: etags), for: media)
+    /// Joins the parts into the object, unless the file changed since the
+    /// upload began: its parts may then hold bytes of two versions.
+    private func complete(_ uploadID: String, _ etags: [Int: String], _ identity: FileIdentity) -> Job<UploadReceipt> {
+        Job<Void> { [file] controller in
+            if let change = identity.change(of: file) {
+                controller.fail(with: change)
+            } else {
+                controller.finish()
+            }
+        }
+        .then { [self] in
+            retries.retrying(
+                client.completeMultipartUpload(media.destination, uploadID: uploadID, etags: etags), for: media)
+        }
     }
 
     // MARK: - Bookkeeping

@@ -50,14 +50,16 @@ struct S3Client: Sendable {
 
     // MARK: - Calls
 
-    /// `PutObject`: stores `body` whole at `object`.
+    /// `PutObject`: stores `body`, whose MD5 is `md5`, whole at `object`.
     func putObject(
         _ object: URL,
         contentType: String,
         body: HTTPBody,
+        md5: Data,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Call<UploadReceipt> {
-        call(.putObject(contentType: contentType), on: object, body: body, progress: progress, read: Self.storedObject)
+        let operation = S3Operation.putObject(contentType: contentType, contentMD5: md5.base64EncodedString())
+        return call(operation, on: object, body: body, progress: progress, read: Self.storedObject)
     }
 
     /// `CreateMultipartUpload`: starts an upload to `object`; finishes
@@ -74,16 +76,18 @@ struct S3Client: Sendable {
         }
     }
 
-    /// `UploadPart`: sends part `number` of `uploadID`; finishes with the
-    /// part's ETag.
+    /// `UploadPart`: sends `body`, whose MD5 is `md5`, as part `number` of
+    /// `uploadID`; finishes with the part's ETag.
     func uploadPart(
         _ object: URL,
         uploadID: String,
         number: Int,
         body: HTTPBody,
+        md5: Data,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Call<String> {
-        let operation = S3Operation.uploadPart(uploadID: uploadID, partNumber: number)
+        let operation = S3Operation.uploadPart(
+            uploadID: uploadID, partNumber: number, contentMD5: md5.base64EncodedString())
         return call(operation, on: object, body: body, progress: progress) {
             try Self.etag(in: $0, ofPart: number, of: object)
         }
@@ -93,8 +97,10 @@ struct S3Client: Sendable {
     /// by number into the object.
     func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Call<UploadReceipt> {
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        let md5 = MD5.digest(of: body).base64EncodedString()
         return call(
-            .completeMultipartUpload(uploadID: uploadID), on: object, body: .data(body), answerLimit: 64 << 10
+            .completeMultipartUpload(uploadID: uploadID, contentMD5: md5), on: object, body: .data(body),
+            answerLimit: 64 << 10
         ) { try Self.completedObject(in: $0, of: object) }
     }
 
@@ -207,6 +213,9 @@ struct S3Client: Sendable {
             request.httpMethod = operation.httpMethod
             if let contentType {
                 request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            }
+            if let md5 = operation.contentMD5 {
+                request.setValue(md5, forHTTPHeaderField: "Content-MD5")
             }
             return http.send(request, body: body, destination: object, answerLimit: answerLimit, progress: progress)
         }.map(read).named(operation.jobName)

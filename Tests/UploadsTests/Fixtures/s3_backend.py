@@ -20,7 +20,9 @@ Process protocol
 Endpoints (all on the one port)
     POST /presign                 {"operation" (ours or S3's action name, "UploadPart"),
                                   "key", "uploadId", "partNumber",
-                                  "partNumberMarker", "maxParts", "expiresIn"}
+                                  "partNumberMarker", "maxParts", "expiresIn",
+                                  "contentMD5" (signed for putObject and uploadPart,
+                                  as a backend that signs headers does)}
                                   -> {"url": "http://127.0.0.1:<port>/jobkit/<key>?..."}
                                   operations: putObject, createMultipartUpload,
                                   uploadPart, completeMultipartUpload,
@@ -55,10 +57,19 @@ and which has `times` left, applies; `times` is unlimited when absent)
     {"presign": "uploadPart", "status": 503}
         POST /presign for that operation answers 503 (a refusing backend);
         "partNumber" is honoured as a selector here too
+    {"operation": "uploadPart", "partNumber": 2, "corrupt": true, "times": 1}
+        flip one bit of the body's middle byte as it arrives: a byte changed
+        on the way, which the Content-MD5 check then refuses
+
+Content-MD5 (S3's behaviour, which moto lacks)
+    A request whose Content-MD5 header is not the base64 of 16 bytes is
+    answered 400 InvalidDigest; one whose body does not have that MD5, 400
+    BadDigest, and neither reaches moto. moto stores whatever it is sent.
 
 Request records
     {"method", "path", "key", "query", "partNumber", "uploadId", "operation",
-     "bytes", "status", "chunked", "contentLength"}
+     "bytes", "status", "chunked", "contentLength", "contentMD5",
+     "bodyMD5" (base64, once the whole body arrived)}
     `bytes` counts body bytes as they arrive; `status` is null while the
     request is in flight, then the status answered (0 if the connection was
     dropped). Requests with a Transfer-Encoding header are refused with 400.
@@ -72,6 +83,8 @@ Forwarding
     is_form_content_type). No "100 Continue" is ever sent.
 """
 
+import base64
+import binascii
 import hashlib
 import http.client
 import json
@@ -177,6 +190,22 @@ def s3_error_xml(code, message):
         f"<Error><Code>{xml_escape(code)}</Code>"
         f"<Message>{xml_escape(message)}</Message></Error>"
     ).encode()
+
+
+def content_md5_refusal(header, body_md5):
+    """S3's check of a Content-MD5 header against the body's MD5 (base64):
+    None when it passes or there is no header, else (code, message)."""
+    if header is None:
+        return None
+    try:
+        digest = base64.b64decode(header, validate=True)
+    except (binascii.Error, ValueError):
+        digest = b""
+    if len(digest) != 16:
+        return ("InvalidDigest", "The Content-MD5 you specified was not valid.")
+    if header != body_md5 and base64.b64encode(digest).decode() != body_md5:
+        return ("BadDigest", "The Content-MD5 you specified did not match what we received.")
+    return None
 
 
 def default_error_code(status):
@@ -409,6 +438,8 @@ class Handler(BaseHTTPRequestHandler):
                 params["UploadId"] = str(request["uploadId"])
             if operation == "uploadPart":
                 params["PartNumber"] = int(request["partNumber"])
+            if operation in ("putObject", "uploadPart") and request.get("contentMD5"):
+                params["ContentMD5"] = str(request["contentMD5"])
             if operation == "listParts":
                 if request.get("partNumberMarker") is not None:
                     params["PartNumberMarker"] = int(request["partNumberMarker"])
@@ -444,6 +475,8 @@ class Handler(BaseHTTPRequestHandler):
             "status": None,
             "chunked": "Transfer-Encoding" in self.headers,
             "contentLength": length,
+            "contentMD5": self.headers.get("Content-MD5"),
+            "bodyMD5": None,
         }
         self.server.state.add_record(record)
         try:
@@ -478,6 +511,15 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:  # the client went away mid-body
             self.close_connection = True
             state.answered(record, 0)
+            return
+
+        if rule is not None and rule.get("corrupt") and body:
+            body[len(body) // 2] ^= 0x01
+        record["bodyMD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+        refusal = content_md5_refusal(record["contentMD5"], record["bodyMD5"])
+        if refusal is not None:
+            code, message = refusal
+            self.answer(record, 400, s3_error_xml(code, message), "application/xml")
             return
 
         if rule is not None and "holdFor" in rule:

@@ -1,0 +1,57 @@
+import Foundation
+import JobKit
+
+extension HTTPBody {
+    /// A job that finds the body's MD5, for its `Content-MD5`: at once for
+    /// bytes in memory; for a file, read a mebibyte at a time on a thread
+    /// of its own, so that the job's queue never waits for the disk.
+    ///
+    /// A file that cannot be read, or ends before the body does, fails the
+    /// job with ``UploadError/unreadableFile(_:reason:)``. A cancelled job
+    /// stops reading.
+    var md5: Job<Data> {
+        switch self {
+        case .empty:
+            return Job { controller in controller.finish(with: MD5.digest(of: Data())) }
+        case .data(let data):
+            return Job { controller in controller.finish(with: MD5.digest(of: data)) }
+        case .file(let file, let offset, let length):
+            return Job { controller in
+                DispatchQueue.global(qos: .utility).async {
+                    controller.complete(
+                        with: Result { () throws(UploadError) in
+                            try Self.md5(of: file, offset: offset, length: length) { controller.isCompleted }
+                        })
+                }
+            }
+        }
+    }
+
+    /// The MD5 of `length` bytes of `file` from `offset`, read until
+    /// `stopped` says the job is over (what it returns then is dropped).
+    private static func md5(
+        of file: URL, offset: Int64, length: Int64, stopped: () -> Bool
+    ) throws(UploadError) -> Data {
+        do {
+            let handle = try FileHandle(forReadingFrom: file)
+            defer { try? handle.close() }
+            try handle.seek(toOffset: UInt64(offset))
+            var md5 = MD5()
+            var read: Int64 = 0
+            while read < length, !stopped() {
+                guard let chunk = try handle.read(upToCount: Int(min(length - read, 1 << 20))), !chunk.isEmpty
+                else {
+                    let reason = "it shrank from \(offset + length) to \(offset + read) bytes during the upload"
+                    throw UploadError.unreadableFile(file, reason: reason)
+                }
+                md5.update(chunk)
+                read += Int64(chunk.count)
+            }
+            return md5.finalize()
+        } catch let error as UploadError {
+            throw error
+        } catch {
+            throw .unreadableFile(file, reason: error.localizedDescription)
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+extension LargeTransfers {
+    /// Bytes checked on the way to moto's S3 server: every request with a
+    /// body carries its MD5 as `Content-MD5`, which the project's backend
+    /// checks as S3 does (moto does not).
+    @Suite(
+        "Verified bytes on S3", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason),
+        .serialized)
+    struct S3IntegrityTests {
+        static let videoKey = "videos/surf.mp4"
+
+        /// Uploads `media` with an uploader of 5 MiB parts, sent one at a
+        /// time, each request tried up to three times.
+        static func upload(
+            _ media: Media, _ s3: S3Fixture, folder: TemporaryFolder,
+            progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
+        ) async throws -> UploadReceipt {
+            let uploader = S3UploaderTests.uploader(s3, folder: folder, concurrentParts: 1)
+            return try await withTimeLimit(.seconds(60)) {
+                try await uploader.upload(media, attempts: UploadAttempts(retry: uploader.retry), progress: progress)
+                    .value
+            }
+        }
+
+        @Test func everyRequestWithABodyCarriesTheMD5OfItsBody() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                _ = try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+                let photo = Photo(
+                    bytes: Data("a small photo".utf8), destination: URL(string: "https://media.example.com/p.jpg")!)
+                _ = try await Self.upload(photo.media, s3, folder: folder)
+
+                let requests = try await s3.requests()
+                #expect(
+                    requests.map(\.operation) == [
+                        "createMultipartUpload", "uploadPart", "uploadPart", "uploadPart", "completeMultipartUpload",
+                        "putObject",
+                    ])
+                for request in requests {
+                    if request.bytes > 0 {
+                        #expect(request.contentMD5 != nil, "\(request.operation) carries Content-MD5")
+                        #expect(request.contentMD5 == request.bodyMD5, "\(request.operation): the MD5 of its body")
+                    } else {
+                        #expect(request.contentMD5 == nil, "\(request.operation) has no body to check")
+                    }
+                    #expect(request.status == 200)
+                }
+            }
+        }
+
+        @Test func aPartChangedOnTheWayIsRefusedNotRetriedAndTheUploadAborted() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                // Once: a retry would pass, but a body the storage refused
+                // for its digest is not sent again.
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "corrupt": true, "times": 1]
+                ])
+                let error = await #expect(throws: UploadError.self) {
+                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+                }
+
+                guard case .httpStatus(let receipt) = error else {
+                    Issue.record("expected the storage's 400, got \(String(describing: error))")
+                    return
+                }
+                #expect(receipt.status == 400)
+                #expect(error?.isTransient == false)
+                #expect(
+                    error?.localizedDescription
+                        == "videos/surf.mp4: the server answered 400 Bad Request (BadDigest: The Content-MD5 you "
+                        + "specified did not match what we received.)")
+                let requests = try await s3.requests()
+                #expect(requests.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [1, 2])
+                #expect(requests.last?.operation == "abortMultipartUpload")
+                #expect(!requests.contains { $0.operation == "completeMultipartUpload" })
+                #expect(try await s3.uploads().isEmpty)
+                #expect(S3UploaderTests.manifests(folder).isEmpty)
+            }
+        }
+
+        @Test func aSmallFileChangedOnTheWayIsRefused() async throws {
+            try await S3UploaderTests.withStorage(size: 100_000) { s3, folder, file in
+                try await s3.setRules([["operation": "putObject", "corrupt": true, "times": 1]])
+                let error = await #expect(throws: UploadError.self) {
+                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+                }
+
+                #expect(error?.localizedDescription.contains("BadDigest") == true, "\(String(describing: error))")
+                #expect(try await s3.requests().map(\.operation) == ["putObject"], "not retried")
+                #expect(!(try await s3.object(Self.videoKey).exists))
+            }
+        }
+
+        @Test func aFileChangedOnDiskDuringItsUploadFailsWithFileChangedAndIsAborted() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                let changed = LockedValue(false)
+                let error = await #expect(throws: UploadError.self) {
+                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder) {
+                        _ in
+                        // The exporter rewrites a byte of part 3 while part 1
+                        // goes out: the same size, other bytes.
+                        guard isFirst(changed) else { return }
+                        let handle = try? FileHandle(forWritingTo: file)
+                        try? handle?.seek(toOffset: UInt64(S3UploaderTests.threePartSize - 10))
+                        try? handle?.write(contentsOf: Data([0x58]))
+                        try? handle?.close()
+                    }
+                }
+
+                #expect(error == .fileChanged(file, reason: "it was modified during the upload"))
+                let requests = try await s3.requests()
+                #expect(!requests.contains { $0.operation == "completeMultipartUpload" }, "no object of two versions")
+                #expect(requests.last?.operation == "abortMultipartUpload")
+                #expect(try await s3.uploads().isEmpty)
+                #expect(!(try await s3.object(Self.videoKey).exists))
+            }
+        }
+    }
+}
