@@ -131,7 +131,7 @@ public enum S3Operation: Sendable, Hashable {
 /// ```
 ///
 /// The URL is asked for right before each request and each retry, so it
-/// can expire soon. A URL for ``S3Operation/putObject(contentType:)`` or
+/// can expire soon. A URL for ``S3Operation/putObject(contentType:contentMD5:)`` or
 /// ``S3Operation/createMultipartUpload(contentType:)`` may bind the
 /// content type: the request sends that `Content-Type`.
 ///
