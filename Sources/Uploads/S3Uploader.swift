@@ -56,9 +56,16 @@ import FoundationNetworking
 /// Every request with a body carries the body's MD5 as `Content-MD5`,
 /// found by reading the part just before it is sent: the storage refuses
 /// bytes changed on the way (`400 BadDigest`), which is not retried, and a
-/// multipart upload is then aborted. A file changed on disk while it was
-/// sent fails with ``UploadError/fileChanged(_:reason:)``, and no object is
-/// made of two versions of it.
+/// multipart upload is then aborted. The storage's `ETag` for a part or an
+/// object is then checked where it is an MD5 (S3's is, but for objects
+/// encrypted with KMS keys or the customer's, which its answer says): a
+/// part's against its MD5, a multipart object's against the MD5 of its
+/// parts' MD5s. A mismatch fails with
+/// ``UploadError/storedObjectDiffers(_:reason:)`` and aborts the multipart
+/// upload; an object stored by one `PUT` stays as stored. A file changed
+/// on disk while it was sent fails with
+/// ``UploadError/fileChanged(_:reason:)``, and no object is made of two
+/// versions of it.
 ///
 /// Progress counts bytes across all parts, parts already stored included,
 /// and never goes backwards, not even when a part is sent again.

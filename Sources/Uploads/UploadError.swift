@@ -53,6 +53,10 @@ public enum UploadError: Error, Hashable, Sendable {
     /// The server's answer to a successful request could not be
     /// understood: no `ETag` for a part, an upload ID missing from its XML.
     case invalidAnswer(URL, reason: String)
+    /// The storage says it stored other bytes than those sent: the object's
+    /// (or a part's) `ETag`, where it is an MD5, is not the MD5 of the
+    /// bytes. A multipart upload is aborted.
+    case storedObjectDiffers(URL, reason: String)
 
     /// Whether the same upload may succeed if tried again later: a
     /// connection that failed in a way that can pass (timed out, lost,
@@ -72,7 +76,7 @@ public enum UploadError: Error, Hashable, Sendable {
         case .timedOut:
             true
         case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed, .fileChanged,
-            .invalidAnswer:
+            .invalidAnswer, .storedObjectDiffers:
             false
         }
     }
@@ -123,6 +127,8 @@ extension UploadError: CustomStringConvertible {
             "\(file.path): changed during its upload: \(reason)"
         case .invalidAnswer(let destination, let reason):
             "\(Self.name(of: destination)): the server's answer could not be understood: \(reason)"
+        case .storedObjectDiffers(let destination, let reason):
+            "\(Self.name(of: destination)): the stored object differs from what was sent: \(reason)"
         }
     }
 

@@ -19,6 +19,8 @@ final class FixtureServer: Sendable {
         let length: Int
         let complete: Bool
         let sha256: String
+        /// The body's MD5, in hex: the ETag answered by default.
+        let md5: String
         let body: String?
     }
 

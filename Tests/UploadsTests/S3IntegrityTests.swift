@@ -119,5 +119,84 @@ extension LargeTransfers {
                 #expect(!(try await s3.object(Self.videoKey).exists))
             }
         }
+
+        // MARK: - ETags
+
+        @Test func aPartStoredWithOtherBytesFailsAndTheUploadIsAborted() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                // Stored, not refused: as a storage that does not check
+                // Content-MD5 would. Once: the error is final all the same.
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "corrupt": "stored", "times": 1]
+                ])
+                let error = await #expect(throws: UploadError.self) {
+                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+                }
+
+                let destination = S3UploaderTests.video(file, key: Self.videoKey).media.destination
+                guard case .storedObjectDiffers(destination, let reason) = error else {
+                    Issue.record("expected storedObjectDiffers, got \(String(describing: error))")
+                    return
+                }
+                #expect(reason.hasPrefix("part 2 was stored with the ETag "))
+                #expect(reason.hasSuffix(", the MD5 of the bytes sent"))
+                #expect(
+                    error?.localizedDescription.hasPrefix("videos/surf.mp4: the stored object differs from") == true)
+                let requests = try await s3.requests()
+                #expect(requests.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [1, 2], "not retried")
+                #expect(requests.last?.operation == "abortMultipartUpload")
+                #expect(try await s3.uploads().isEmpty)
+            }
+        }
+
+        @Test func aSmallFileStoredWithOtherBytesFails() async throws {
+            try await S3UploaderTests.withStorage(size: 100_000) { s3, folder, file in
+                try await s3.setRules([["operation": "putObject", "corrupt": "stored", "times": 1]])
+                let error = await #expect(throws: UploadError.self) {
+                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+                }
+
+                guard case .storedObjectDiffers(_, let reason) = error else {
+                    Issue.record("expected storedObjectDiffers, got \(String(describing: error))")
+                    return
+                }
+                let stored = try await s3.object(Self.videoKey)
+                #expect(reason.hasPrefix("it was stored with the ETag \"\(stored.etag?.filter { $0 != "\"" } ?? "")\""))
+                #expect(try await s3.requests().map(\.operation) == ["putObject"], "not retried")
+            }
+        }
+
+        @Test func anObjectEncryptedWithAKMSKeyHasAnETagThatIsNoMD5AndIsNotChecked() async throws {
+            try await S3UploaderTests.withStorage(size: 100_000) { s3, folder, file in
+                try await s3.setRules([["operation": "putObject", "kms": true]])
+                let receipt = try await Self.upload(
+                    S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+
+                #expect(receipt.header("x-amz-server-side-encryption") == "aws:kms")
+                #expect(receipt.etag != (try await s3.object(Self.videoKey)).etag, "the ETag is no MD5")
+            }
+        }
+
+        @Test func aMultipartObjectHasTheETagItsPartsMake() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                let receipt = try await Self.upload(
+                    S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+
+                // moto computes it from what it stored; the uploader checked
+                // it against the MD5s of what it sent.
+                let partSize = 5 * 1024 * 1024
+                var md5s = ""
+                for offset in stride(from: 0, to: S3UploaderTests.threePartSize, by: partSize) {
+                    md5s += try await pythonDigest(
+                        "md5", of: file, offset: offset, length: min(partSize, S3UploaderTests.threePartSize - offset))
+                }
+                let expected = MD5.digest(of: Data(base64Encoded: base64(hex: md5s))!).map {
+                    String(format: "%02x", $0)
+                }
+                .joined()
+                #expect(receipt.etag == "\"\(expected)-3\"")
+                #expect(try await s3.object(Self.videoKey).etag == receipt.etag)
+            }
+        }
     }
 }

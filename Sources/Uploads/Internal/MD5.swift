@@ -197,3 +197,17 @@ private func hh(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32,
 private func ii(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32, _ s: UInt32, _ t: UInt32) -> UInt32 {
     step(a, b, c ^ (b | ~d), x, s, t)
 }
+
+extension Data {
+    /// The bytes in lower-case hex: how an ETag spells an MD5.
+    var hex: String {
+        String(unsafeUninitializedCapacity: count * 2) { buffer in
+            let digits = Array("0123456789abcdef".utf8)
+            for (index, byte) in enumerated() {
+                buffer[index * 2] = digits[Int(byte >> 4)]
+                buffer[index * 2 + 1] = digits[Int(byte & 0x0f)]
+            }
+            return count * 2
+        }
+    }
+}

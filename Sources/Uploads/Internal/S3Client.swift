@@ -59,7 +59,9 @@ struct S3Client: Sendable {
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Call<UploadReceipt> {
         let operation = S3Operation.putObject(contentType: contentType, contentMD5: md5.base64EncodedString())
-        return call(operation, on: object, body: body, progress: progress, read: Self.storedObject)
+        return call(operation, on: object, body: body, progress: progress) {
+            try Self.storedObject(in: $0, of: object, md5: md5)
+        }
     }
 
     /// `CreateMultipartUpload`: starts an upload to `object`; finishes
@@ -89,19 +91,20 @@ struct S3Client: Sendable {
         let operation = S3Operation.uploadPart(
             uploadID: uploadID, partNumber: number, contentMD5: md5.base64EncodedString())
         return call(operation, on: object, body: body, progress: progress) {
-            try Self.etag(in: $0, ofPart: number, of: object)
+            try Self.etag(in: $0, ofPart: number, of: object, md5: md5)
         }
     }
 
     /// `CompleteMultipartUpload`: joins the parts whose ETags `etags` gives
     /// by number into the object.
     func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Call<UploadReceipt> {
+        let expected = Self.multipartETag(of: etags)
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         let md5 = MD5.digest(of: body).base64EncodedString()
         return call(
             .completeMultipartUpload(uploadID: uploadID, contentMD5: md5), on: object, body: .data(body),
             answerLimit: 64 << 10
-        ) { try Self.completedObject(in: $0, of: object) }
+        ) { try Self.completedObject(in: $0, of: object, expecting: expected) }
     }
 
     /// `AbortMultipartUpload`: discards `uploadID` and its parts.
@@ -111,9 +114,10 @@ struct S3Client: Sendable {
 
     // MARK: - Answers
 
-    /// The receipt of a `PutObject`: its location is the object's URL when
-    /// the storage names none.
-    static func storedObject(in answer: HTTPAnswer) -> UploadReceipt {
+    /// The receipt of a `PutObject` of bytes whose MD5 is `md5`: its
+    /// location is the object's URL when the storage names none.
+    static func storedObject(in answer: HTTPAnswer, of object: URL, md5: Data) throws -> UploadReceipt {
+        try check(answer.receipt, etag: answer.receipt.etag, is: md5.hex, of: object, "it", "the MD5 of the bytes sent")
         var receipt = answer.receipt
         if receipt.header("Location") == nil {
             receipt.headers["location"] = withoutQuery(answer.url).absoluteString
@@ -152,17 +156,22 @@ struct S3Client: Sendable {
         return PartList(parts: parts, nextMarker: next)
     }
 
-    /// The ETag in the answer to `UploadPart` of part `number`.
-    static func etag(in answer: HTTPAnswer, ofPart number: Int, of object: URL) throws -> String {
+    /// The ETag in the answer to `UploadPart` of part `number`, whose MD5
+    /// is `md5`.
+    static func etag(in answer: HTTPAnswer, ofPart number: Int, of object: URL, md5: Data) throws -> String {
         guard let etag = answer.receipt.etag else {
             throw UploadError.invalidAnswer(object, reason: "no ETag for part \(number)")
         }
+        try check(answer.receipt, etag: etag, is: md5.hex, of: object, "part \(number)", "the MD5 of the bytes sent")
         return etag
     }
 
     /// The receipt of `CompleteMultipartUpload`, with the object's ETag and
-    /// location from the answer's XML.
-    static func completedObject(in answer: HTTPAnswer, of object: URL) throws -> UploadReceipt {
+    /// location from the answer's XML; the ETag is `expected` if it is an
+    /// MD5 (see ``multipartETag(of:)``).
+    static func completedObject(in answer: HTTPAnswer, of object: URL, expecting expected: String?) throws
+        -> UploadReceipt
+    {
         // S3 may answer 200 with an error in the body (InternalError, say,
         // which is worth another attempt).
         if S3XML.error(in: answer.body) != nil { throw UploadError.httpStatus(answer.receipt) }
@@ -174,9 +183,71 @@ struct S3Client: Sendable {
         var receipt = answer.receipt
         if let etag = root["ETag"]?.text {
             receipt.headers["etag"] = etag
+            if let expected {
+                try check(receipt, etag: etag, is: expected, of: object, "it", "the one its parts make")
+            }
         }
         receipt.headers["location"] = root["Location"]?.text ?? withoutQuery(answer.url).absoluteString
         return receipt
+    }
+
+    // MARK: - ETags
+
+    /// The MD5 an ETag names: 32 hex digits, quoted or not; `nil` for any
+    /// other ETag (a multipart upload's, or one of a storage whose ETags
+    /// are not MD5s).
+    static func md5(named etag: String) -> Data? {
+        let digits = etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+        guard digits.utf8.count == 32, digits.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else { return nil }
+        var bytes = Data(capacity: 16)
+        var index = digits.startIndex
+        while index < digits.endIndex {
+            let next = digits.index(index, offsetBy: 2)
+            bytes.append(UInt8(digits[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return bytes
+    }
+
+    /// The ETag S3 gives the object its parts make, whose ETags `etags`
+    /// gives by number: the MD5 of their MD5s, one after the other, then
+    /// "-" and their count. `nil` when a part's ETag is not an MD5.
+    static func multipartETag(of etags: [Int: String]) -> String? {
+        var digest = MD5()
+        for (_, etag) in etags.sorted(by: { $0.key < $1.key }) {
+            guard let part = md5(named: etag) else { return nil }
+            digest.update(part)
+        }
+        return "\(digest.finalize().hex)-\(etags.count)"
+    }
+
+    /// Checks that the storage stored what was sent, where its ETag says:
+    /// `etag` (of the object, or of a part, as `what` names it) is to be
+    /// `expected` (which `expectedIs` says), unless the storage's ETags are
+    /// not MD5s.
+    ///
+    /// S3's ETag is the MD5 of the bytes of an object or part stored as
+    /// sent, or encrypted with S3's own keys (SSE-S3); not with KMS keys
+    /// (SSE-KMS, DSSE-KMS) or the customer's (SSE-C), which the answer says
+    /// in `x-amz-server-side-encryption` or
+    /// `x-amz-server-side-encryption-customer-algorithm`: no check then, nor
+    /// for an ETag of another shape than `expected`'s (a storage of other
+    /// ETags).
+    private static func check(
+        _ receipt: UploadReceipt, etag: String?, is expected: String, of object: URL, _ what: String,
+        _ expectedIs: String
+    ) throws(UploadError) {
+        guard let etag else { return }
+        let encryption = receipt.header("x-amz-server-side-encryption")?.lowercased() ?? ""
+        guard !encryption.hasPrefix("aws:kms"), receipt.header("x-amz-server-side-encryption-customer-algorithm") == nil
+        else { return }
+        let found = etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+        // Another shape: 32 hex digits, then "-N" for a multipart upload's.
+        let shape = { (tag: String) in tag.split(separator: "-").map(\.count) }
+        guard shape(found) == shape(expected), found != expected else { return }
+        throw .storedObjectDiffers(
+            object, reason: "\(what) was stored with the ETag \"\(found)\", not \"\(expected)\", \(expectedIs)")
     }
 
     // MARK: - Requests

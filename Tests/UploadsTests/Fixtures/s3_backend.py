@@ -60,6 +60,13 @@ and which has `times` left, applies; `times` is unlimited when absent)
     {"operation": "uploadPart", "partNumber": 2, "corrupt": true, "times": 1}
         flip one bit of the body's middle byte as it arrives: a byte changed
         on the way, which the Content-MD5 check then refuses
+    {"operation": "uploadPart", "partNumber": 2, "corrupt": "stored"}
+        flip it after the Content-MD5 check, and forward the body without
+        its Content-MD5: moto stores other bytes than were sent, as a
+        storage that does not check Content-MD5 would, and its ETag says so
+    {"operation": "putObject", "kms": true}
+        answer as S3 does for an object encrypted with a KMS key: the header
+        x-amz-server-side-encryption: aws:kms, and an ETag that is no MD5
 
 Content-MD5 (S3's behaviour, which moto lacks)
     A request whose Content-MD5 header is not the base64 of 16 bytes is
@@ -513,7 +520,8 @@ class Handler(BaseHTTPRequestHandler):
             state.answered(record, 0)
             return
 
-        if rule is not None and rule.get("corrupt") and body:
+        corrupt = rule.get("corrupt") if rule is not None else None
+        if corrupt is True and body:
             body[len(body) // 2] ^= 0x01
         record["bodyMD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
         refusal = content_md5_refusal(record["contentMD5"], record["bodyMD5"])
@@ -534,7 +542,13 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(record, status, s3_error_xml(code, message), "application/xml")
             return
 
-        self.forward(record, body)
+        if corrupt == "stored" and body:
+            body[len(body) // 2] ^= 0x01
+        self.forward(
+            record, body,
+            drop_headers=("content-md5",) if corrupt == "stored" else (),
+            kms=rule is not None and bool(rule.get("kms")),
+        )
 
     def read_body(self, record, count):
         """Read `count` body bytes into one buffer, counting them as they arrive.
@@ -575,8 +589,10 @@ class Handler(BaseHTTPRequestHandler):
             status = 0
         self.server.state.answered(record, status)
 
-    def forward(self, record, body):
-        """Send the request on to moto and relay its answer."""
+    def forward(self, record, body, drop_headers=(), kms=False):
+        """Send the request on to moto and relay its answer (without the
+        request headers named in `drop_headers`; with `kms`, as S3 answers
+        for an object encrypted with a KMS key)."""
         host, port = self.server.moto_address
         connection = http.client.HTTPConnection(host, port, timeout=60)
         try:
@@ -587,6 +603,8 @@ class Handler(BaseHTTPRequestHandler):
             for name, value in self.headers.items():
                 lowered = name.lower()
                 if lowered in HOP_BY_HOP or lowered.startswith("proxy-") or lowered == "content-length":
+                    continue
+                if lowered in drop_headers:
                     continue
                 if lowered == "content-type" and is_form_content_type(value):
                     value = "application/octet-stream"
@@ -603,6 +621,12 @@ class Handler(BaseHTTPRequestHandler):
                 and not name.lower().startswith("proxy-")
                 and name.lower() not in ("content-length", "content-type", "date", "server")
             ]
+            if kms:
+                # An ETag that is no MD5: what S3 gives an object encrypted
+                # with a KMS key.
+                headers = [(name, value) for name, value in headers if name.lower() != "etag"]
+                headers.append(("ETag", '"' + hashlib.md5(b"kms" + bytes(body)).hexdigest() + '"'))
+                headers.append(("x-amz-server-side-encryption", "aws:kms"))
             content_type = response.getheader("Content-Type")
             if self.command == "HEAD":
                 # A HEAD answer states the length of the body a GET would have.

@@ -16,11 +16,12 @@
  * standard input reaches EOF (the test that started it went away, even if it
  * crashed) or on SIGTERM.
  *
- * Stores what it receives (method, path, headers, byte count, SHA-256, and
- * the body itself when small); bodies are hashed as they stream in, never
- * held whole. PUT and POST (other than POST /_control) are uploads; a
- * success is answered 201 "stored" with ETag: "<first 32 hex chars of the
- * body's SHA-256>" (quoted, as S3 does). Behaviour per path is set with
+ * Stores what it receives (method, path, headers, byte count, SHA-256, MD5,
+ * and the body itself when small); bodies are hashed as they stream in,
+ * never held whole. PUT and POST (other than POST /_control) are uploads; a
+ * success is answered 201 "stored" with ETag: "<the body's MD5, in hex>"
+ * (quoted, as S3 does for a PutObject or UploadPart without KMS
+ * encryption). Behaviour per path is set with
  * POST /_control (answered 204):
  *
  *   {"path": "/a.jpg", "status": 500, "times": 1}   answer 500 (the first N times, default 1)
@@ -45,7 +46,7 @@
  *
  * GET /_received      every upload received so far, as a JSON array of
  *                     {method, path, headers, rawHeaders, length, complete,
- *                      sha256, body}; headers has lower-cased names, rawHeaders
+ *                      sha256, md5, body}; headers has lower-cased names, rawHeaders
  *                     is [name, value] pairs in wire order, body is a latin-1
  *                     string when length <= 64 KiB, else null
  * GET /_wait?path=P   waits (up to 10 s) until an upload of P has ended and
@@ -239,9 +240,11 @@ function upload(req, res) {
     length: 0,
     complete: false,
     sha256: '',
+    md5: '',
     body: null,
   };
   const digest = crypto.createHash('sha256');
+  const md5 = crypto.createHash('md5');
   const small = [];
   let smallLength = 0;
   let sincePause = 0; // bytes read since the last read_delay pause
@@ -254,14 +257,16 @@ function upload(req, res) {
     clearTimeout(pauseTimer);
     record.complete = complete;
     record.sha256 = digest.digest('hex');
+    record.md5 = md5.digest('hex');
     record.body = record.length <= SMALL ? Buffer.concat(small).toString('latin1') : null;
     recordEnded(record);
-    if (complete) respond(req, res, path, rule, record.sha256);
+    if (complete) respond(req, res, path, rule, record.md5);
   };
 
   req.on('data', (chunk) => {
     if (ended) return;
     digest.update(chunk);
+    md5.update(chunk);
     record.length += chunk.length;
     if (smallLength < SMALL) {
       const kept = chunk.subarray(0, SMALL - smallLength);
@@ -301,7 +306,7 @@ function upload(req, res) {
   req.on('error', () => {});
 }
 
-function respond(req, res, path, rule, sha256) {
+function respond(req, res, path, rule, md5) {
   if (rule.hang_up) {
     // What a proxy that gives up, or a keep-alive connection the server
     // closed just as it was reused, looks like to the client.
@@ -322,7 +327,7 @@ function respond(req, res, path, rule, sha256) {
       return;
     }
     if (!Object.keys(headers).some((name) => name.toLowerCase() === 'etag')) {
-      headers.ETag = `"${sha256.slice(0, 32)}"`;
+      headers.ETag = `"${md5}"`;
     }
     answer(res, 201, rule.answer ?? 'stored', contentType, headers);
   };
