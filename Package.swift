@@ -34,7 +34,8 @@ let package = Package(
             dependencies: ["Uploads", "UploadsTesting", "JobKit", "JobKitTesting"],
             path: "Playground"
         ),
-        .executableTarget(name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting"], exclude: ["README.md"]),
+        .executableTarget(
+            name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting", "Uploads"], exclude: ["README.md"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
     ]
 )

@@ -9,6 +9,7 @@ enum BenchmarkSuite {
         case asyncGroup = "async-group"
         case asyncSequence = "async-sequence"
         case counts
+        case checksums
     }
 
     struct Options: Sendable {
@@ -21,6 +22,8 @@ enum BenchmarkSuite {
         var countN = 10_000
         /// Rounds of child processes in cases 6 and 7.
         var memoryRounds = 3
+        /// The file's size in case 12, in MiB.
+        var checksumMegabytes = 64
         var cases = Case.allCases
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -67,6 +70,7 @@ enum BenchmarkSuite {
                 case "--warmups": schedule.warmups = try count(for: argument, minimum: 0)
                 case "--memory-rounds": memoryRounds = try count(for: argument, minimum: 1)
                 case "--count-n": countN = try count(for: argument, minimum: 1)
+                case "--checksum-mib": checksumMegabytes = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--case":
                     let names = try value(for: argument).split(separator: ",")
@@ -94,7 +98,7 @@ enum BenchmarkSuite {
     static let usage = """
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
                                                [--warmups W] [--memory-rounds R] [--count-n C]
-                                               [--case NAME,...]
+                                               [--checksum-mib S] [--case NAME,...]
 
         Runs JobKit and hand-written GCD side by side, interleaved, in one process,
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
@@ -106,6 +110,7 @@ enum BenchmarkSuite {
           --warmups W        unmeasured batches per variant first (default 2)
           --memory-rounds R  child processes per variant in cases 6 and 7 (default 3)
           --count-n C        jobs per valgrind run in cases 10-11, and 2C (default 10000)
+          --checksum-mib S   the file's size in case 12, in MiB (default 64; needs node)
           --case NAME,...    only these cases: \(Options.caseNames)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
         """
@@ -153,6 +158,7 @@ enum BenchmarkSuite {
         case .asyncGroup: try TimingCases.asyncGroup(n: options.n, schedule: options.schedule)
         case .asyncSequence: try TimingCases.asyncSequence(n: options.n, schedule: options.schedule)
         case .counts: try CountCase.run(n: options.countN, executable: executable)[0]
+        case .checksums: try ChecksumCase.run(megabytes: options.checksumMegabytes, schedule: options.schedule)
         }
     }
 

@@ -13,18 +13,20 @@ import Foundation
 /// (S3 answers `400 BadDigest`).
 public enum S3Operation: Sendable, Hashable {
     /// `PutObject` (`put_object`): one `PUT` of a whole small object, whose
-    /// MD5 is `contentMD5`.
-    case putObject(contentType: String, contentMD5: String)
+    /// MD5 is `contentMD5` (`nil` when the uploader does not verify bytes).
+    case putObject(contentType: String, contentMD5: String?)
     /// `CreateMultipartUpload` (`create_multipart_upload`): a `POST` that
     /// starts a multipart upload and answers its upload ID.
     case createMultipartUpload(contentType: String)
     /// `UploadPart` (`upload_part`): a `PUT` of part `partNumber` (from 1)
-    /// of the upload `uploadID`, whose MD5 is `contentMD5`.
-    case uploadPart(uploadID: String, partNumber: Int, contentMD5: String)
+    /// of the upload `uploadID`, whose MD5 is `contentMD5` (`nil` when the
+    /// uploader does not verify bytes).
+    case uploadPart(uploadID: String, partNumber: Int, contentMD5: String?)
     /// `CompleteMultipartUpload` (`complete_multipart_upload`): a `POST`
     /// that joins the parts into the object; the list of parts it sends
-    /// has the MD5 `contentMD5`.
-    case completeMultipartUpload(uploadID: String, contentMD5: String)
+    /// has the MD5 `contentMD5` (`nil` when the uploader does not verify
+    /// bytes).
+    case completeMultipartUpload(uploadID: String, contentMD5: String?)
     /// `AbortMultipartUpload` (`abort_multipart_upload`): a `DELETE` that
     /// discards the upload and its parts.
     case abortMultipartUpload(uploadID: String)
@@ -58,7 +60,8 @@ public enum S3Operation: Sendable, Hashable {
 
     /// The MD5 of the request's body, base64-encoded, which the request
     /// sends as its `Content-MD5` header: for `PutObject`, `UploadPart` and
-    /// `CompleteMultipartUpload`.
+    /// `CompleteMultipartUpload`, unless the uploader's
+    /// ``S3Uploader/verifiesBytes`` is off.
     ///
     /// The storage refuses a body that does not match it. A backend that
     /// signs the request's headers can sign it too (boto3: `ContentMD5` in

@@ -96,6 +96,13 @@ public final class S3Uploader: Uploader, Sendable {
     /// upload is made without a policy of its own
     /// (``upload(_:progress:)``); publishing hands its own instead.
     public let retry: RetryPolicy
+    /// Whether each request with a body carries its `Content-MD5` and the
+    /// storage's MD5 `ETag`s are checked; on by default.
+    ///
+    /// Turn it off only for a storage that refuses `Content-MD5`, or whose
+    /// `ETag`s look like MD5s without being them: bytes are then sent
+    /// unchecked, and no part is read before it is sent.
+    public var verifiesBytes: Bool { client.verifiesBytes }
     private let client: S3Client
 
     /// Creates an uploader.
@@ -116,6 +123,9 @@ public final class S3Uploader: Uploader, Sendable {
     ///   - retry: How each request is retried on its own, in uploads made
     ///     without a policy; transient errors only, 3 attempts, by
     ///     default.
+    ///   - verifiesBytes: Whether requests carry `Content-MD5` and the
+    ///     storage's `ETag`s are checked; `true` by default (see
+    ///     ``verifiesBytes``).
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
     ///     default.
     public init(
@@ -125,6 +135,7 @@ public final class S3Uploader: Uploader, Sendable {
         partSize: Int64 = 8 * 1024 * 1024,
         maxConcurrentParts: Int = 4,
         retry: RetryPolicy = RetryPolicy(),
+        verifiesBytes: Bool = true,
         configuration: URLSessionConfiguration = .ephemeral
     ) {
         self.presigner = presigner
@@ -133,7 +144,8 @@ public final class S3Uploader: Uploader, Sendable {
         self.partSize = max(partSize, Self.minimumPartSize)
         self.maxConcurrentParts = max(maxConcurrentParts, 1)
         self.retry = retry
-        client = S3Client(presigner: presigner, http: HTTPClient(configuration: configuration))
+        client = S3Client(
+            presigner: presigner, http: HTTPClient(configuration: configuration), verifiesBytes: verifiesBytes)
     }
 
     /// Checks that `destination` names an object: a URL with a path, which
@@ -228,7 +240,7 @@ public final class S3Uploader: Uploader, Sendable {
             body = .file(url, offset: 0, length: size)
             file = (try? FileIdentity.of(url)).map { (url, $0) }
         }
-        return body.md5.then { [client] md5 in
+        return client.md5(of: body).then { [client] md5 in
             let put = client.putObject(
                 media.destination, contentType: media.contentType, body: body, md5: md5, progress: progress)
             return retries.retrying(put, for: media)

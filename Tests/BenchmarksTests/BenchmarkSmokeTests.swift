@@ -40,6 +40,23 @@ struct BenchmarkSmokeTests {
         #expect(BenchmarkSuite.goalSummary([report]).contains("goal ≤ 1.00×"))
     }
 
+    @Test func checksumCaseUploadsWithAndWithoutChecks() async throws {
+        let report = try await onOwnThread { try ChecksumCase.run(megabytes: 10, schedule: Self.tiny) }
+        #expect(
+            report.rows.map(\.name) == [
+                "loopback, with checksums", "loopback, without", "100 MB/s link, with checksums",
+                "100 MB/s link, without",
+            ])
+        for row in report.rows {
+            #expect(row.samples.count == Self.tiny.rounds)
+            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
+        }
+        #expect(report.rows.map(\.goal) == [nil, nil, nil, ChecksumCase.goal])
+        #expect(report.rows[1].ratio.map { $0 > 0 } == true)
+        #expect(report.rows[3].ratio.map { $0 > 0 } == true)
+        #expect(report.markdown.contains("MB/s"))
+    }
+
     @Test func synchronousSequenceKeepsAFlatStack() async throws {
         #expect(try await onOwnThread { try TestQueueCases.sequenceStackDepth(count: 10_000) } < 256 * 1024)
     }

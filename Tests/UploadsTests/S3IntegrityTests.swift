@@ -177,6 +177,30 @@ extension LargeTransfers {
             }
         }
 
+        @Test func anUploaderThatDoesNotVerifyBytesSendsNoDigestAndChecksNoETag() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                try await s3.setRules([
+                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "corrupt": "stored", "times": 1]
+                ])
+                var presigner = s3.presigner
+                presigner.listPageSize = nil
+                let uploader = S3Uploader(
+                    presigner: presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
+                    partSize: 5 * 1024 * 1024, maxConcurrentParts: 1, retry: .never, verifiesBytes: false)
+                #expect(!uploader.verifiesBytes)
+
+                _ = try await withTimeLimit(.seconds(60)) {
+                    try await Job.uploading(S3UploaderTests.video(file, key: Self.videoKey), using: uploader).value
+                }
+
+                let requests = try await s3.requests()
+                #expect(requests.allSatisfy { $0.contentMD5 == nil })
+                #expect(
+                    try await s3.object(Self.videoKey).sha256 != (try await sha256(of: file)),
+                    "stored with the byte changed: nothing checked it")
+            }
+        }
+
         @Test func aMultipartObjectHasTheETagItsPartsMake() async throws {
             try await S3UploaderTests.withStorage { s3, folder, file in
                 let receipt = try await Self.upload(

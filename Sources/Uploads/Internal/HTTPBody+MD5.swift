@@ -27,6 +27,16 @@ extension HTTPBody {
         }
     }
 
+    /// The body's MD5, found on the calling thread (which waits for the
+    /// disk).
+    func digest() throws(UploadError) -> Data {
+        switch self {
+        case .empty: MD5.digest(of: Data())
+        case .data(let data): MD5.digest(of: data)
+        case .file(let file, let offset, let length): try Self.md5(of: file, offset: offset, length: length) { false }
+        }
+    }
+
     /// The MD5 of `length` bytes of `file` from `offset`, read until
     /// `stopped` says the job is over (what it returns then is dropped).
     private static func md5(

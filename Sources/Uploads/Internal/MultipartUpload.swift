@@ -262,17 +262,23 @@ final class MultipartUpload: Sendable {
             }
     }
 
-    /// Sends the parts the storage lacks, each with its MD5, found just
-    /// before it is sent; finishes with every part's ETag. Progress counts
-    /// the parts the storage holds whole, from the start.
+    /// Sends the parts the storage lacks, each with its MD5, found a few
+    /// parts ahead (see ``AheadDigests``); finishes with every part's ETag.
+    /// Progress counts the parts the storage holds whole, from the start.
     private func sendParts(_ plan: Plan, _ identity: FileIdentity) -> Job<[Int: String]> {
         let merged = ProgressMerger(totals: plan.parts.map(\.length), deliver: progress)
         merged.finish(plan.parts.indices.filter { plan.stored[plan.parts[$0].number] != nil })
         let missing = plan.parts.indices.filter { plan.stored[plan.parts[$0].number] == nil }
-        let sends = missing.map { index in
+        let bodies = missing.map { index in
+            HTTPBody.file(file, offset: plan.parts[index].offset, length: plan.parts[index].length)
+        }
+        let digests = AheadDigests(bodies, window: options.maxConcurrentParts)
+        let sends = missing.indices.map { position in
+            let index = missing[position]
             let part = plan.parts[index]
-            let body = HTTPBody.file(file, offset: part.offset, length: part.length)
-            return body.md5.then { [self] md5 in
+            let body = bodies[position]
+            let md5 = client.verifiesBytes ? digests.digest(position).map { Optional($0) } : .succeeded(nil)
+            return md5.then { [self] md5 in
                 let send = client.uploadPart(
                     media.destination, uploadID: plan.uploadID, number: part.number, body: body, md5: md5,
                     progress: { merged.update(index, bytesSent: $0.bytesSent) }

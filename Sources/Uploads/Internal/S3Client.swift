@@ -47,6 +47,15 @@ struct S3Client: Sendable {
     let presigner: any S3Presigner
     /// Sends them.
     let http: HTTPClient
+    /// Whether requests carry `Content-MD5` and answers' ETags are checked
+    /// (see ``S3Uploader/verifiesBytes``).
+    var verifiesBytes = true
+
+    /// A job that finds the MD5 of `body` for its request, when the client
+    /// verifies bytes; `nil` otherwise.
+    func md5(of body: HTTPBody) -> Job<Data?> {
+        verifiesBytes ? body.md5.map { $0 } : .succeeded(nil)
+    }
 
     // MARK: - Calls
 
@@ -55,10 +64,10 @@ struct S3Client: Sendable {
         _ object: URL,
         contentType: String,
         body: HTTPBody,
-        md5: Data,
+        md5: Data?,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Call<UploadReceipt> {
-        let operation = S3Operation.putObject(contentType: contentType, contentMD5: md5.base64EncodedString())
+        let operation = S3Operation.putObject(contentType: contentType, contentMD5: md5?.base64EncodedString())
         return call(operation, on: object, body: body, progress: progress) {
             try Self.storedObject(in: $0, of: object, md5: md5)
         }
@@ -85,11 +94,11 @@ struct S3Client: Sendable {
         uploadID: String,
         number: Int,
         body: HTTPBody,
-        md5: Data,
+        md5: Data?,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Call<String> {
         let operation = S3Operation.uploadPart(
-            uploadID: uploadID, partNumber: number, contentMD5: md5.base64EncodedString())
+            uploadID: uploadID, partNumber: number, contentMD5: md5?.base64EncodedString())
         return call(operation, on: object, body: body, progress: progress) {
             try Self.etag(in: $0, ofPart: number, of: object, md5: md5)
         }
@@ -98,9 +107,9 @@ struct S3Client: Sendable {
     /// `CompleteMultipartUpload`: joins the parts whose ETags `etags` gives
     /// by number into the object.
     func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Call<UploadReceipt> {
-        let expected = Self.multipartETag(of: etags)
+        let expected = verifiesBytes ? Self.multipartETag(of: etags) : nil
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        let md5 = MD5.digest(of: body).base64EncodedString()
+        let md5 = verifiesBytes ? MD5.digest(of: body).base64EncodedString() : nil
         return call(
             .completeMultipartUpload(uploadID: uploadID, contentMD5: md5), on: object, body: .data(body),
             answerLimit: 64 << 10
@@ -116,8 +125,11 @@ struct S3Client: Sendable {
 
     /// The receipt of a `PutObject` of bytes whose MD5 is `md5`: its
     /// location is the object's URL when the storage names none.
-    static func storedObject(in answer: HTTPAnswer, of object: URL, md5: Data) throws -> UploadReceipt {
-        try check(answer.receipt, etag: answer.receipt.etag, is: md5.hex, of: object, "it", "the MD5 of the bytes sent")
+    static func storedObject(in answer: HTTPAnswer, of object: URL, md5: Data?) throws -> UploadReceipt {
+        if let md5 {
+            try check(
+                answer.receipt, etag: answer.receipt.etag, is: md5.hex, of: object, "it", "the MD5 of the bytes sent")
+        }
         var receipt = answer.receipt
         if receipt.header("Location") == nil {
             receipt.headers["location"] = withoutQuery(answer.url).absoluteString
@@ -158,11 +170,14 @@ struct S3Client: Sendable {
 
     /// The ETag in the answer to `UploadPart` of part `number`, whose MD5
     /// is `md5`.
-    static func etag(in answer: HTTPAnswer, ofPart number: Int, of object: URL, md5: Data) throws -> String {
+    static func etag(in answer: HTTPAnswer, ofPart number: Int, of object: URL, md5: Data?) throws -> String {
         guard let etag = answer.receipt.etag else {
             throw UploadError.invalidAnswer(object, reason: "no ETag for part \(number)")
         }
-        try check(answer.receipt, etag: etag, is: md5.hex, of: object, "part \(number)", "the MD5 of the bytes sent")
+        if let md5 {
+            try check(
+                answer.receipt, etag: etag, is: md5.hex, of: object, "part \(number)", "the MD5 of the bytes sent")
+        }
         return etag
     }
 
