@@ -104,7 +104,7 @@ final class BoundedFileStream: InputStream {
         // Straight into the session's buffer: nothing allocated per read.
         var count: Int
         repeat {
-            count = readFile(source.fileDescriptor, buffer, wanted)
+            count = readFile(source.fileDescriptor, UnsafeMutableRawPointer(buffer), wanted)
         } while count < 0 && errno == EINTR
         guard count > 0 else {
             // The file ended before `length` bytes (or failed): abort, don't
@@ -221,6 +221,6 @@ final class BoundedFileStream: InputStream {
 
 /// The C library's `read(2)`, which `InputStream.read(_:maxLength:)`
 /// hides inside the stream.
-private func readFile(_ descriptor: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int {
+func readFile(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
     read(descriptor, buffer, count)
 }

@@ -39,29 +39,40 @@ extension HTTPBody {
 
     /// The MD5 of `length` bytes of `file` from `offset`, read until
     /// `stopped` says the job is over (what it returns then is dropped).
+    ///
+    /// Read 64 KiB at a time into one buffer: below the size from which
+    /// the C library maps each allocation afresh (and the kernel zeroes its
+    /// pages), which would cost more than hashing them.
     private static func md5(
         of file: URL, offset: Int64, length: Int64, stopped: () -> Bool
     ) throws(UploadError) -> Data {
+        let handle: FileHandle
         do {
-            let handle = try FileHandle(forReadingFrom: file)
-            defer { try? handle.close() }
+            handle = try FileHandle(forReadingFrom: file)
             try handle.seek(toOffset: UInt64(offset))
-            var md5 = MD5()
-            var read: Int64 = 0
-            while read < length, !stopped() {
-                guard let chunk = try handle.read(upToCount: Int(min(length - read, 1 << 20))), !chunk.isEmpty
-                else {
-                    let reason = "it shrank from \(offset + length) to \(offset + read) bytes during the upload"
-                    throw UploadError.unreadableFile(file, reason: reason)
-                }
-                md5.update(chunk)
-                read += Int64(chunk.count)
-            }
-            return md5.finalize()
-        } catch let error as UploadError {
-            throw error
         } catch {
             throw .unreadableFile(file, reason: error.localizedDescription)
         }
+        defer { try? handle.close() }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        defer { buffer.deallocate() }
+        var md5 = MD5()
+        var read: Int64 = 0
+        while read < length, !stopped() {
+            var count: Int
+            repeat {
+                count = readFile(handle.fileDescriptor, buffer.baseAddress!, Int(min(length - read, 64 << 10)))
+            } while count < 0 && errno == EINTR
+            guard count > 0 else {
+                let reason =
+                    count == 0
+                    ? "it shrank from \(offset + length) to \(offset + read) bytes during the upload"
+                    : String(cString: strerror(errno))
+                throw .unreadableFile(file, reason: reason)
+            }
+            md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            read += Int64(count)
+        }
+        return md5.finalize()
     }
 }

@@ -170,30 +170,34 @@ package struct MD5: Sendable {
 
 // MARK: - The steps of each round
 
+// Transparent, so that they are inlined in debug builds too, where the
+// tests and `swift run Playground` hash: 2.2 times as fast there (38 MB/s
+// to 86). Release builds inline them either way.
+
 /// `b + ((a + f(b, c, d) + x + t) <<< s)`, the step of every round with its
 /// own `f`.
-@inline(__always)
+@_transparent
 private func step(_ a: UInt32, _ b: UInt32, _ f: UInt32, _ x: UInt32, _ s: UInt32, _ t: UInt32) -> UInt32 {
     let sum = a &+ f &+ x &+ t
     return b &+ (sum << s | sum >> (32 &- s))
 }
 
-@inline(__always)
+@_transparent
 private func ff(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32, _ s: UInt32, _ t: UInt32) -> UInt32 {
     step(a, b, d ^ (b & (c ^ d)), x, s, t)
 }
 
-@inline(__always)
+@_transparent
 private func gg(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32, _ s: UInt32, _ t: UInt32) -> UInt32 {
     step(a, b, c ^ (d & (b ^ c)), x, s, t)
 }
 
-@inline(__always)
+@_transparent
 private func hh(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32, _ s: UInt32, _ t: UInt32) -> UInt32 {
     step(a, b, b ^ c ^ d, x, s, t)
 }
 
-@inline(__always)
+@_transparent
 private func ii(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32, _ s: UInt32, _ t: UInt32) -> UInt32 {
     step(a, b, c ^ (b | ~d), x, s, t)
 }
