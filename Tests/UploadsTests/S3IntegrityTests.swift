@@ -82,6 +82,28 @@ extension LargeTransfers {
             }
         }
 
+        @Test func aPartTheStorageCallsAnInvalidDigestIsNotRetriedAndTheUploadAborted() async throws {
+            try await S3UploaderTests.withStorage { s3, folder, file in
+                try await s3.setRules([
+                    [
+                        "operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 400,
+                        "code": "InvalidDigest", "times": 1,
+                    ]
+                ])
+                let error = await #expect(throws: UploadError.self) {
+                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
+                }
+
+                #expect(
+                    error?.localizedDescription.contains("(InvalidDigest: ") == true, "\(String(describing: error))")
+                #expect(error?.isTransient == false)
+                let requests = try await s3.requests()
+                #expect(requests.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [1, 2], "not retried")
+                #expect(requests.last?.operation == "abortMultipartUpload")
+                #expect(try await s3.uploads().isEmpty)
+            }
+        }
+
         @Test func aSmallFileChangedOnTheWayIsRefused() async throws {
             try await S3UploaderTests.withStorage(size: 100_000) { s3, folder, file in
                 try await s3.setRules([["operation": "putObject", "corrupt": true, "times": 1]])
