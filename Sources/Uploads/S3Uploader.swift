@@ -54,9 +54,9 @@ import FoundationNetworking
 ///   `AbortIncompleteMultipartUpload`).
 ///
 /// Every request with a body carries the body's MD5 as `Content-MD5`,
-/// found by reading the part just before it is sent: the storage refuses
-/// bytes changed on the way (`400 BadDigest`), which is not retried, and a
-/// multipart upload is then aborted. The storage's `ETag` for a part or an
+/// found by reading each part a few parts ahead of its send: the storage
+/// refuses bytes changed on the way (`400 BadDigest`), which is not
+/// retried, and a multipart upload is then aborted. The storage's `ETag` for a part or an
 /// object is then checked where it is an MD5 (S3's is, but for objects
 /// encrypted with KMS keys or the customer's, which its answer says): a
 /// part's against its MD5, a multipart object's against the MD5 of its
@@ -240,7 +240,7 @@ public final class S3Uploader: Uploader, Sendable {
             body = .file(url, offset: 0, length: size)
             file = (try? FileIdentity.of(url)).map { (url, $0) }
         }
-        return client.md5(of: body).then { [client] md5 in
+        return client.md5s(of: [body], window: 1)[0].then { [client] md5 in
             let put = client.putObject(
                 media.destination, contentType: media.contentType, body: body, md5: md5, progress: progress)
             return retries.retrying(put, for: media)

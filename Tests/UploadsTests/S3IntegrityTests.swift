@@ -133,7 +133,7 @@ extension LargeTransfers {
                     }
                 }
 
-                #expect(error == .fileChanged(file, reason: "it was modified during the upload"))
+                #expect(error == .fileChanged(file, reason: "it was modified since its upload began"))
                 let requests = try await s3.requests()
                 #expect(!requests.contains { $0.operation == "completeMultipartUpload" }, "no object of two versions")
                 #expect(requests.last?.operation == "abortMultipartUpload")

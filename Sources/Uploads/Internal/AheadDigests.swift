@@ -44,7 +44,8 @@ final class AheadDigests: Sendable {
         state = Lock(State(limit: max(window, 1)))
     }
 
-    /// A job that finishes with the MD5 of body `index`.
+    /// A job that finishes with the MD5 of body `index`. Perform it once:
+    /// a digest is handed out to one performance.
     func digest(_ index: Int) -> Job<Data> {
         Job { [self] controller in
             let (ready, starts) = state.withLock { state -> (Result<Data, UploadError>?, Bool) in

@@ -2,50 +2,23 @@ import Foundation
 import JobKit
 
 extension HTTPBody {
-    /// A job that finds the body's MD5, for its `Content-MD5`: at once for
-    /// bytes in memory; for a file, read a mebibyte at a time on a thread
-    /// of its own, so that the job's queue never waits for the disk.
-    ///
-    /// A file that cannot be read, or ends before the body does, fails the
-    /// job with ``UploadError/unreadableFile(_:reason:)``. A cancelled job
-    /// stops reading.
-    var md5: Job<Data> {
-        switch self {
-        case .empty:
-            return Job { controller in controller.finish(with: MD5.digest(of: Data())) }
-        case .data(let data):
-            return Job { controller in controller.finish(with: MD5.digest(of: data)) }
-        case .file(let file, let offset, let length):
-            return Job { controller in
-                DispatchQueue.global(qos: .utility).async {
-                    controller.complete(
-                        with: Result { () throws(UploadError) in
-                            try Self.md5(of: file, offset: offset, length: length) { controller.isCompleted }
-                        })
-                }
-            }
-        }
-    }
-
     /// The body's MD5, found on the calling thread (which waits for the
     /// disk).
     func digest() throws(UploadError) -> Data {
         switch self {
         case .empty: MD5.digest(of: Data())
         case .data(let data): MD5.digest(of: data)
-        case .file(let file, let offset, let length): try Self.md5(of: file, offset: offset, length: length) { false }
+        case .file(let file, let offset, let length): try Self.md5(of: file, offset: offset, length: length)
         }
     }
 
-    /// The MD5 of `length` bytes of `file` from `offset`, read until
-    /// `stopped` says the job is over (what it returns then is dropped).
+    /// The MD5 of `length` bytes of `file` from `offset`; an error when
+    /// the file cannot be read or ends sooner.
     ///
     /// Read 64 KiB at a time into one buffer: below the size from which
     /// the C library maps each allocation afresh (and the kernel zeroes its
     /// pages), which would cost more than hashing them.
-    private static func md5(
-        of file: URL, offset: Int64, length: Int64, stopped: () -> Bool
-    ) throws(UploadError) -> Data {
+    private static func md5(of file: URL, offset: Int64, length: Int64) throws(UploadError) -> Data {
         let handle: FileHandle
         do {
             handle = try FileHandle(forReadingFrom: file)
@@ -58,7 +31,7 @@ extension HTTPBody {
         defer { buffer.deallocate() }
         var md5 = MD5()
         var read: Int64 = 0
-        while read < length, !stopped() {
+        while read < length {
             var count: Int
             repeat {
                 count = readFile(handle.fileDescriptor, buffer.baseAddress!, Int(min(length - read, 64 << 10)))

@@ -94,19 +94,24 @@ struct FileIdentity: Sendable, Hashable {
         return FileIdentity(size: size, modified: modified)
     }
 
-    /// ``UploadError/fileChanged(_:reason:)`` when `file` no longer has
-    /// this identity (or cannot be read): it changed since the identity was
-    /// taken.
-    func change(of file: URL) -> UploadError? {
-        guard let now = try? FileIdentity.of(file) else {
-            return .fileChanged(file, reason: "it can no longer be read")
-        }
+    /// ``UploadError/fileChanged(_:reason:)`` when `now`, the identity of
+    /// `file` now, is not this one, which it had when its upload began.
+    func change(to now: FileIdentity, of file: URL) -> UploadError? {
         guard now != self else { return nil }
         return .fileChanged(
             file,
             reason: now.size == size
-                ? "it was modified during the upload"
+                ? "it was modified since its upload began"
                 : "it was \(size) bytes when its upload began, and is \(now.size) now")
+    }
+
+    /// ``UploadError/fileChanged(_:reason:)`` when `file` no longer has
+    /// this identity, or cannot be read.
+    func change(of file: URL) -> UploadError? {
+        guard let now = try? FileIdentity.of(file) else {
+            return .fileChanged(file, reason: "it can no longer be read")
+        }
+        return change(to: now, of: file)
     }
 
     /// `error`, or ``UploadError/fileChanged(_:reason:)`` when `error` is

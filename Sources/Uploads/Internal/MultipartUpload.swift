@@ -164,12 +164,9 @@ final class MultipartUpload: Sendable {
             state.manifest = manifest
             return false
         }
-        guard manifest.fileSize == identity.size, manifest.fileModified == identity.modified else {
-            let reason =
-                manifest.fileSize == identity.size
-                ? "it was modified since its upload began"
-                : "it was \(manifest.fileSize) bytes when its upload began, and is \(identity.size) now"
-            return .failed(UploadError.fileChanged(file, reason: reason))
+        let began = FileIdentity(size: manifest.fileSize, modified: manifest.fileModified)
+        if let change = began.change(to: identity, of: file) {
+            return .failed(change)
         }
         let parts = Self.parts(size: identity.size, partSize: manifest.partSize)
         return listParts(manifest.uploadID).map { listed in
@@ -272,13 +269,12 @@ final class MultipartUpload: Sendable {
         let bodies = missing.map { index in
             HTTPBody.file(file, offset: plan.parts[index].offset, length: plan.parts[index].length)
         }
-        let digests = AheadDigests(bodies, window: options.maxConcurrentParts)
+        let md5s = client.md5s(of: bodies, window: options.maxConcurrentParts)
         let sends = missing.indices.map { position in
             let index = missing[position]
             let part = plan.parts[index]
             let body = bodies[position]
-            let md5 = client.verifiesBytes ? digests.digest(position).map { Optional($0) } : .succeeded(nil)
-            return md5.then { [self] md5 in
+            return md5s[position].then { [self] md5 in
                 let send = client.uploadPart(
                     media.destination, uploadID: plan.uploadID, number: part.number, body: body, md5: md5,
                     progress: { merged.update(index, bytesSent: $0.bytesSent) }

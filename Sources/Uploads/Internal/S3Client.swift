@@ -51,10 +51,13 @@ struct S3Client: Sendable {
     /// (see ``S3Uploader/verifiesBytes``).
     var verifiesBytes = true
 
-    /// A job that finds the MD5 of `body` for its request, when the client
-    /// verifies bytes; `nil` otherwise.
-    func md5(of body: HTTPBody) -> Job<Data?> {
-        verifiesBytes ? body.md5.map { $0 } : .succeeded(nil)
+    /// Jobs that find the MD5s of `bodies` for their requests, each
+    /// performed once, hashed a few ahead of those asked for (see
+    /// ``AheadDigests``); `nil`s when the client does not verify bytes.
+    func md5s(of bodies: [HTTPBody], window: Int) -> [Job<Data?>] {
+        guard verifiesBytes else { return bodies.map { _ in .succeeded(nil) } }
+        let digests = AheadDigests(bodies, window: window)
+        return bodies.indices.map { index in digests.digest(index).map { Optional($0) } }
     }
 
     // MARK: - Calls
