@@ -7,7 +7,7 @@ import Testing
 @Suite("MD5", .timeLimit(.minutes(1)))
 struct MD5Tests {
     static func hex(_ digest: Data) -> String {
-        digest.map { String(format: "%02x", $0) }.joined()
+        digest.hex
     }
 
     /// RFC 1321, appendix A.5.

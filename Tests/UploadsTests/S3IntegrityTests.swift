@@ -52,13 +52,40 @@ extension LargeTransfers {
             }
         }
 
-        @Test func aPartChangedOnTheWayIsRefusedNotRetriedAndTheUploadAborted() async throws {
+        /// How the storage refuses part 2 for its digest.
+        enum Refusal: String, CaseIterable, Sendable {
+            /// A byte changed on the way: the backend's Content-MD5 check
+            /// refuses it.
+            case badDigest
+            /// The storage calls the digest malformed.
+            case invalidDigest
+
+            var rule: [String: any Sendable] {
+                var rule: [String: any Sendable] = [
+                    "operation": "uploadPart", "key": videoKey, "partNumber": 2, "times": 1,
+                ]
+                switch self {
+                case .badDigest: rule["corrupt"] = true
+                case .invalidDigest: rule.merge(["status": 400, "code": "InvalidDigest"]) { $1 }
+                }
+                return rule
+            }
+
+            /// The error's text after "the server answered 400 Bad Request".
+            var said: String {
+                switch self {
+                case .badDigest: " (BadDigest: The Content-MD5 you specified did not match what we received.)"
+                case .invalidDigest: " (InvalidDigest: injected by the test (InvalidDigest))"
+                }
+            }
+        }
+
+        @Test(arguments: Refusal.allCases)
+        func aPartRefusedForItsDigestIsNotRetriedAndTheUploadAborted(refusal: Refusal) async throws {
             try await S3UploaderTests.withStorage { s3, folder, file in
                 // Once: a retry would pass, but a body the storage refused
                 // for its digest is not sent again.
-                try await s3.setRules([
-                    ["operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "corrupt": true, "times": 1]
-                ])
+                try await s3.setRules([refusal.rule])
                 let error = await #expect(throws: UploadError.self) {
                     try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
                 }
@@ -70,37 +97,14 @@ extension LargeTransfers {
                 #expect(receipt.status == 400)
                 #expect(error?.isTransient == false)
                 #expect(
-                    error?.localizedDescription
-                        == "videos/surf.mp4: the server answered 400 Bad Request (BadDigest: The Content-MD5 you "
-                        + "specified did not match what we received.)")
+                    error?.localizedDescription == "videos/surf.mp4: the server answered 400 Bad Request" + refusal.said
+                )
                 let requests = try await s3.requests()
-                #expect(requests.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [1, 2])
+                #expect(requests.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [1, 2], "not retried")
                 #expect(requests.last?.operation == "abortMultipartUpload")
                 #expect(!requests.contains { $0.operation == "completeMultipartUpload" })
                 #expect(try await s3.uploads().isEmpty)
                 #expect(S3UploaderTests.manifests(folder).isEmpty)
-            }
-        }
-
-        @Test func aPartTheStorageCallsAnInvalidDigestIsNotRetriedAndTheUploadAborted() async throws {
-            try await S3UploaderTests.withStorage { s3, folder, file in
-                try await s3.setRules([
-                    [
-                        "operation": "uploadPart", "key": Self.videoKey, "partNumber": 2, "status": 400,
-                        "code": "InvalidDigest", "times": 1,
-                    ]
-                ])
-                let error = await #expect(throws: UploadError.self) {
-                    try await Self.upload(S3UploaderTests.video(file, key: Self.videoKey).media, s3, folder: folder)
-                }
-
-                #expect(
-                    error?.localizedDescription.contains("(InvalidDigest: ") == true, "\(String(describing: error))")
-                #expect(error?.isTransient == false)
-                let requests = try await s3.requests()
-                #expect(requests.filter { $0.operation == "uploadPart" }.map(\.partNumber) == [1, 2], "not retried")
-                #expect(requests.last?.operation == "abortMultipartUpload")
-                #expect(try await s3.uploads().isEmpty)
             }
         }
 
@@ -236,10 +240,7 @@ extension LargeTransfers {
                     md5s += try await pythonDigest(
                         "md5", of: file, offset: offset, length: min(partSize, S3UploaderTests.threePartSize - offset))
                 }
-                let expected = MD5.digest(of: Data(base64Encoded: base64(hex: md5s))!).map {
-                    String(format: "%02x", $0)
-                }
-                .joined()
+                let expected = MD5.digest(of: Data(base64Encoded: base64(hex: md5s))!).hex
                 #expect(receipt.etag == "\"\(expected)-3\"")
                 #expect(try await s3.object(Self.videoKey).etag == receipt.etag)
             }

@@ -204,7 +204,7 @@ private func ii(_ a: UInt32, _ b: UInt32, _ c: UInt32, _ d: UInt32, _ x: UInt32,
 
 extension Data {
     /// The bytes in lower-case hex: how an ETag spells an MD5.
-    var hex: String {
+    package var hex: String {
         String(unsafeUninitializedCapacity: count * 2) { buffer in
             let digits = Array("0123456789abcdef".utf8)
             for (index, byte) in enumerated() {
