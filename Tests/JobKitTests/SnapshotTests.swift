@@ -72,6 +72,28 @@ struct SnapshotTests {
         namedHandle.cancel()
     }
 
+    /// A completed job is stuck nowhere: it has no pending leaves, whether
+    /// it finished, failed or was cancelled, with children or without.
+    @Test func aCompletedJobHasNoPendingLeaves() throws {
+        let queue = TestQueue()
+        let running = ManualJob<Int>()
+        let handles = [
+            Job.succeeded(1).named("one").perform(on: queue) { _ in },
+            Job<Int>.failed(TestError(id: 7)).perform(on: queue) { _ in },
+            Job.group([.failed(TestError(id: 8)), Job<Int>.never.map { _ in }]).perform(on: queue) { _ in },
+            Job.sequence([.succeeded(()), running.job.map { _ in }]).named("cancelled").perform(on: queue) { _ in },
+        ]
+        try queue.run()
+        handles[3].cancel()
+        try queue.run()
+        for handle in handles {
+            let snapshot = handle.snapshot()
+            #expect(!snapshot.state.isPending, "\(snapshot)")
+            #expect(snapshot.pendingLeaves.isEmpty, "\(snapshot)")
+            #expect(handle.stallReport() == nil)
+        }
+    }
+
     @Test func aCompletedJobKeepsItsNameAndHowItCompleted() throws {
         let queue = TestQueue()
         let finished = Job.succeeded(1).named("one").perform(on: queue) { _ in }
