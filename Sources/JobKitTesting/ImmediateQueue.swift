@@ -19,7 +19,9 @@ import JobKit
 /// thread is queued, in order, and run right after the current work
 /// returns; the outermost call returns only when all of it has run. So a
 /// chain of a million steps that complete synchronously runs in a loop,
-/// with a flat stack, instead of a million nested calls.
+/// with a flat stack, instead of a million nested calls. It runs work
+/// through JobKit's `Trampoline.run(_:)`, which a queue of your own that
+/// runs work inline can use too.
 public struct ImmediateQueue: JobQueue {
     /// Creates an immediate queue. All immediate queues share, per thread,
     /// the list of work waiting behind the work that is running.
@@ -27,8 +29,8 @@ public struct ImmediateQueue: JobQueue {
 
     /// Runs `work` now, or right after the work running on this thread.
     public func enqueue(_ work: @escaping @Sendable () -> Void) {
-        // JobKit's own per-thread trampoline: work on this queue and the
-        // jobs' own enqueues keep one first-in, first-out order.
+        // JobKit's per-thread line: work on this queue and the jobs' own
+        // enqueues keep one first-in, first-out order.
         Trampoline.run(work)
     }
 

@@ -114,6 +114,19 @@ private struct ClockQueue: JobQueue {
     // END DOC
 }
 
+// BEGIN DOC
+struct InlineQueue: JobQueue {
+    func enqueue(_ work: @escaping @Sendable () -> Void) {
+        Trampoline.run(work)
+    }
+
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        Trampoline.run(work)
+        return DelayedWork {}
+    }
+}
+// END DOC
+
 extension DocExamples {
     @MainActor
     final class CounterModel {
@@ -556,6 +569,34 @@ struct JobKitTestingDocExamplesTests {
         job.perform(on: ImmediateQueue()) { outcome.setValue($0) }
         #expect(try outcome.value?.get() == 42)
         // END DOC
+    }
+
+    /// A queue of the user's own built on `Trampoline.run` behaves as
+    /// `ImmediateQueue` does: a long synchronous sequence keeps a flat
+    /// stack, and plain work and a job's own enqueues keep one order.
+    @Test func inlineQueueExample() throws {
+        let top = currentStackAddress()
+        let lowest = LockedValue<UInt>(.max)
+        let step = Job<Void> { controller in
+            lowest.withValue { $0 = min($0, currentStackAddress()) }
+            controller.finish()
+        }
+        let outcome = LockedValue<Job<Void>.Outcome?>(nil)
+        Job.sequence(Array(repeating: step, count: 100_000)).perform(on: InlineQueue()) { outcome.setValue($0) }
+        try #require(outcome.value != nil)
+        #expect(top - lowest.value < 64 * 1024)
+
+        let log = LockedValue<[String]>([])
+        let queue = InlineQueue()
+        queue.enqueue {
+            Job<Void> { controller in
+                log.withValue { $0.append("job") }
+                controller.finish()
+            }.perform(on: queue) { _ in log.withValue { $0.append("handler") } }
+            queue.enqueue { log.withValue { $0.append("work") } }
+            log.withValue { $0.append("outer") }
+        }
+        #expect(log.value == ["outer", "job", "work", "handler"])
     }
 
     @Test func lockedValueExample() throws {

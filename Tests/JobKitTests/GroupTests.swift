@@ -227,7 +227,7 @@ struct GroupTests {
             controller.finish()
         }
         Job.group(Array(repeating: child, count: 50_000), maxConcurrent: 3)
-            .perform(on: InlineQueue(), then: recorder.handler)
+            .perform(on: NestingQueue(), then: recorder.handler)
         #expect(recorder.last?.isSuccess == true)
         #expect(count.value == 50_000)
         #expect(top - deepest.value < 64 * 1024)

@@ -114,7 +114,7 @@ struct SequenceTests {
             controller.finish()
         }
         let recorder = Recorder<Void>()
-        Job.sequence(Array(repeating: step, count: 50_000)).perform(on: InlineQueue(), then: recorder.handler)
+        Job.sequence(Array(repeating: step, count: 50_000)).perform(on: NestingQueue(), then: recorder.handler)
         #expect(recorder.last?.isSuccess == true)
         #expect(top - deepest.value < 64 * 1024)
     }

@@ -98,10 +98,10 @@ func currentStackAddress() -> UInt {
 
 final class Tracked: Sendable {}
 
-/// A queue that runs work inline, at once, with no queue of its own (it
-/// breaks `JobQueue`'s advice on purpose): combinators must still loop
-/// instead of recursing on it.
-struct InlineQueue: JobQueue {
+/// A queue that runs work inline, at once, nested in the call that
+/// enqueues it (it breaks `JobQueue`'s advice on purpose): combinators must
+/// still loop instead of recursing on it.
+struct NestingQueue: JobQueue {
     func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
     func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
         work()
@@ -109,7 +109,7 @@ struct InlineQueue: JobQueue {
     }
 }
 
-/// A queue that runs work inline, like ``InlineQueue``, and counts the
+/// A queue that runs work inline, like ``NestingQueue``, and counts the
 /// work it was given: how many queue turns a combinator takes.
 final class CountingQueue: JobQueue {
     private let count = LockedValue(0)

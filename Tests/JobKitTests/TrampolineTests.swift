@@ -3,7 +3,7 @@ import JobKitTesting
 import Testing
 
 /// JobKit's own enqueues never nest without bound, even on a queue that
-/// runs work inline and queues nothing (`InlineQueue`, which breaks
+/// runs work inline and queues nothing (`NestingQueue`, which breaks
 /// `JobQueue`'s advice on purpose).
 @Suite("No recursion on inline queues", .timeLimit(.minutes(1)))
 struct TrampolineTests {
@@ -18,7 +18,7 @@ struct TrampolineTests {
             controller.fail(with: TestError())
         }
         let recorder = Recorder<Void>()
-        failing.retry(attempts: 100_000).perform(on: InlineQueue(), then: recorder.handler)
+        failing.retry(attempts: 100_000).perform(on: NestingQueue(), then: recorder.handler)
         #expect(attempts.value == 100_000)
         #expect(recorder.last?.failure is TestError)
         #expect(top - deepest.value < 64 * 1024)
@@ -38,7 +38,7 @@ struct TrampolineTests {
             }
         }
         let recorder = Recorder<Int>()
-        job.perform(on: InlineQueue(), then: recorder.handler)
+        job.perform(on: NestingQueue(), then: recorder.handler)
         #expect(try recorder.last?.get() == 10_000)
         #expect(top - deepest.value < 256 * 1024)
     }
@@ -53,7 +53,7 @@ struct TrampolineTests {
             }
         }
         let recorder = Recorder<Void>()
-        Job.sequence(steps).perform(on: InlineQueue(), then: recorder.handler)
+        Job.sequence(steps).perform(on: NestingQueue(), then: recorder.handler)
         #expect(recorder.count == 1)
         // Each next step starts only after the step before returned.
         #expect(

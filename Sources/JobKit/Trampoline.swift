@@ -8,24 +8,37 @@ import Musl
 import Darwin
 #endif
 
-/// How JobKit enqueues its own work (a job's body, a handler's hop, a
-/// group's ticket) so that it never recurses, whatever the queue; and how
-/// `ImmediateQueue` runs work inline.
+/// The per-thread line that JobKit's own enqueues wait in, so that nothing
+/// recurses whatever the queue; and the way for a queue that runs work
+/// inline (``run(_:)``) to join that line.
 ///
 /// A queue may run work before `enqueue` returns. If that work enqueues
 /// more, and that runs at once too, a chain of a million synchronous steps
 /// would nest a million calls. So while a thread is inside one of JobKit's
-/// `enqueue` calls (or running `ImmediateQueue` work), further such calls on
-/// that thread are held back, in order, and made when the outer call
-/// returns: the stack stays flat, each work item still goes to its queue,
-/// and work enqueued on an `ImmediateQueue` and JobKit's own enqueues keep
-/// one first-in, first-out order. On a queue that never runs work inline
-/// (`DispatchQueue`, `TestQueue`) nothing is ever held back, and the cost is
-/// one thread-local read and a few stores.
+/// enqueues (a job's body, a handler's hop, a group's ticket) or inside
+/// ``run(_:)``, further such calls on that thread are held back, in order,
+/// and made when the outer call returns: the stack stays flat, each work
+/// item still goes to its queue, and work run inline and JobKit's own
+/// enqueues keep one first-in, first-out order. On a queue that never runs
+/// work inline (`DispatchQueue`, `TestQueue`) nothing is ever held back,
+/// and the cost is one thread-local read and a few stores.
 ///
-/// This is the one code path of every combinator on every queue; their
-/// state machines need no loop of their own.
-package enum Trampoline {
+/// A queue of your own that runs work on the calling thread, as
+/// `ImmediateQueue` does, enqueues through ``run(_:)``:
+///
+/// ```swift
+/// struct InlineQueue: JobQueue {
+///     func enqueue(_ work: @escaping @Sendable () -> Void) {
+///         Trampoline.run(work)
+///     }
+///
+///     func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+///         Trampoline.run(work)
+///         return DelayedWork {}
+///     }
+/// }
+/// ```
+public enum Trampoline {
     /// Calls `queue.enqueue(work)` now, or, inside another call on this
     /// thread, as soon as that call returns.
     static func enqueue(_ work: @escaping @Sendable () -> Void, on queue: any JobQueue) {
@@ -40,9 +53,14 @@ package enum Trampoline {
         thread.pointee.isInsideCall = false
     }
 
-    /// Runs `work` now, on this thread, or, inside another call on this
-    /// thread, as soon as that call returns: a queue that runs work inline.
-    package static func run(_ work: @escaping @Sendable () -> Void) {
+    /// Runs `work` now, on the calling thread, or, if the thread is already
+    /// running work that was run inline or enqueued by JobKit, right after
+    /// that work returns, in the order it was given.
+    ///
+    /// The outermost call returns once all of that work has run, so a chain
+    /// of work that enqueues more work runs in a loop, with a flat stack.
+    /// Each thread keeps its own line.
+    public static func run(_ work: @escaping @Sendable () -> Void) {
         let thread = ThreadState.current
         if thread.pointee.isInsideCall {
             if thread.pointee.runsEnqueuedWorkInline {
