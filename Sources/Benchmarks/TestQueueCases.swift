@@ -39,6 +39,9 @@ enum TestQueueCases {
             Variant(name: "TestQueue(ordering: .shuffled(seed: 1)): enqueue \(million) items, then `run()`") { n in
                 try enqueueThenRun(n, on: TestQueue(ordering: .shuffled(seed: 1), maxSteps: .max))
             },
+            Variant(name: "TestQueue: enqueue \(million) delayed items, cancel half, then `advance(by:)`") { n in
+                try enqueueCancelThenAdvance(n, on: TestQueue(maxSteps: .max))
+            },
         ]
         var rows = try measureInterleaved(variants, n: million, schedule: schedule)
         for index in rows.indices { rows[index].ratio = nil }
@@ -48,6 +51,7 @@ enum TestQueueCases {
         let linearity = (median: rows[0].median / rows[1].median, minimum: rows[0].minimum / rows[1].minimum)
         let itemsPerSecond = 1e9 / rows[3].median
         let shuffledItemsPerSecond = 1e9 / rows[5].median
+        let delayedItemsPerSecond = 1e9 / rows[6].median
         return CaseReport(
             title: "5. \(million) synchronous jobs on the test queues",
             unit: "ns/job",
@@ -59,7 +63,8 @@ enum TestQueueCases {
                 "Flat stack: the deepest step of a \(million)-step sequence ran \(stackDepth) bytes below "
                     + "the first one.",
                 "TestQueue throughput: " + format(itemsPerSecond / 1e6, digits: 2) + " million items/s in FIFO order, "
-                    + format(shuffledItemsPerSecond / 1e6, digits: 2) + " million shuffled.",
+                    + format(shuffledItemsPerSecond / 1e6, digits: 2) + " million shuffled, "
+                    + format(delayedItemsPerSecond / 1e6, digits: 2) + " million delayed (half of them cancelled).",
             ]
         )
     }
@@ -71,6 +76,24 @@ enum TestQueueCases {
         for _ in 0..<n { queue.enqueue { counter.increment() } }
         try queue.run()
         guard counter.value == n else { throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n)") }
+    }
+
+    /// Enqueues `n` items that count themselves on `queue`, due over a
+    /// second (many at the same millisecond), cancels every other one,
+    /// advances the clock past them all, and throws unless exactly the
+    /// others ran.
+    static func enqueueCancelThenAdvance(_ n: Int, on queue: TestQueue) throws {
+        let counter = Counter()
+        var handles: [DelayedWork] = []
+        handles.reserveCapacity(n)
+        for index in 0..<n {
+            handles.append(queue.enqueue(after: .milliseconds(index % 1_000)) { counter.increment() })
+        }
+        for index in stride(from: 0, to: n, by: 2) { handles[index].cancel() }
+        try queue.advance(by: .seconds(1))
+        guard counter.value == n / 2, queue.isIdle else {
+            throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n / 2) delayed items")
+        }
     }
 
     /// Performs `job` on an `ImmediateQueue`, so it completes before this

@@ -78,97 +78,29 @@ public final class TestQueue: JobQueue, Sendable {
 
     private struct State: Sendable {
         var now: Duration = .zero
-        var nextSequence: UInt64 = 0
         /// Draws which of the items due at the same time runs next; `nil`
         /// in FIFO order.
         var generator: SeededRandomNumberGenerator?
-        /// The items waiting, by due time, then enqueue order.
-        var items = ItemHeap()
-        /// Shuffled order only: the items due at the same instant, moved
-        /// out of `items` to be drawn from. Empty in FIFO order.
-        var drawn: [Item] = []
-        /// The work of items enqueued with a delay, by sequence number,
-        /// while they wait: cancelling one removes it from here, which
-        /// releases the work, and leaves a stale entry in `items` or
-        /// `drawn`.
-        var delayedWork: [UInt64: @Sendable () -> Void] = [:]
-        /// Entries of `items` and `drawn` whose delayed work was cancelled.
-        var staleCount = 0
+        /// Every item waiting, with its work.
+        var items = ItemStore()
 
-        /// Removes and returns the next item due by `time` (the first in
-        /// FIFO order; in shuffled order, one drawn from those due at the
-        /// earliest instant), dropping stale entries on the way, or returns
-        /// `nil` if none is due. Throws instead, leaving the item pending,
-        /// once `steps` reached `maxSteps`.
-        mutating func popNext(
+        /// Removes and returns the next item due by `time`, or `nil` if
+        /// none is due. Throws instead, leaving every item as it was, once
+        /// `steps` reached `maxSteps`.
+        mutating func removeNext(
             dueBy time: Duration,
             steps: Int = 0,
             maxSteps: Int = .max
-        ) throws(RunawayError) -> (due: Duration, work: @Sendable () -> Void)? {
-            while let (item, place) = next(dueBy: time) {
-                if item.work == nil && delayedWork[item.sequence] == nil {
-                    remove(place)
-                    staleCount -= 1
-                    continue
-                }
-                if steps >= maxSteps {
-                    // Everything stays pending as it was: the items drawn
-                    // from go back, so the next call starts from the
-                    // earliest due time again (`now` has not moved to
-                    // theirs).
-                    for item in drawn { items.insert(item) }
-                    drawn.removeAll()
-                    throw RunawayError(steps: steps, now: now, pendingCount: pendingCount)
-                }
-                remove(place)
-                return (item.due, item.work ?? delayedWork.removeValue(forKey: item.sequence)!)
+        ) throws(RunawayError) -> Item? {
+            guard let due = items.nextDue, due <= time else { return nil }
+            if steps >= maxSteps {
+                // The items being drawn from go back, so the next call
+                // starts from the earliest due time again (`now` has not
+                // moved to theirs).
+                items.returnPool()
+                throw RunawayError(steps: steps, now: now, pendingCount: items.count)
             }
-            return nil
-        }
-
-        /// Where the next item waits.
-        private enum Place {
-            /// First in `items`.
-            case first
-            /// In `drawn`, at this index.
-            case drawn(Int)
-        }
-
-        /// The item to run next if one is due by `time`, and where it is.
-        /// In shuffled order, this draws from the generator.
-        private mutating func next(dueBy time: Duration) -> (Item, Place)? {
-            guard generator != nil else {
-                guard let first = items.first, first.due <= time else { return nil }
-                return (first, .first)
-            }
-            guard let instant = drawn.first?.due ?? items.first?.due, instant <= time else { return nil }
-            while let first = items.first, first.due == instant {
-                drawn.append(first)
-                items.removeFirst()
-            }
-            // An index below drawn.count, the same on every platform and
-            // Swift version (not `Int.random(in:using:)`, whose algorithm
-            // is the standard library's to change).
-            let index = Int(UInt64(drawn.count).multipliedFullWidth(by: generator!.next()).high)
-            return (drawn[index], .drawn(index))
-        }
-
-        private mutating func remove(_ place: Place) {
-            switch place {
-            case .first:
-                items.removeFirst()
-            case .drawn(let index):
-                drawn.swapAt(index, drawn.count - 1)
-                drawn.removeLast()
-            }
-        }
-
-        var pendingCount: Int { items.count + drawn.count - staleCount }
-
-        /// Makes the item enqueued next, due at `due`.
-        mutating func makeItem(due: Duration, work: (@Sendable () -> Void)?) -> Item {
-            defer { nextSequence += 1 }
-            return Item(due: due, sequence: nextSequence, work: work)
+            return items.removeNext(drawingWith: &generator)
         }
     }
 
@@ -208,7 +140,13 @@ public final class TestQueue: JobQueue, Sendable {
     /// The number of items waiting, due or not. Cancelled delayed work is
     /// not waiting.
     public var pendingCount: Int {
-        lock.withLock { $0.pendingCount }
+        lock.withLock { $0.items.count }
+    }
+
+    /// What is inconsistent in the queue's store of items, for the tests of
+    /// `TestQueue` itself; empty when it is sound.
+    var inconsistencies: [String] {
+        lock.withLock { $0.items.inconsistencies() }
     }
 
     /// Whether no work is waiting: every job performed on this queue that
@@ -221,7 +159,7 @@ public final class TestQueue: JobQueue, Sendable {
     /// Queues `work` to run at the current virtual time.
     public func enqueue(_ work: @escaping @Sendable () -> Void) {
         lock.withLock { state in
-            state.items.insert(state.makeItem(due: state.now, work: work))
+            state.items.insert(due: state.now, work: work)
         }
     }
 
@@ -231,21 +169,14 @@ public final class TestQueue: JobQueue, Sendable {
     ///   (``pendingCount`` drops), and it is released at once.
     @discardableResult
     public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-        let sequence = lock.withLock { state in
-            let item = state.makeItem(due: state.now + max(delay, .zero), work: nil)
-            state.items.insert(item)
-            state.delayedWork[item.sequence] = work
-            return item.sequence
+        let ticket = lock.withLock { state in
+            state.items.insertCancellable(due: state.now + max(delay, .zero), work: work)
         }
-        return DelayedWork { [weak self] in self?.cancelDelayedWork(sequence) }
+        return DelayedWork { [weak self] in self?.cancelDelayedWork(ticket) }
     }
 
-    private func cancelDelayedWork(_ sequence: UInt64) {
-        let work = lock.withLock { state in
-            let work = state.delayedWork.removeValue(forKey: sequence)
-            if work != nil { state.staleCount += 1 }
-            return work
-        }
+    private func cancelDelayedWork(_ ticket: ItemStore.Ticket) {
+        let work = lock.withLock { $0.items.remove(ticket) }
         _ = work  // released here, outside the lock
     }
 
@@ -270,7 +201,7 @@ public final class TestQueue: JobQueue, Sendable {
     /// - Returns: Whether an item ran.
     @discardableResult
     public func runNext() -> Bool {
-        guard let item = lock.withLock({ try? $0.popNext(dueBy: $0.now) }) else { return false }
+        guard let item = lock.withLock({ try? $0.removeNext(dueBy: $0.now) }) else { return false }
         item.work()
         return true
     }
@@ -278,9 +209,9 @@ public final class TestQueue: JobQueue, Sendable {
     private func runItems(until target: Duration?) throws(RunawayError) {
         var steps = 0
         while true {
-            let item = try lock.withLock {
-                (state) throws(RunawayError) -> (due: Duration, work: @Sendable () -> Void)? in
-                guard let item = try state.popNext(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps) else {
+            let item = try lock.withLock { (state) throws(RunawayError) -> Item? in
+                guard let item = try state.removeNext(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps)
+                else {
                     if let target { state.now = max(state.now, target) }
                     return nil
                 }
@@ -290,58 +221,6 @@ public final class TestQueue: JobQueue, Sendable {
             guard let item else { return }
             steps += 1
             item.work()
-        }
-    }
-}
-
-// MARK: - Items
-
-private struct Item: Sendable {
-    let due: Duration
-    /// Enqueue order, which breaks ties of due time.
-    let sequence: UInt64
-    /// `nil` for delayed work, which waits in `State.delayedWork`.
-    let work: (@Sendable () -> Void)?
-
-    func precedes(_ other: Item) -> Bool {
-        (due, sequence) < (other.due, other.sequence)
-    }
-}
-
-/// A binary min-heap of items by (due time, sequence).
-private struct ItemHeap: Sendable {
-    private var storage: [Item] = []
-
-    var count: Int { storage.count }
-
-    var first: Item? { storage.first }
-
-    mutating func insert(_ item: Item) {
-        storage.append(item)
-        var child = storage.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard storage[child].precedes(storage[parent]) else { break }
-            storage.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    /// Removes the first item; there must be one.
-    mutating func removeFirst() {
-        let last = storage.removeLast()
-        guard !storage.isEmpty else { return }
-        storage[0] = last
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < storage.count && storage[left].precedes(storage[smallest]) { smallest = left }
-            if right < storage.count && storage[right].precedes(storage[smallest]) { smallest = right }
-            if smallest == parent { break }
-            storage.swapAt(parent, smallest)
-            parent = smallest
         }
     }
 }
