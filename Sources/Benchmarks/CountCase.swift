@@ -32,14 +32,18 @@ enum CountCase {
         Target(
             chosen: .value, variant: "withTaskCancellationHandler", title: "3. await: hand-written, cancellable",
             isJobKit: false),
-        Target(chosen: .asyncGroup, variant: "JobKit", title: "8. group, async children: JobKit", isJobKit: true),
         Target(
-            chosen: .asyncGroup, variant: "DispatchGroup", title: "8. group, async children: hand-written",
+            chosen: .asyncGroup, variant: "JobKit `Job.group`, children finishing on a serial",
+            title: "8. group, async children: JobKit", isJobKit: true),
+        Target(
+            chosen: .asyncGroup, variant: "to a serial queue, leave", title: "8. group, async children: hand-written",
             isJobKit: false),
         Target(
-            chosen: .asyncSequence, variant: "JobKit", title: "9. sequence, async children: JobKit", isJobKit: true),
+            chosen: .asyncSequence, variant: "JobKit `Job.sequence`, steps finishing on a serial",
+            title: "9. sequence, async children: JobKit", isJobKit: true),
         Target(
-            chosen: .asyncSequence, variant: "chain", title: "9. sequence, async children: hand-written",
+            chosen: .asyncSequence, variant: "chain: async, then async to a serial",
+            title: "9. sequence, async children: hand-written",
             isJobKit: false),
     ]
 

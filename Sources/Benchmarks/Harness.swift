@@ -15,6 +15,10 @@ struct BenchmarkFailure: Error, CustomStringConvertible {
 struct Variant: Sendable {
     /// Shown in the table.
     let name: String
+    /// Whether the rows below this one, up to the next such variant, are
+    /// compared with it rather than with the first variant: for a case that
+    /// measures JobKit against hand-written code in two settings.
+    var isBaseline = false
     /// Runs one batch of `n` jobs; throws when a result check fails.
     let run: @Sendable (_ n: Int) throws -> Void
 }
@@ -28,6 +32,11 @@ struct Schedule: Sendable {
     /// When set, only variants whose name contains it run (for profiling
     /// one variant under callgrind); ratios are then meaningless.
     var only: String? = nil
+
+    /// Whether the variant named `name` runs.
+    func measures(_ name: String) -> Bool {
+        only.map { name.contains($0) } ?? true
+    }
 }
 
 /// One row of a result table.
@@ -35,7 +44,8 @@ struct Row: Sendable {
     var name: String
     /// Per-job time of each round, in nanoseconds (or any per-item figure).
     var samples: [Double]
-    /// The median of the pair-by-pair ratios first-variant ÷ this variant.
+    /// The median of the pair-by-pair ratios baseline ÷ this variant: the
+    /// first variant, or the nearest baseline above this one.
     var ratio: Double?
     /// The goal this ratio is held to, if any (e.g. 1.25).
     var goal: Double?
@@ -73,14 +83,15 @@ func now() -> UInt64 {
 /// each, every round runs each variant once, in alternating order (A B C,
 /// then C B A, ...), so that a drift in the machine's speed hits all of them
 /// alike. Each row's ratio is the median over rounds of
-/// `time(variants[0]) / time(variant)` taken within the same round.
+/// `time(baseline) / time(variant)` taken within the same round, where the
+/// baseline is the nearest variant above marked `isBaseline`, else the first.
 func measureInterleaved(
     _ variants: [Variant],
     n: Int,
     schedule: Schedule,
     goals: [String: Double] = [:]
 ) throws -> [Row] {
-    let variants = variants.filter { variant in schedule.only.map { variant.name.contains($0) } ?? true }
+    let variants = variants.filter { schedule.measures($0.name) }
     for variant in variants {
         for _ in 0..<schedule.warmups { try variant.run(n) }
     }
@@ -95,11 +106,12 @@ func measureInterleaved(
         }
     }
     return variants.indices.map { index in
-        let ratios = zip(times[0], times[index]).map { $0 / $1 }
+        let baseline = variants.indices[...index].last { variants[$0].isBaseline } ?? 0
+        let ratios = zip(times[baseline], times[index]).map { $0 / $1 }
         return Row(
             name: variants[index].name,
             samples: times[index],
-            ratio: index == 0 ? nil : ratios.median,
+            ratio: index == baseline ? nil : ratios.median,
             goal: goals[variants[index].name]
         )
     }
