@@ -34,16 +34,17 @@ enum CountCase {
             isJobKit: false),
         Target(
             chosen: .asyncGroup, variant: "JobKit `Job.group`, children finishing on a serial",
-            title: "8. group, async children: JobKit", isJobKit: true),
+            title: "8. group, async children (serial queue): JobKit", isJobKit: true),
         Target(
-            chosen: .asyncGroup, variant: "to a serial queue, leave", title: "8. group, async children: hand-written",
+            chosen: .asyncGroup, variant: "to a serial queue, leave",
+            title: "8. group, async children (serial queue): hand-written",
             isJobKit: false),
         Target(
             chosen: .asyncSequence, variant: "JobKit `Job.sequence`, steps finishing on a serial",
-            title: "9. sequence, async children: JobKit", isJobKit: true),
+            title: "9. sequence, async children (serial queue): JobKit", isJobKit: true),
         Target(
             chosen: .asyncSequence, variant: "chain: async, then async to a serial",
-            title: "9. sequence, async children: hand-written",
+            title: "9. sequence, async children (serial queue): hand-written",
             isJobKit: false),
     ]
 

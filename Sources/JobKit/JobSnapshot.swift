@@ -125,8 +125,10 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
 
     /// The jobs that have not completed and are not waiting on a child:
     /// where the tree is stuck, if it is. Each is a path from this job
-    /// down, `[self, child, ..., leaf]`.
+    /// down, `[self, child, ..., leaf]`. Empty once this job has completed,
+    /// even if a child it cancelled has not completed yet.
     public var pendingLeaves: [[JobSnapshot]] {
+        guard state.isPending else { return [] }
         var paths: [[JobSnapshot]] = []
         var path: [JobSnapshot] = []
         collectPendingLeaves(into: &paths, path: &path)
@@ -138,7 +140,8 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         defer { path.removeLast() }
         let pendingChildren = children.filter(\.state.isPending)
         if pendingChildren.isEmpty {
-            if state.isPending { paths.append(path) }
+            // Only pending jobs are reached: this one, or a pending child.
+            paths.append(path)
             return
         }
         for child in pendingChildren { child.collectPendingLeaves(into: &paths, path: &path) }

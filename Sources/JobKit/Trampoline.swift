@@ -24,7 +24,9 @@ import Darwin
 /// and the cost is one thread-local read and a few stores.
 ///
 /// A queue of your own that runs work on the calling thread, as
-/// `ImmediateQueue` does, enqueues through ``run(_:)``:
+/// `ImmediateQueue` does, gives each work item to ``run(_:)``, once. Work
+/// held back can still be cancelled, so delayed work waits in a box that
+/// cancelling empties (`LockedValue` is JobKitTesting's; any lock does):
 ///
 /// ```swift
 /// struct InlineQueue: JobQueue {
@@ -33,8 +35,9 @@ import Darwin
 ///     }
 ///
 ///     func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-///         Trampoline.run(work)
-///         return DelayedWork {}
+///         let waiting = LockedValue<(@Sendable () -> Void)?>(work)
+///         Trampoline.run { waiting.withValue { $0.take() }?() }
+///         return DelayedWork { _ = waiting.withValue { $0.take() } }
 ///     }
 /// }
 /// ```
@@ -53,13 +56,17 @@ public enum Trampoline {
         thread.pointee.isInsideCall = false
     }
 
-    /// Runs `work` now, on the calling thread, or, if the thread is already
-    /// running work that was run inline or enqueued by JobKit, right after
-    /// that work returns, in the order it was given.
+    /// Runs `work` now, on the calling thread, or, while the thread is
+    /// inside another call to `run(_:)` or inside JobKit's enqueueing of its
+    /// own work, as soon as that call returns, in the order it was given.
     ///
     /// The outermost call returns once all of that work has run, so a chain
     /// of work that enqueues more work runs in a loop, with a flat stack.
-    /// Each thread keeps its own line.
+    /// Each thread keeps its own line. A queue calls it once per `enqueue`,
+    /// with the work it was given: when JobKit enqueues held-back work on an
+    /// inline queue, that call is the work's turn, and it runs at once.
+    ///
+    /// - Parameter work: The work to run.
     public static func run(_ work: @escaping @Sendable () -> Void) {
         let thread = ThreadState.current
         if thread.pointee.isInsideCall {

@@ -41,25 +41,8 @@ public struct ImmediateQueue: JobQueue {
     ///   behind the work running on this thread.
     @discardableResult
     public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-        let waiting = WaitingWork(work)
-        Trampoline.run { waiting.take()?() }
-        return DelayedWork { _ = waiting.take() }
-    }
-}
-
-/// Delayed work that can be cancelled while it waits in the trampoline.
-private final class WaitingWork: Sendable {
-    private let work: Lock<(@Sendable () -> Void)?>
-
-    init(_ work: @escaping @Sendable () -> Void) {
-        self.work = Lock(work)
-    }
-
-    /// The work, once: to run it, or to release it (outside the lock).
-    func take() -> (@Sendable () -> Void)? {
-        work.withLock { work in
-            defer { work = nil }
-            return work
-        }
+        let waiting = LockedValue<(@Sendable () -> Void)?>(work)
+        Trampoline.run { waiting.withValue { $0.take() }?() }
+        return DelayedWork { _ = waiting.withValue { $0.take() } }
     }
 }

@@ -91,13 +91,9 @@ public final class TestQueue: JobQueue, Sendable {
             dueBy time: Duration,
             steps: Int = 0,
             maxSteps: Int = .max
-        ) throws(RunawayError) -> Item? {
+        ) throws(RunawayError) -> ItemStore.Item? {
             guard let due = items.nextDue, due <= time else { return nil }
             if steps >= maxSteps {
-                // The items being drawn from go back, so the next call
-                // starts from the earliest due time again (`now` has not
-                // moved to theirs).
-                items.returnPool()
                 throw RunawayError(steps: steps, now: now, pendingCount: items.count)
             }
             return items.removeNext(drawingWith: &generator)
@@ -209,7 +205,7 @@ public final class TestQueue: JobQueue, Sendable {
     private func runItems(until target: Duration?) throws(RunawayError) {
         var steps = 0
         while true {
-            let item = try lock.withLock { (state) throws(RunawayError) -> Item? in
+            let item = try lock.withLock { (state) throws(RunawayError) -> ItemStore.Item? in
                 guard let item = try state.removeNext(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps)
                 else {
                     if let target { state.now = max(state.now, target) }

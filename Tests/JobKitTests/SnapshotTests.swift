@@ -73,7 +73,8 @@ struct SnapshotTests {
     }
 
     /// A completed job is stuck nowhere: it has no pending leaves, whether
-    /// it finished, failed or was cancelled, with children or without.
+    /// it finished, failed or was cancelled, a single job, a group or a
+    /// sequence.
     @Test func aCompletedJobHasNoPendingLeaves() throws {
         let queue = TestQueue()
         let running = ManualJob<Int>()

@@ -1,19 +1,3 @@
-/// One item of work waiting on a ``TestQueue``.
-struct Item: Sendable {
-    /// When it runs, in the queue's virtual time.
-    let due: Duration
-    /// Enqueue order, which breaks ties of due time.
-    let sequence: UInt64
-    let work: @Sendable () -> Void
-    /// The number of the slot that records where the item waits, if it can
-    /// be cancelled (work enqueued with a delay); -1 otherwise.
-    let slot: Int32
-
-    func precedes(_ other: Item) -> Bool {
-        (due, sequence) < (other.due, other.sequence)
-    }
-}
-
 /// The items waiting on a test queue, each with its due time, enqueue
 /// sequence and work, in the order the queue runs them: the one place an
 /// item lives from its enqueue until it runs or is cancelled. A cancelled
@@ -25,10 +9,28 @@ struct Item: Sendable {
 /// that records where it is, in the heap or in the pool, updated as it
 /// moves, so that cancelling it removes it in logarithmic time; its
 /// ``Ticket`` names the slot. Items that cannot be cancelled (most of
-/// them) have no slot and cost no bookkeeping.
+/// them) have no slot and cost no bookkeeping. Slots are used again, and
+/// the table never shrinks: it stays as large as the most cancellable
+/// items that ever waited at once, which a test double can afford.
 ///
 /// Not thread-safe: ``TestQueue`` keeps it behind its lock.
 struct ItemStore: Sendable {
+    /// One item of work waiting.
+    struct Item: Sendable {
+        /// When it runs, in the queue's virtual time.
+        let due: Duration
+        /// Enqueue order, which breaks ties of due time.
+        let sequence: UInt64
+        let work: @Sendable () -> Void
+        /// The number of the slot that records where the item waits, if it
+        /// can be cancelled (work enqueued with a delay); -1 otherwise.
+        let slot: Int32
+
+        func precedes(_ other: Item) -> Bool {
+            (due, sequence) < (other.due, other.sequence)
+        }
+    }
+
     private var heap: [Item] = []
     /// Shuffled order only: the items due at the instant being run, in no
     /// order. Empty in FIFO order.
@@ -111,7 +113,8 @@ struct ItemStore: Sendable {
     /// sequence, or, with a `generator` (shuffled order), one drawn evenly
     /// from the items due at the earliest instant. The caller checks
     /// ``nextDue`` first: there must be an item.
-    /// - Complexity: O(log *n*).
+    /// - Complexity: amortized O(log *n*): each item moves to the pool at
+    ///   most once.
     mutating func removeNext(drawingWith generator: inout SeededRandomNumberGenerator?) -> Item {
         guard generator != nil else { return removeFirstOfHeap() }
         let instant = pool.first?.due ?? heap[0].due
@@ -124,16 +127,6 @@ struct ItemStore: Sendable {
         // standard library's to change).
         let index = Int(UInt64(pool.count).multipliedFullWidth(by: generator!.next()).high)
         return removeFromPool(at: index)
-    }
-
-    /// Puts the items of the pool back into the heap, so that the next item
-    /// is again the first by due time: what a call stopped at its step
-    /// limit leaves.
-    mutating func returnPool() {
-        while let item = pool.popLast() {
-            heap.append(item)
-            siftUp(from: heap.count - 1)
-        }
     }
 
     // MARK: - The heap

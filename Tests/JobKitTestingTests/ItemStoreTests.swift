@@ -8,7 +8,7 @@ import Testing
 /// over thousands of random operations, with the store's own consistency
 /// checked after each.
 @Suite("TestQueue's store of items", .timeLimit(.minutes(1)))
-struct TestQueueStoreTests {
+struct ItemStoreTests {
     /// An item the list expects: its due time and its number, in enqueue
     /// order, which is also the order of the queue's sequence numbers.
     private struct Expected {
@@ -109,6 +109,28 @@ struct TestQueueStoreTests {
         try queue.advance(by: .seconds(1))
         #expect(ran.value.count == 1)
         #expect(queue.isIdle)
+        #expect(queue.inconsistencies == [])
+    }
+
+    /// A call stopped at its step limit while items of one instant wait to
+    /// be drawn leaves them waiting, at that instant: later calls run each
+    /// once.
+    @Test(arguments: [TestQueue.Ordering.fifo, .shuffled(seed: 4)])
+    func aCallStoppedWhileAnInstantIsDrawnFromLeavesItsItemsWaiting(ordering: TestQueue.Ordering) throws {
+        let queue = TestQueue(ordering: ordering, maxSteps: 1)
+        let ran = LockedValue<[Int]>([])
+        for index in 0..<3 { queue.enqueue(after: .seconds(1)) { ran.withValue { $0.append(index) } } }
+        #expect(throws: TestQueue.RunawayError.self) { try queue.advance(by: .seconds(1)) }
+        #expect(ran.value.count == 1)
+        #expect(queue.pendingCount == 2)
+        #expect(queue.now == .seconds(1))
+        #expect(queue.inconsistencies == [])
+        #expect(throws: TestQueue.RunawayError.self) { try queue.run() }
+        try queue.run()
+        #expect(ran.value.sorted() == [0, 1, 2])
+        if ordering == .fifo { #expect(ran.value == [0, 1, 2]) }
+        #expect(queue.isIdle)
+        #expect(queue.now == .seconds(1))
         #expect(queue.inconsistencies == [])
     }
 }
