@@ -40,6 +40,33 @@ struct BenchmarkSmokeTests {
         #expect(BenchmarkSuite.goalSummary([report]).contains("goal ≤ 1.00×"))
     }
 
+    /// Cases 8 and 9 measure two settings, a serial and a concurrent other
+    /// queue: each hand-written row is compared with the JobKit row above
+    /// it, not with the first row, and held to 1.10×.
+    @Test(arguments: [BenchmarkSuite.Case.asyncGroup, .asyncSequence])
+    func eachHandWrittenRowIsComparedWithTheJobKitRowAboveIt(chosen: BenchmarkSuite.Case) async throws {
+        var options = BenchmarkSuite.Options(n: 64, million: 200, schedule: Self.tiny)
+        options.cases = [chosen]
+        let report = try await onOwnThread { [options] in
+            try BenchmarkSuite.run(chosen, options: options, executable: "")
+        }
+        try #require(report.rows.count == 4)
+        #expect(report.rows.map { $0.name.contains("JobKit") } == [true, false, true, false])
+        #expect(report.rows.map { $0.name.contains("serial") } == [true, true, false, false])
+        #expect(report.rows.map { $0.ratio == nil } == [true, false, true, false])
+        #expect(report.rows.map(\.goal) == [nil, 1.10, nil, 1.10])
+
+        // Profiling one hand-written variant alone builds no JobKit row.
+        let only = Schedule(warmups: 0, rounds: 1, only: "concurrent queue, ")
+        let alone = try await onOwnThread {
+            chosen == .asyncGroup
+                ? try TimingCases.asyncGroup(n: 16, schedule: only)
+                : try TimingCases.asyncSequence(n: 16, schedule: only)
+        }
+        #expect(alone.rows.map(\.name).allSatisfy { $0.contains("hand-written") && $0.contains("concurrent") })
+        #expect(alone.rows.count == 1)
+    }
+
     @Test func checksumCaseUploadsWithAndWithoutChecks() async throws {
         let report = try await onOwnThread { try ChecksumCase.run(megabytes: 10, schedule: Self.tiny) }
         #expect(
