@@ -220,10 +220,7 @@ enum TimingCases {
         }
     }
 
-    /// The queues of cases 8 and 9, each with the word that names it. A
-    /// case builds JobKit's jobs only for the variants it measures, so that
-    /// valgrind's counts (cases 10 and 11) of a hand-written variant include
-    /// none of them.
+    /// The queues of cases 8 and 9, each with the word that names it.
     static let otherQueues = [("serial", serialQueue), ("concurrent", concurrentQueue)]
 
     static func asyncGroup(n: Int, schedule: Schedule) throws -> CaseReport {
@@ -285,7 +282,9 @@ enum TimingCases {
     /// For each of ``otherQueues``, a JobKit variant (`combining` `n` jobs
     /// that finish on that queue) followed by the hand-written variant it is
     /// compared with, held to 1.10×; only those that `schedule` measures.
-    /// The names take the queue's word.
+    /// The names take the queue's word. JobKit's jobs are built only for a
+    /// JobKit variant measured, so that valgrind's counts (cases 10 and 11)
+    /// of a hand-written variant include none of them.
     static func pairsOnOtherQueues(
         n: Int,
         schedule: Schedule,

@@ -97,14 +97,7 @@ struct ItemStore: Sendable {
     mutating func remove(_ ticket: Ticket) -> (@Sendable () -> Void)? {
         let slot = slots[Int(ticket.slot)]
         guard slot.sequence == ticket.sequence else { return nil }
-        if slot.place < 0 { return removeFromPool(at: ~slot.place).work }
-        let index = slot.place
-        heap.swapAt(index, heap.count - 1)
-        let item = heap.removeLast()
-        if index < heap.count {
-            siftDown(from: index)
-            siftUp(from: index)
-        }
+        let item = slot.place < 0 ? takeFromPool(at: ~slot.place) : takeFromHeap(at: slot.place)
         freeSlot(of: item)
         return item.work
     }
@@ -116,33 +109,35 @@ struct ItemStore: Sendable {
     /// - Complexity: amortized O(log *n*): each item moves to the pool at
     ///   most once.
     mutating func removeNext(drawingWith generator: inout SeededRandomNumberGenerator?) -> Item {
-        guard generator != nil else { return removeFirstOfHeap() }
-        let instant = pool.first?.due ?? heap[0].due
-        while let first = heap.first, first.due == instant {
-            pool.append(takeFirstOfHeap())
-            notePlace(ofPoolItemAt: pool.count - 1)
+        let item: Item
+        if generator == nil {
+            item = takeFromHeap(at: 0)
+        } else {
+            let instant = pool.first?.due ?? heap[0].due
+            while let first = heap.first, first.due == instant {
+                pool.append(takeFromHeap(at: 0))
+                notePlace(ofPoolItemAt: pool.count - 1)
+            }
+            // An index below pool.count, the same on every platform and
+            // Swift version (not `Int.random(in:using:)`, whose algorithm is
+            // the standard library's to change).
+            item = takeFromPool(at: Int(UInt64(pool.count).multipliedFullWidth(by: generator!.next()).high))
         }
-        // An index below pool.count, the same on every platform and Swift
-        // version (not `Int.random(in:using:)`, whose algorithm is the
-        // standard library's to change).
-        let index = Int(UInt64(pool.count).multipliedFullWidth(by: generator!.next()).high)
-        return removeFromPool(at: index)
-    }
-
-    // MARK: - The heap
-
-    private mutating func removeFirstOfHeap() -> Item {
-        let item = takeFirstOfHeap()
         freeSlot(of: item)
         return item
     }
 
-    /// Takes the first item out of the heap, keeping its slot: for an item
-    /// that moves to the pool.
-    private mutating func takeFirstOfHeap() -> Item {
-        heap.swapAt(0, heap.count - 1)
+    // MARK: - The heap
+
+    /// Takes the item at `index` out of the heap. Its slot, if any, still
+    /// names it: the caller frees it, or records where the item goes.
+    private mutating func takeFromHeap(at index: Int) -> Item {
+        heap.swapAt(index, heap.count - 1)
         let item = heap.removeLast()
-        if !heap.isEmpty { siftDown(from: 0) }
+        if index < heap.count {
+            siftDown(from: index)
+            if index > 0 { siftUp(from: index) }
+        }
         return item
     }
 
@@ -182,11 +177,12 @@ struct ItemStore: Sendable {
 
     // MARK: - The pool
 
-    private mutating func removeFromPool(at index: Int) -> Item {
+    /// Takes the item at `index` out of the pool; the caller frees its
+    /// slot.
+    private mutating func takeFromPool(at index: Int) -> Item {
         pool.swapAt(index, pool.count - 1)
         let item = pool.removeLast()
         if index < pool.count { notePlace(ofPoolItemAt: index) }
-        freeSlot(of: item)
         return item
     }
 
