@@ -72,6 +72,7 @@ enum BenchmarkSuite {
                 case "--count-n": countN = try count(for: argument, minimum: 1)
                 case "--checksum-mib": checksumMegabytes = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
+                case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
                     let names = try value(for: argument).split(separator: ",")
                     cases = try names.map { name in
@@ -99,6 +100,7 @@ enum BenchmarkSuite {
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
                                                [--warmups W] [--memory-rounds R] [--count-n C]
                                                [--checksum-mib S] [--case NAME,...]
+                                               [--only TEXT] [--variant NAME]
 
         Runs JobKit and hand-written GCD side by side, interleaved, in one process,
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
@@ -113,6 +115,7 @@ enum BenchmarkSuite {
           --checksum-mib S   the file's size in case 12, in MiB (default 64; needs node)
           --case NAME,...    only these cases: \(Options.caseNames)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
+          --variant NAME     only the variant named exactly NAME
         """
 
     /// Runs the executable with `arguments` and returns its exit status.

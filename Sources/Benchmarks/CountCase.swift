@@ -5,12 +5,12 @@ import Foundation
 /// executable. Unlike times, these counts do not move with the machine's
 /// load, so a regression of a few percent shows.
 ///
-/// Each variant runs alone (`--only`) in one round at two sizes, N and 2N;
+/// Each variant runs alone (`--variant`) in one round at two sizes, N and 2N;
 /// the count per job is the difference divided by N, so that what the
 /// process does once (start-up, the first allocation of each cache) drops
 /// out.
 enum CountCase {
-    /// One variant counted: a timing case and a part of its variant's name.
+    /// One variant counted: a timing case and its variant's name.
     struct Target: Sendable {
         var chosen: BenchmarkSuite.Case
         var variant: String
@@ -22,30 +22,35 @@ enum CountCase {
     }
 
     static let targets: [Target] = [
-        Target(chosen: .group, variant: "JobKit", title: "1. group: JobKit", isJobKit: true),
-        Target(chosen: .group, variant: "DispatchGroup", title: "1. group: hand-written", isJobKit: false),
-        Target(chosen: .sequence, variant: "JobKit", title: "2. sequence: JobKit", isJobKit: true),
-        Target(chosen: .sequence, variant: "chain", title: "2. sequence: hand-written", isJobKit: false),
-        Target(chosen: .value, variant: "JobKit", title: "3. await: JobKit", isJobKit: true),
+        Target(chosen: .group, variant: "JobKit `Job.group`", title: "1. group: JobKit", isJobKit: true),
         Target(
-            chosen: .value, variant: "withCheckedContinuation {", title: "3. await: hand-written", isJobKit: false),
+            chosen: .group, variant: "DispatchGroup enter/leave + async (hand-written)",
+            title: "1. group: hand-written", isJobKit: false),
+        Target(chosen: .sequence, variant: "JobKit `Job.sequence`", title: "2. sequence: JobKit", isJobKit: true),
         Target(
-            chosen: .value, variant: "withTaskCancellationHandler", title: "3. await: hand-written, cancellable",
-            isJobKit: false),
+            chosen: .sequence, variant: "chain: each step `async`s the next (hand-written)",
+            title: "2. sequence: hand-written", isJobKit: false),
         Target(
-            chosen: .asyncGroup, variant: "JobKit `Job.group`, children finishing on a serial",
+            chosen: .value, variant: "JobKit: `try await job.value(on: queue)`", title: "3. await: JobKit",
+            isJobKit: true),
+        Target(
+            chosen: .value, variant: "withCheckedContinuation { queue.async { resume } } (hand-written)",
+            title: "3. await: hand-written", isJobKit: false),
+        Target(
+            chosen: .value, variant: "the same inside withTaskCancellationHandler (hand-written, cancellable)",
+            title: "3. await: hand-written, cancellable", isJobKit: false),
+        Target(
+            chosen: .asyncGroup, variant: "JobKit `Job.group`, children finishing on a serial queue",
             title: "8. group, async children (serial queue): JobKit", isJobKit: true),
         Target(
-            chosen: .asyncGroup, variant: "to a serial queue, leave",
-            title: "8. group, async children (serial queue): hand-written",
-            isJobKit: false),
+            chosen: .asyncGroup, variant: "DispatchGroup: async, then async to a serial queue, leave (hand-written)",
+            title: "8. group, async children (serial queue): hand-written", isJobKit: false),
         Target(
-            chosen: .asyncSequence, variant: "JobKit `Job.sequence`, steps finishing on a serial",
+            chosen: .asyncSequence, variant: "JobKit `Job.sequence`, steps finishing on a serial queue",
             title: "9. sequence, async children (serial queue): JobKit", isJobKit: true),
         Target(
-            chosen: .asyncSequence, variant: "chain: async, then async to a serial",
-            title: "9. sequence, async children (serial queue): hand-written",
-            isJobKit: false),
+            chosen: .asyncSequence, variant: "chain: async, then async to a serial queue, next step (hand-written)",
+            title: "9. sequence, async children (serial queue): hand-written", isJobKit: false),
     ]
 
     /// What valgrind counts.
@@ -111,7 +116,7 @@ enum CountCase {
         process.executableURL = URL(fileURLWithPath: valgrind)
         process.arguments =
             toolArguments + [
-                executable, "--case", target.chosen.rawValue, "--only", target.variant,
+                executable, "--case", target.chosen.rawValue, "--variant", target.variant,
                 "--rounds", "1", "--warmups", "0", "--n", String(n),
             ]
         let errors = Pipe()

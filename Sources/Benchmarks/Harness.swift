@@ -32,10 +32,14 @@ struct Schedule: Sendable {
     /// When set, only variants whose name contains it run (for profiling
     /// one variant under callgrind); ratios are then meaningless.
     var only: String? = nil
+    /// When set, only the variant with exactly this name runs: how cases 10
+    /// and 11 count one variant whose name is part of another's.
+    var onlyNamed: String? = nil
 
     /// Whether the variant named `name` runs.
     func measures(_ name: String) -> Bool {
-        only.map { name.contains($0) } ?? true
+        if let onlyNamed, name != onlyNamed { return false }
+        return only.map { name.contains($0) } ?? true
     }
 }
 

@@ -113,6 +113,22 @@ struct BenchmarkSmokeTests {
         #expect(report.rows.allSatisfy { $0.samples.count == 1 })
     }
 
+    /// Cases 10 and 11 count one variant per valgrind run: each target must
+    /// name exactly one row of its case (a name that is part of another,
+    /// "JobKit `Job.group`" in "JobKit `Job.group`, each child `named(_:)`",
+    /// once counted both).
+    @Test(arguments: CountCase.targets.map(\.variant))
+    func eachCountTargetRunsExactlyOneVariant(variant: String) async throws {
+        let target = try #require(CountCase.targets.first { $0.variant == variant })
+        var options = BenchmarkSuite.Options(
+            n: 16, million: 200, schedule: Schedule(warmups: 0, rounds: 1, onlyNamed: variant))
+        options.cases = [target.chosen]
+        let report = try await onOwnThread { [options] in
+            try BenchmarkSuite.run(target.chosen, options: options, executable: "")
+        }
+        #expect(report.rows.map(\.name) == [variant])
+    }
+
     @Test func readsValgrindsTotals() {
         let callgrind = "==12== Events    : Ir\n==12== Collected : 123456789\n==12==\n==12== I   refs:      123,456,789"
         #expect(CountCase.parse(.instructions, callgrind) == 123_456_789)
@@ -129,6 +145,9 @@ struct BenchmarkSmokeTests {
         #expect(custom.cases == [.group, .memory])
         let child = try BenchmarkSuite.Options(parsing: ["--memory-child", "jobkit-queued", "--n", "10"])
         #expect(child.memoryChild == .jobKitQueued)
+        let named = try BenchmarkSuite.Options(parsing: ["--variant", "JobKit `Job.group`"])
+        #expect(named.schedule.measures("JobKit `Job.group`"))
+        #expect(!named.schedule.measures("JobKit `Job.group`, each child `named(_:)`"))
         #expect(throws: BenchmarkFailure.self) { try BenchmarkSuite.Options(parsing: ["--n", "zero"]) }
         #expect(throws: BenchmarkFailure.self) { try BenchmarkSuite.Options(parsing: ["--case", "nope"]) }
     }
