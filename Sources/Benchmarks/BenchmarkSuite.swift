@@ -20,6 +20,8 @@ enum BenchmarkSuite {
         var schedule = Schedule(warmups: 2, rounds: 9)
         /// Jobs per run under valgrind in case 10 (and twice as many).
         var countN = 10_000
+        /// Times each variant's instructions are counted in case 10.
+        var countRounds = 3
         /// Rounds of child processes in cases 6 and 7.
         var memoryRounds = 3
         /// The file's size in case 12, in MiB.
@@ -70,6 +72,7 @@ enum BenchmarkSuite {
                 case "--warmups": schedule.warmups = try count(for: argument, minimum: 0)
                 case "--memory-rounds": memoryRounds = try count(for: argument, minimum: 1)
                 case "--count-n": countN = try count(for: argument, minimum: 1)
+                case "--count-rounds": countRounds = try count(for: argument, minimum: 1)
                 case "--checksum-mib": checksumMegabytes = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
@@ -98,7 +101,7 @@ enum BenchmarkSuite {
 
     static let usage = """
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
-                                               [--warmups W] [--memory-rounds R] [--count-n C]
+                                               [--warmups W] [--memory-rounds R] [--count-n C] [--count-rounds K]
                                                [--checksum-mib S] [--case NAME,...]
                                                [--only TEXT] [--variant NAME]
 
@@ -112,6 +115,7 @@ enum BenchmarkSuite {
           --warmups W        unmeasured batches per variant first (default 2)
           --memory-rounds R  child processes per variant in cases 6 and 7 (default 3)
           --count-n C        jobs per valgrind run in cases 10-11, and 2C (default 10000)
+          --count-rounds K   times case 10 counts each variant's instructions (default 3)
           --checksum-mib S   the file's size in case 12, in MiB (default 64; needs node)
           --case NAME,...    only these cases: \(Options.caseNames)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
@@ -135,7 +139,8 @@ enum BenchmarkSuite {
             for chosen in options.cases {
                 let caseReports =
                     chosen == .counts
-                    ? try CountCase.run(n: options.countN, executable: MemoryCase.currentExecutable)
+                    ? try CountCase.run(
+                        n: options.countN, rounds: options.countRounds, executable: MemoryCase.currentExecutable)
                     : [try run(chosen, options: options, executable: MemoryCase.currentExecutable)]
                 for report in caseReports { print(report.markdown) }
                 reports.append(contentsOf: caseReports)
@@ -160,7 +165,7 @@ enum BenchmarkSuite {
         case .timers: try MemoryCase.runTimers(n: options.n, rounds: options.memoryRounds, executable: executable)
         case .asyncGroup: try TimingCases.asyncGroup(n: options.n, schedule: options.schedule)
         case .asyncSequence: try TimingCases.asyncSequence(n: options.n, schedule: options.schedule)
-        case .counts: try CountCase.run(n: options.countN, executable: executable)[0]
+        case .counts: try CountCase.run(n: options.countN, rounds: options.countRounds, executable: executable)[0]
         case .checksums: try ChecksumCase.run(megabytes: options.checksumMegabytes, schedule: options.schedule)
         }
     }

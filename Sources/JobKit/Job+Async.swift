@@ -18,6 +18,7 @@ extension Job {
     ///
     /// The caller stays on its own actor (`nonisolated(nonsending)`): no
     /// executor hop on the way in or out.
+    @inlinable
     public nonisolated(nonsending) var value: Success {
         get async throws {
             try await value(on: DispatchQueue.global())
@@ -26,6 +27,7 @@ extension Job {
     #else
     /// Performs the job on the global concurrent dispatch queue and returns
     /// its value, or throws its error. See ``value(on:isolation:)``.
+    @inlinable
     public var value: Success {
         get async throws {
             try await value(on: DispatchQueue.global())
@@ -38,7 +40,9 @@ extension Job {
     ///
     /// The job runs on `queue` as with ``perform(on:then:)``. The awaiting
     /// task stays on the caller's actor and resumes on its own executor,
-    /// without another hop through `queue`.
+    /// without another hop through `queue`. A queue that drops the job's
+    /// work without running it (one torn down first) makes this throw
+    /// ``JobError/abandoned`` rather than wait forever.
     ///
     /// Cancellation goes both ways, with no window where it is lost:
     /// - if the awaiting task is cancelled while the job runs, the job is
@@ -52,19 +56,22 @@ extension Job {
     ///   - isolation: The caller's actor; leave the default.
     /// - Returns: The job's value.
     /// - Throws: The job's error, or `CancellationError`.
+    @inlinable
     public func value(
         on queue: any JobQueue,
         isolation: isolated (any Actor)? = #isolation
     ) async throws -> Success {
-        let performance = AwaitedPerformance()
+        // Inlinable, so that the caller's module specializes it for
+        // `Success`: generic, it looks up type metadata on every call.
+        let state = JobState<Success>(awaitingOn: queue)
         return try await withTaskCancellationHandler {
-            // Unchecked: the job's state calls its handler exactly once,
-            // and `AwaitedPerformance` either starts the job or cancels it.
+            // Unchecked: the state resumes the continuation exactly once,
+            // with the job's outcome or, cancelled first, without starting it.
             try await withUnsafeThrowingContinuation { continuation in
-                performance.start(body, on: queue, resuming: continuation)
+                state.start(body, resuming: continuation)
             }
         } onCancel: {
-            performance.cancel()
+            state.cancel()
         }
     }
 }

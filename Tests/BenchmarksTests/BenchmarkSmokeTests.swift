@@ -145,6 +145,8 @@ struct BenchmarkSmokeTests {
         #expect(custom.cases == [.group, .memory])
         let child = try BenchmarkSuite.Options(parsing: ["--memory-child", "jobkit-queued", "--n", "10"])
         #expect(child.memoryChild == .jobKitQueued)
+        #expect(try BenchmarkSuite.Options(parsing: ["--count-rounds", "5"]).countRounds == 5)
+        #expect(throws: BenchmarkFailure.self) { try BenchmarkSuite.Options(parsing: ["--count-rounds", "0"]) }
         let named = try BenchmarkSuite.Options(parsing: ["--variant", "JobKit `Job.group`"])
         #expect(named.schedule.measures("JobKit `Job.group`"))
         #expect(!named.schedule.measures("JobKit `Job.group`, each child `named(_:)`"))

@@ -42,6 +42,35 @@ struct AsyncValueTests {
         }
     }
 
+    @Test func aQueueThatDropsTheJobEndsTheAwaitWithAbandoned() async {
+        let job = Job<Int> { controller in controller.finish(with: 1) }
+        // Bounded: a lost body would otherwise leave the task suspended.
+        await #expect(throws: JobError.abandoned) {
+            try await withTimeLimit(.seconds(10)) { try await job.value(on: DiscardingQueue()) }
+        }
+    }
+
+    @Test func cancellingAfterTheJobWasEnqueuedEndsTheAwaitAndTheBodyNeverRuns() async throws {
+        let queue = TestQueue()
+        let starts = LockedValue(0)
+        let job = Job<Int> { controller in
+            starts.withValue { $0 += 1 }
+            controller.finish(with: 1)
+        }
+        let task = Task { try await job.value(on: queue) }
+        // The body is enqueued once the task has handed its continuation
+        // over; bounded, as the task runs on another thread.
+        try await withTimeLimit(.seconds(10)) {
+            while queue.pendingCount == 0 { await Task.yield() }
+        }
+        task.cancel()
+        await #expect(throws: CancellationError.self) {
+            try await withTimeLimit(.seconds(10)) { try await task.value }
+        }
+        try queue.run()
+        #expect(starts.value == 0)
+    }
+
     @Test func cancellingTheAwaitingTaskCancelsTheJobOnce() async throws {
         let cancels = LockedValue(0)
         let (started, didStart) = AsyncStream<Void>.makeStream()
@@ -112,6 +141,28 @@ struct AsyncValueTests {
             }
             #expect(cancels.value <= starts.value)
             #expect(starts.value <= 1)
+        }
+    }
+
+    @Test func cancelRacingWithCompletionEndsTheAwaitOnceWithEither() async throws {
+        for round in 0..<300 {
+            let (started, didStart) = AsyncStream<Job<Int>.Controller>.makeStream()
+            let job = Job<Int> { controller in didStart.yield(controller) }
+            let task = Task { try await job.value }
+            // Bounded: the body runs on the global queue.
+            let controller = try await withTimeLimit(.seconds(10)) {
+                try #require(await started.first { _ in true })
+            }
+            // The job finishes on one thread while the task is cancelled on
+            // another: either may win, and the task resumes once.
+            DispatchQueue.global().async { controller.finish(with: round) }
+            task.cancel()
+            // Bounded: a resume lost between the two would hang here.
+            do {
+                #expect(try await withTimeLimit(.seconds(10)) { try await task.value } == round)
+            } catch {
+                #expect(error is CancellationError)
+            }
         }
     }
 

@@ -128,6 +128,15 @@ final class CountingQueue: JobQueue {
     }
 }
 
+/// A queue that drops every work item it is given, unrun: a queue torn
+/// down before it ran what it held.
+struct DiscardingQueue: JobQueue {
+    func enqueue(_ work: @escaping @Sendable () -> Void) {}
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        DelayedWork {}
+    }
+}
+
 /// Enqueues other work on `queue` that re-enqueues itself until
 /// `progress()` reaches `total`, and returns, filled in as the queue runs,
 /// how far `progress` moved between two of its turns: how long the code

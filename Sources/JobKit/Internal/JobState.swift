@@ -59,8 +59,9 @@ struct JobStatus: Sendable {
     var nextKey = 0
 }
 
-/// The state of one performance of a job: the outcome latch, the handler,
-/// and the cancellation handlers.
+/// The state of one performance of a job: the outcome latch, the handler
+/// (or the continuation of the task that awaits the job), and the
+/// cancellation handlers.
 ///
 /// The first outcome wins; later ones are dropped. On completion every
 /// closure the state held is released, so objects captured by them are
@@ -68,15 +69,20 @@ struct JobStatus: Sendable {
 ///
 /// A performance costs two allocations: this state, and the
 /// ``ControllerToken`` its body's controllers share, made when the body
-/// starts. The enqueued work captures the state alone, so the state is the
-/// closure's context and the closure allocates nothing.
+/// starts (an awaited job's, when the body is enqueued). The enqueued work
+/// captures one of the two alone, so it is the closure's context and the
+/// closure allocates nothing.
+///
+/// Usable from inlinable code for ``Job/value(on:isolation:)``, which the
+/// caller's module specializes.
+@usableFromInline
 final class JobState<Success: Sendable>: JobCancelling {
     typealias Outcome = Result<Success, any Error>
     typealias Handler = @Sendable (Outcome) -> Void
     /// A handler that is told which child completed: groups use it, so that
     /// their children's handlers capture the group alone.
     typealias IndexedHandler = @Sendable (_ index: Int, Outcome) -> Void
-    typealias Body = @Sendable (Job<Success>.Controller) -> Void
+    @usableFromInline typealias Body = @Sendable (Job<Success>.Controller) -> Void
     typealias CancelHandler = @Sendable () -> Void
 
     // The stored properties are in this order so that the small ones share
@@ -110,15 +116,25 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// (its loops' children), so that an outcome may be held for it: the
     /// other states never look for a hold when they complete.
     private let mayHoldForRunner: Bool
+    /// For an awaited job, who has come of the two that meet over the
+    /// continuation: the task that hands it over, and the outcome that
+    /// resumes it (``HandOver``). The second to come resumes the task.
+    private let arrivals = Atomic<UInt8>(HandOver.nobody)
 
-    // The next three are not behind `lock`, and need not be:
+    // The next four are not behind `lock`, and need not be:
     // - `handler` and `indexedHandler` are set in `init`, before the state
     //   is shared, and afterwards touched only by the one thread whose
     //   outcome won the latch in `finish(with:failing:cancelling:)`.
-    // - `pendingBody` is set by `start(_:)` before it enqueues the work that
-    //   takes it, and that work runs once; nothing else touches it.
+    // - `continuation` is written by the awaiting task before it publishes
+    //   it through `arrivals` (release), and read by the latch's winner
+    //   only after `arrivals` showed it published (acquire); a task that
+    //   came second clears it, and the winner then never reads it.
+    // - `pendingBody` is set by `start(_:)` or `start(_:controlledBy:)`
+    //   before it enqueues the work that takes it, and that work runs
+    //   once; nothing else touches it.
     private nonisolated(unsafe) var handler: Handler?  // owned by the latch's winner
     private nonisolated(unsafe) var indexedHandler: IndexedHandler?  // owned by the latch's winner
+    private nonisolated(unsafe) var continuation: UnsafeContinuation<Success, any Error>?  // handed over
     private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
 
     /// A performance whose handler is called through `queue` or inline;
@@ -142,6 +158,16 @@ final class JobState<Success: Sendable>: JobCancelling {
         self.indexedHandler = handler
     }
 
+    /// A performance awaited by a task, which hands over its continuation
+    /// with ``start(_:resuming:)``. It may be cancelled before that.
+    @usableFromInline
+    init(awaitingOn queue: any JobQueue) {
+        self.queue = queue
+        self.index = 0
+        self.hopsToQueue = false
+        self.mayHoldForRunner = false
+    }
+
     var isCompleted: Bool {
         phase.load(ordering: .acquiring) != Phase.pending
     }
@@ -160,6 +186,54 @@ final class JobState<Success: Sendable>: JobCancelling {
                 let body = pendingBody
                 pendingBody = nil
                 if let body { run(body) }
+            },
+            on: queue
+        )
+    }
+
+    /// Starts an awaited job's body on the queue, to resume `continuation`
+    /// once with its outcome, on the thread that completes it. If the job
+    /// was cancelled before (the task was), the body never runs and
+    /// `continuation` is resumed at once with `CancellationError`.
+    @inlinable
+    func start(_ body: @escaping Body, resuming continuation: UnsafeContinuation<Success, any Error>) {
+        if handOver(continuation) {
+            // The token is made here, where the caller's module knows
+            // `Success`; made in generic code, it costs a metadata lookup.
+            start(body, controlledBy: ControllerToken(self))
+        } else {
+            continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Hands `continuation` over to the outcome, unless the job has
+    /// completed already: only a cancellation completes a job whose body
+    /// has not run.
+    /// - Returns: `true` if the outcome will resume `continuation`.
+    @usableFromInline
+    func handOver(_ continuation: UnsafeContinuation<Success, any Error>) -> Bool {
+        self.continuation = continuation
+        let cameFirst = arrivals.compareExchange(
+            expected: HandOver.nobody, desired: HandOver.continuation, ordering: .acquiringAndReleasing
+        ).exchanged
+        if !cameFirst { self.continuation = nil }
+        return cameFirst
+    }
+
+    /// ``start(_:)`` with the controllers' token made by the caller: the
+    /// work holds it until the body runs, so a queue that drops the work
+    /// without running it fails the job as abandoned.
+    @usableFromInline
+    func start(_ body: @escaping Body, controlledBy token: ControllerToken<Success>) {
+        pendingBody = body
+        Trampoline.enqueue(
+            { [token] in
+                let state = token.state
+                let body = state.pendingBody
+                state.pendingBody = nil
+                guard let body, !state.isCompleted else { return }
+                state.hasStarted.store(true, ordering: .relaxed)
+                body(Job<Success>.Controller(token: token))
             },
             on: queue
         )
@@ -226,6 +300,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         finish(with: .failure(error), failing: true, cancelling: false)
     }
 
+    @usableFromInline
     @discardableResult
     func cancel() -> Bool {
         finish(with: .failure(CancellationError()), failing: false, cancelling: true)
@@ -278,6 +353,11 @@ final class JobState<Success: Sendable>: JobCancelling {
             self.indexedHandler = nil
             if mayHoldForRunner && holdForRunner(outcome) { return true }
             indexedHandler(index, outcome)
+        } else if arrivals.exchange(HandOver.outcome, ordering: .acquiringAndReleasing) == HandOver.continuation {
+            // An awaited job (it has no handler) whose task handed its
+            // continuation over; before that, the task resumes itself.
+            let continuation = continuation.take()
+            continuation?.resume(with: outcome)
         }
         return true
     }
@@ -444,6 +524,15 @@ extension JobState: JobNode {
     }
 }
 
+/// Who has come, of the two that meet over an awaited job's continuation.
+private enum HandOver {
+    static let nobody: UInt8 = 0
+    /// The task handed its continuation over.
+    static let continuation: UInt8 = 1
+    /// The job completed.
+    static let outcome: UInt8 = 2
+}
+
 /// The values of `JobState`'s lock-free latch.
 private enum Phase {
     static let pending: UInt8 = 0
@@ -455,9 +544,11 @@ private enum Phase {
 /// Keeps a job's state alive for as long as its body holds a controller.
 /// When the last copy of the controller goes away and the job has not
 /// completed, the job fails with `JobError.abandoned`.
+@usableFromInline
 final class ControllerToken<Success: Sendable>: Sendable {
     let state: JobState<Success>
 
+    @usableFromInline
     init(_ state: JobState<Success>) {
         self.state = state
     }
