@@ -69,7 +69,7 @@ enum CountCase {
     /// instructions depending on how the scheduler interleaves them, a few
     /// hundred per job either way in the async cases. Allocations do not
     /// move, and are counted once.
-    static func run(n: Int, rounds: Int = 3, executable: String) throws -> [CaseReport] {
+    static func run(n: Int, rounds: Int, executable: String) throws -> [CaseReport] {
         guard let valgrind = findValgrind() else {
             return [
                 CaseReport(

@@ -181,14 +181,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// cancelled) by then. Call it once.
     func start(_ body: @escaping Body) {
         pendingBody = body
-        Trampoline.enqueue(
-            { [self] in
-                let body = pendingBody
-                pendingBody = nil
-                if let body { run(body) }
-            },
-            on: queue
-        )
+        Trampoline.enqueue({ [self] in runPendingBody(controlledBy: nil) }, on: queue)
     }
 
     /// Starts an awaited job's body on the queue, to resume `continuation`
@@ -226,25 +219,18 @@ final class JobState<Success: Sendable>: JobCancelling {
     @usableFromInline
     func start(_ body: @escaping Body, controlledBy token: ControllerToken<Success>) {
         pendingBody = body
-        Trampoline.enqueue(
-            { [token] in
-                let state = token.state
-                let body = state.pendingBody
-                state.pendingBody = nil
-                guard let body, !state.isCompleted else { return }
-                state.hasStarted.store(true, ordering: .relaxed)
-                body(Job<Success>.Controller(token: token))
-            },
-            on: queue
-        )
+        Trampoline.enqueue({ [token] in token.state.runPendingBody(controlledBy: token) }, on: queue)
     }
 
-    /// Runs `body` now, on this thread, with a fresh controller, unless the
-    /// job has completed (been cancelled).
-    func run(_ body: Body) {
-        if isCompleted { return }
+    /// Runs the body a `start` left, now, on this thread, unless the job has
+    /// completed (been cancelled): its controllers share `token`, or a
+    /// fresh one.
+    private func runPendingBody(controlledBy token: ControllerToken<Success>?) {
+        let body = pendingBody
+        pendingBody = nil
+        guard let body, !isCompleted else { return }
         hasStarted.store(true, ordering: .relaxed)
-        body(Job<Success>.Controller(token: ControllerToken(self)))
+        body(Job<Success>.Controller(token: token ?? ControllerToken(self)))
     }
 
     /// Runs `body` now, on this thread, with a fresh controller, unless the
