@@ -12,26 +12,24 @@ extension Job {
     public struct Controller: Sendable {
         let token: ControllerToken<Success>
 
-        var state: JobState<Success> { token.state }
-
         /// The queue the job is performed on. Run children and follow-up
         /// work here, so that a test's injected queue drives them too.
-        public var queue: any JobQueue { token.state.queue }
+        public var queue: any JobQueue { token.queue }
 
         /// Whether the job has been cancelled. A long-running closure can
         /// check it between steps and stop early.
-        public var isCancelled: Bool { token.state.isCancelled }
+        public var isCancelled: Bool { token.isCancelled }
 
         /// Whether the job has completed, by any means: finished, failed,
         /// cancelled or timed out.
-        public var isCompleted: Bool { token.state.isCompleted }
+        public var isCompleted: Bool { token.isCompleted }
 
         /// Finishes the job with `value`.
         /// - Returns: `true` if this was the job's outcome, `false` if the
         ///   job had already completed.
         @discardableResult
         public func finish(with value: Success) -> Bool {
-            token.state.succeed(with: value)
+            token.succeed(with: value)
         }
 
         /// Fails the job with `error`.
@@ -39,7 +37,7 @@ extension Job {
         ///   job had already completed.
         @discardableResult
         public func fail(with error: any Error) -> Bool {
-            token.state.fail(with: error)
+            token.fail(with: error)
         }
 
         /// Completes the job with `outcome`, a value or an error.
@@ -50,7 +48,7 @@ extension Job {
         ///   job had already completed.
         @discardableResult
         public func complete(with outcome: Outcome) -> Bool {
-            token.state.complete(with: outcome)
+            token.complete(with: outcome)
         }
 
         /// Completes the job with a `Result` whose error type is typed, as
@@ -66,7 +64,7 @@ extension Job {
         ///   job had already completed.
         @discardableResult
         public func complete<Failure: Error>(with result: Result<Success, Failure>) -> Bool {
-            token.state.complete(with: result.mapError { $0 })
+            token.complete(with: result.mapError { $0 })
         }
 
         /// Registers cleanup to run if the job is cancelled: cancel a
@@ -78,7 +76,7 @@ extension Job {
         /// completes. Don't capture the controller itself strongly in it:
         /// that keeps the job from being reported as abandoned.
         public func onCancel(_ handler: @escaping @Sendable () -> Void) {
-            token.state.addCancelHandler(handler)
+            token.attach(.onCancel(handler))
         }
 
         /// Performs `child` on this job's queue as a child of this job.
@@ -96,7 +94,7 @@ extension Job {
             _ child: Job<Child>,
             then handler: @escaping @Sendable (Job<Child>.Outcome) -> Void
         ) -> JobHandle {
-            JobHandle(token.state.performChild(child, hopsToQueue: true, then: handler))
+            JobHandle(token.performChild(child, hopsToQueue: true, then: handler))
         }
     }
 }

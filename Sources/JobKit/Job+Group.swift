@@ -57,7 +57,7 @@ extension Job where Success == Void {
                 collectsValues: false,
                 queue: controller.queue,
                 report: { outcome in controller.complete(with: outcome.map { _ in () }) }
-            ).start { controller.state.attach($0) }
+            ).start { controller.token.attach($0) }
         }
     }
 }
@@ -93,7 +93,7 @@ extension Job {
                 collectsValues: true,
                 queue: controller.queue,
                 report: { outcome in controller.complete(with: outcome) }
-            ).start { controller.state.attach($0) }
+            ).start { controller.token.attach($0) }
         }
     }
 }

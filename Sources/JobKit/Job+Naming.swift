@@ -17,7 +17,7 @@ extension Job {
     public func named(_ name: String) -> Job {
         let body = self.body
         return Job { controller in
-            controller.state.attach(.name(name))
+            controller.token.attach(.name(name))
             body(controller)
         }
     }
@@ -40,8 +40,8 @@ extension Job {
     public func named(_ name: String, detail: @escaping @Sendable () -> String) -> Job {
         let body = self.body
         return Job { controller in
-            controller.state.attach(.name(name))
-            controller.state.attach(.detail(detail))
+            controller.token.attach(.name(name))
+            controller.token.attach(.detail(detail))
             body(controller)
         }
     }
@@ -59,6 +59,6 @@ extension Job.Controller {
     /// runs; it is released when the job completes. A later call replaces
     /// it.
     public func onDescribe(_ describe: @escaping @Sendable () -> String) {
-        token.state.attach(.detail(describe))
+        token.attach(.detail(describe))
     }
 }

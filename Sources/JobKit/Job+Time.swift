@@ -25,8 +25,8 @@ extension Job {
     public func timeout(after duration: Duration) -> Job<Success> {
         Job { controller in
             let timer = TimerSlot(.timeout(duration))
-            controller.state.attach(timer)
-            let child = controller.state.performChild(self) { outcome in
+            controller.token.attach(timer)
+            let child = controller.token.performChild(self) { outcome in
                 timer.close()
                 controller.complete(with: outcome)
             }
@@ -145,7 +145,7 @@ extension Job {
                 return
             }
             let timer = TimerSlot(.retry(attempts: attempts))
-            controller.state.attach(timer)
+            controller.token.attach(timer)
             RetryRun(job: self, attempts: attempts, delay: delay, controller: controller, timer: timer)
                 .attempt(1)
         }
@@ -164,7 +164,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
     func attempt(_ number: Int) {
         guard !controller.isCompleted else { return }
         if number > 1 { timer.endWait() }
-        controller.state.performChild(job) { outcome in
+        controller.token.performChild(job) { outcome in
             switch outcome {
             case .success:
                 controller.complete(with: outcome)

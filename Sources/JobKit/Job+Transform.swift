@@ -13,10 +13,10 @@ extension Job {
     /// ```
     public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
         Job<Next> { controller in
-            controller.state.performChild(self) { outcome in
+            controller.token.performChild(self) { outcome in
                 switch outcome {
                 case .success(let value):
-                    controller.state.performChild(next(value)) { controller.complete(with: $0) }
+                    controller.token.performChild(next(value)) { controller.complete(with: $0) }
                 case .failure(let error):
                     controller.fail(with: error)
                 }
@@ -33,7 +33,7 @@ extension Job {
         _ transform: @escaping @Sendable (Success) throws -> NewSuccess
     ) -> Job<NewSuccess> {
         Job<NewSuccess> { controller in
-            controller.state.performChild(self) { outcome in
+            controller.token.performChild(self) { outcome in
                 controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
             }
         }
@@ -78,12 +78,12 @@ extension Job {
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
         Job { controller in
-            controller.state.performChild(self) { outcome in
+            controller.token.performChild(self) { outcome in
                 switch outcome {
                 case .success:
                     controller.complete(with: outcome)
                 case .failure(let error):
-                    controller.state.performChild(handler(error)) { controller.complete(with: $0) }
+                    controller.token.performChild(handler(error)) { controller.complete(with: $0) }
                 }
             }
         }
@@ -96,7 +96,7 @@ extension Job {
         _ transform: @escaping @Sendable (any Error) -> any Error
     ) -> Job<Success> {
         Job { controller in
-            controller.state.performChild(self) { outcome in
+            controller.token.performChild(self) { outcome in
                 controller.complete(with: outcome.mapError(transform))
             }
         }

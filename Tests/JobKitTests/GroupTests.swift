@@ -316,6 +316,95 @@ struct GroupTests {
         }
     }
 
+    @Test func aBoundedGroupKeepsItsBoundWhenChildrenCompleteFromAnotherThreadInsideTheirBody() throws {
+        // Children completed from another thread as their body returns: the
+        // room each frees goes to exactly one block, whichever of the body's
+        // return and the report comes first.
+        for round in 0..<20 {
+            let limit = 3
+            let running = LockedValue(0)
+            let peak = LockedValue(0)
+            let starts = LockedValue([Int](repeating: 0, count: 300))
+            let jobs = (0..<300).map { index in
+                Job<Void> { controller in
+                    starts.withValue { $0[index] += 1 }
+                    let now = running.withValue { value -> Int in
+                        value += 1
+                        return value
+                    }
+                    peak.withValue { $0 = max($0, now) }
+                    // The body returns just as the other thread reports.
+                    let reporting = DispatchSemaphore(value: 0)
+                    DispatchQueue.global().async {
+                        running.withValue { $0 -= 1 }
+                        reporting.signal()
+                        controller.finish()
+                    }
+                    if (index + round) % 2 == 0 { _ = reporting.wait(timeout: .now() + 10) }
+                }
+            }
+            let done = DispatchSemaphore(value: 0)
+            let recorder = Recorder<Void>()
+            Job.group(jobs, maxConcurrent: limit).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + 20) == .success else {
+                Issue.record(
+                    "round \(round): the group never completed; its children started \(starts.value.reduce(0, +)) times"
+                )
+                return
+            }
+            #expect(recorder.count == 1 && recorder.last?.isSuccess == true)
+            #expect(starts.value.allSatisfy { $0 == 1 })
+            #expect(peak.value <= limit)
+        }
+    }
+
+    @Test func aRunningChildsGrandchildShowsUnderItAndIsCancelledWithTheGroup() throws {
+        let grandchild = ManualJob<Void>()
+        let parent = Job<Void> { controller in
+            controller.perform(grandchild.job.named("grandchild")) { _ in controller.finish() }
+        }
+        let sibling = ManualJob<Void>()
+        let queue = TestQueue()
+        let handle = Job.group([parent.named("parent"), sibling.job]).perform(on: queue) { _ in }
+        try queue.run()
+        let group = handle.snapshot()
+        #expect(group.children.map(\.title) == ["parent", "job"])
+        #expect(group.children.first?.children.map(\.line) == ["grandchild (running)"])
+        sibling.fail(with: TestError(id: 1))
+        try queue.run()
+        #expect(grandchild.cancelCount == 1)
+        #expect(handle.isCompleted)
+    }
+
+    @Test func aChildOfAGroupThatFailedIsCancelledAndWhatItAttachesThenIsCancelledAtOnce() throws {
+        let kept = ManualJob<Void>()
+        let failing = ManualJob<Void>()
+        let finished = ManualJob<Void>()
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        Job.group([kept.job, finished.job, failing.job]).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        finished.finish()
+        let finishedController = try #require(finished.controller)
+        let controller = try #require(kept.controller)
+        #expect(!controller.isCancelled && !controller.isCompleted)
+        failing.fail(with: TestError(id: 2))
+        #expect(controller.isCancelled && controller.isCompleted)
+        // The child that finished before the failure was not cancelled.
+        #expect(!finishedController.isCancelled && finishedController.isCompleted)
+        let ranAtOnce = LockedValue(false)
+        controller.onCancel { ranAtOnce.setValue(true) }
+        #expect(ranAtOnce.value)
+        finishedController.onCancel { Issue.record("a finished child is not cancelled") }
+        #expect(!controller.finish())
+        try queue.run()
+        #expect(recorder.count == 1)
+        #expect(recorder.last?.failure as? TestError == TestError(id: 2))
+    }
+
     @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {
         for _ in 0..<50 {
             let done = DispatchSemaphore(value: 0)

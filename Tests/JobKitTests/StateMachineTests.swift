@@ -8,7 +8,7 @@ import Testing
 /// threads: what each event decides.
 @Suite("Group state machine", .timeLimit(.minutes(1)))
 struct GroupStateMachineTests {
-    typealias Machine = GroupStateMachine<Int, String>
+    typealias Machine = GroupStateMachine<Int>
 
     private func machine(count: Int, maxConcurrent: Int = .max, policy: FailurePolicy = .failFast) -> Machine {
         Machine(count: count, maxConcurrent: maxConcurrent, failurePolicy: policy, collectsValues: true)
@@ -43,22 +43,22 @@ struct GroupStateMachineTests {
     @Test func aCompletionThatFreesRoomCallsForOneMoreTicket() {
         var group = machine(count: 3, maxConcurrent: 1)
         _ = group.start()
-        let first = group.ticketRan { "child in slot \($0)" }
-        #expect(first?.index == 0)
-        #expect(first?.child == "child in slot 0")
+        #expect(group.claim(upTo: 5) == 0..<1)
         // A block that asks for more than the tickets handed out gets nothing.
-        #expect(group.ticketRan { "no ticket left \($0)" } == nil)
-        guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(10)) else {
+        #expect(group.claim(upTo: 5).isEmpty)
+        guard case .enqueueTicket = group.childCompleted(index: 0, outcome: .success(10)).action else {
             Issue.record("expected one more ticket")
             return
         }
-        #expect(group.ticketRan { "child in slot \($0)" }?.index == 1)
-        guard case .enqueueTicket = group.childCompleted(slot: 0, outcome: .success(20)) else {
+        #expect(group.claim(upTo: 5) == 1..<2)
+        guard case .enqueueTicket = group.childCompleted(index: 1, outcome: .success(20)).action else {
             Issue.record("expected one more ticket")
             return
         }
-        #expect(group.ticketRan { "child in slot \($0)" }?.index == 2)
-        guard case .finish(.success(let values), let cancelling) = group.childCompleted(slot: 0, outcome: .success(30))
+        #expect(group.claim(upTo: 5) == 2..<3)
+        guard
+            case .finish(.success(let values), let cancelling) = group.childCompleted(index: 2, outcome: .success(30))
+                .action
         else {
             Issue.record("expected the group to finish")
             return
@@ -67,12 +67,20 @@ struct GroupStateMachineTests {
         #expect(cancelling.isEmpty)
     }
 
+    @Test func aClaimTakesAtMostItsLimit() {
+        var group = machine(count: 10)
+        _ = group.start()
+        #expect(group.claim(upTo: 4) == 0..<4)
+        #expect(group.claim(upTo: 4) == 4..<8)
+        #expect(group.claim(upTo: 4) == 8..<10)
+        #expect(group.claim(upTo: 4).isEmpty)
+    }
+
     @Test func noTicketIsCalledForOnceEveryChildHasOne() {
         var group = machine(count: 2)
         _ = group.start()
-        _ = group.ticketRan { "\($0)" }
-        _ = group.ticketRan { "\($0)" }
-        guard case .none = group.childCompleted(slot: 1, outcome: .success(2)) else {
+        _ = group.claim(upTo: 2)
+        guard case .none = group.childCompleted(index: 1, outcome: .success(2)).action else {
             Issue.record("every child has its ticket already")
             return
         }
@@ -81,32 +89,34 @@ struct GroupStateMachineTests {
     @Test func valuesComeInInputOrderWhateverTheCompletionOrder() {
         var group = machine(count: 3)
         _ = group.start()
-        let slots = (0..<3).compactMap { _ in group.ticketRan { "\($0)" } }.map { Int($0.child)! }
-        _ = group.childCompleted(slot: slots[2], outcome: .success(3))
-        _ = group.childCompleted(slot: slots[0], outcome: .success(1))
-        guard case .finish(.success(let values), _) = group.childCompleted(slot: slots[1], outcome: .success(2)) else {
+        _ = group.claim(upTo: 3)
+        _ = group.childCompleted(index: 2, outcome: .success(3))
+        _ = group.childCompleted(index: 0, outcome: .success(1))
+        guard case .finish(.success(let values), _) = group.childCompleted(index: 1, outcome: .success(2)).action else {
             Issue.record("expected the group to finish")
             return
         }
         #expect(values == [1, 2, 3])
     }
 
-    @Test func failFastFinishesAtTheFirstFailureAndCancelsTheOthers() {
+    @Test func failFastFinishesAtTheFirstFailureAndCancelsWhatTheOthersAttached() {
         var group = machine(count: 4)
         _ = group.start()
-        let started = (0..<3).compactMap { _ in group.ticketRan { "child \($0)" } }
+        #expect(group.claim(upTo: 3) == 0..<3)
+        for index in [0, 2] { #expect(group.attach(.name("child \(index)"), toChild: index, key: nil) == .kept) }
         guard
             case .finish(.failure(let error), let cancelling) = group.childCompleted(
-                slot: 1, outcome: .failure(TestError(id: 1)))
+                index: 1, outcome: .failure(TestError(id: 1))
+            ).action
         else {
             Issue.record("expected the group to fail")
             return
         }
         #expect(error as? TestError == TestError(id: 1))
-        #expect(Set(cancelling) == Set([started[0].child, started[2].child]))
-        #expect(group.ticketRan { "late \($0)" } == nil)  // the fourth ticket starts nothing
-        guard case .none = group.childCompleted(slot: 0, outcome: .success(0)) else {
-            Issue.record("a completion after the end does nothing")
+        #expect(Set(cancelling.compactMap(\.heldName)) == ["child 0", "child 2"])
+        #expect(group.claim(upTo: 1).isEmpty)  // the fourth ticket starts nothing
+        guard case .lost = group.childCompleted(index: 0, outcome: .success(0)).action else {
+            Issue.record("a completion after the end is dropped")
             return
         }
     }
@@ -114,13 +124,15 @@ struct GroupStateMachineTests {
     @Test func waitForAllFailsWithTheFirstErrorOnceEveryChildCompleted() {
         var group = machine(count: 3, policy: .waitForAll)
         _ = group.start()
-        for _ in 0..<3 { _ = group.ticketRan { "\($0)" } }
-        guard case .none = group.childCompleted(slot: 2, outcome: .failure(TestError(id: 2))) else {
+        _ = group.claim(upTo: 3)
+        guard case .none = group.childCompleted(index: 2, outcome: .failure(TestError(id: 2))).action else {
             Issue.record("expected the group to wait")
             return
         }
-        _ = group.childCompleted(slot: 0, outcome: .failure(TestError(id: 0)))
-        guard case .finish(.failure(let error), let cancelling) = group.childCompleted(slot: 1, outcome: .success(1))
+        _ = group.childCompleted(index: 0, outcome: .failure(TestError(id: 0)))
+        guard
+            case .finish(.failure(let error), let cancelling) = group.childCompleted(index: 1, outcome: .success(1))
+                .action
         else {
             Issue.record("expected the group to fail")
             return
@@ -129,13 +141,43 @@ struct GroupStateMachineTests {
         #expect(cancelling.isEmpty)
     }
 
-    @Test func cancelReturnsTheRunningChildrenOnce() {
+    @Test func cancelReturnsWhatTheRunningChildrenAttachedOnce() {
         var group = machine(count: 3, maxConcurrent: 2)
         _ = group.start()
-        let started = (0..<2).compactMap { _ in group.ticketRan { "child \($0)" } }
-        #expect(Set(group.cancel()) == Set(started.map(\.child)))
+        _ = group.claim(upTo: 2)
+        #expect(group.attach(.name("first"), toChild: 0, key: nil) == .kept)
+        #expect(group.cancel().compactMap(\.heldName) == ["first"])
         #expect(group.cancel().isEmpty)
-        #expect(group.ticketRan { "late \($0)" } == nil)
+        #expect(group.claim(upTo: 1).isEmpty)
+    }
+
+    @Test func aChildsAttachmentsAreKeptWhileItRunsThenDroppedOrCancelled() {
+        var group = machine(count: 3)
+        _ = group.start()
+        _ = group.claim(upTo: 3)
+        #expect(group.attach(.name("zero"), toChild: 0, key: nil) == .kept)
+        let key = group.reserveKey(forChild: 1)
+        #expect(group.attach(.name("one"), toChild: 1, key: key) == .kept)
+        #expect(
+            group.progress?.running.map { $0.attachments.compactMap(\.attachment.heldName) } == [["zero"], ["one"], []])
+        #expect(group.detach(key, fromChild: 1)?.heldName == "one")
+        // A completed child's side table leaves with it; what it attaches
+        // later is dropped, even once the group is over.
+        #expect(group.childCompleted(index: 0, outcome: .success(0)).detached?.attachments.count == 1)
+        #expect(group.attach(.name("late"), toChild: 0, key: nil) == .drop)
+        #expect(group.progress?.running.map(\.index) == [1, 2])
+        _ = group.cancel()
+        #expect(group.attach(.name("late"), toChild: 0, key: nil) == .drop)
+        // A child still running when the group was cancelled was cancelled.
+        #expect(group.attach(.name("late"), toChild: 2, key: nil) == .cancelNow)
+        #expect(group.progress == nil)
+    }
+}
+
+extension JobKit.Attachment {
+    /// The name this attachment holds, if it is one.
+    fileprivate var heldName: String? {
+        if case .name(let name) = self { name } else { nil }
     }
 }
 

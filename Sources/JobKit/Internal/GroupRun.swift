@@ -1,26 +1,33 @@
+import Synchronization
+
 /// One performance of a group: the storage of its state machine.
 ///
-/// Each event (start, a ticket runs, a child completes, cancel) is decided
-/// by ``GroupStateMachine`` under the lock and acted on after unlocking:
-/// enqueue tickets, start a child, cancel children, report.
+/// Each event (start, a block claims children, a child completes, cancel)
+/// is decided by ``GroupStateMachine`` under the lock and acted on after
+/// unlocking: enqueue blocks, start children, cancel what running children
+/// attached, report.
+///
+/// A running child has no state object of its own: its controllers share a
+/// ``GroupChild`` token (the group, the child's index, its outcome latch),
+/// and the group keeps the rest. So a child parked on a request in flight
+/// costs that token, like the `leave` closure a hand-written `DispatchGroup`
+/// loop keeps.
 ///
 /// Tickets are run by *blocks*: closures that capture the run alone (so the
 /// run is their context and they allocate nothing, like the block of a
 /// hand-written `DispatchGroup` loop). A block runs on the queue, claims up
-/// to ``blockQuota`` children and runs them there, one after another; a
-/// child's state is made when its block claims it, so a child's
-/// bookkeeping exists only from then until it completes. A large group
-/// enqueues one block per 64 children, not one per child, and still at
-/// least 64 blocks, so that children run in parallel on a concurrent queue
-/// as they would with one block each. A child that completes
-/// synchronously and frees room (a bounded group) is followed at once by
-/// the next child on the same block, without a queue hop, for up to
-/// ``inlineBudget`` children; then the block hops through the queue.
+/// to ``blockQuota`` children and runs them there, one after another. A
+/// large group enqueues one block per 64 children, not one per child, and
+/// still at least 64 blocks, so that children run in parallel on a
+/// concurrent queue as they would with one block each. A child that
+/// completes inside its body and frees room (a bounded group) leaves the
+/// next ticket to its block, which runs the next child at once, without a
+/// queue hop, for up to ``inlineBudget`` children; then the block hops
+/// through the queue.
 ///
-/// There is one code path whatever the queue: a completion that frees room
-/// enqueues a block for the next ticket through ``Trampoline``, so children that
-/// complete synchronously never recurse, even on a queue that runs work
-/// inline.
+/// There is one code path whatever the queue: blocks are enqueued through
+/// ``Trampoline``, so children that complete synchronously never recurse,
+/// even on a queue that runs work inline.
 ///
 /// The counting is `DispatchGroup`'s (enter per ticket, leave per
 /// completion, notify at zero), kept in this run's lock rather than in a
@@ -29,10 +36,14 @@
 /// group would finish on a real thread, after the test had looked, and the
 /// lock is needed anyway for the failure policy and the collected values.
 final class GroupRun<Element: Sendable>: JobNode {
-    private typealias StateMachine = GroupStateMachine<Element, JobState<Element>>
+    private typealias StateMachine = GroupStateMachine<Element>
 
+    /// Whether the group is over (reported or cancelled), for the
+    /// children's controllers to read without the lock. Set under the lock,
+    /// when the state machine finishes; the state machine decides.
+    private let over = Atomic<Bool>(false)
     private let jobs: [Job<Element>]
-    private let queue: any JobQueue
+    let queue: any JobQueue
     private let report: @Sendable (Result<[Element], any Error>) -> Void
     private let lock: Lock<StateMachine>
     /// The most tickets one block takes; set once, before the first block
@@ -67,6 +78,11 @@ final class GroupRun<Element: Sendable>: JobNode {
         )
     }
 
+    /// Whether the group is over: its running children count as cancelled.
+    var isOver: Bool {
+        over.load(ordering: .acquiring)
+    }
+
     /// Starts the group. `attach` hands the run to the group's job, which
     /// cancels it with the job and describes it in its snapshots.
     func start(attach: (any JobNode) -> Void) {
@@ -82,83 +98,106 @@ final class GroupRun<Element: Sendable>: JobNode {
         }
     }
 
-    private func enqueueBlock() {
+    /// Enqueues a block, for a ticket of the group's start or one a child's
+    /// completion freed.
+    func enqueueBlock() {
         // Captures the run alone: no allocation for the closure.
         Trampoline.enqueue({ [self] in runBlock() }, on: queue)
     }
 
     /// A block runs: starts up to `blockQuota` children here, one after
-    /// another, and the children that the synchronous completions of these
-    /// free room for, unless the group is over.
-    ///
-    /// The block claims its children under one lock (their states are made
-    /// then, so that cancelling the group reaches them, and a cancelled one
-    /// never runs its body), then runs their bodies. A child that completed
-    /// before its body returned hands its outcome back
-    /// (``JobState/runHoldingOutcome(_:)``) instead of calling the group:
-    /// the block reports it, and takes the room it frees itself.
+    /// another, and the children that the completions inside these
+    /// children's bodies free room for, unless the group is over.
     private func runBlock() {
         var quota = blockQuota
         var budget = Self.inlineBudget
-        var claimed: [(index: Int, child: JobState<Element>)] = []
         while budget > 0 && quota > 0 {
-            let wanted = min(quota, budget)
-            claimed.removeAll(keepingCapacity: true)
-            claimed.reserveCapacity(wanted)
-            lock.withLock { machine in
-                while claimed.count < wanted, let next = machine.ticketRan(makeChild: makeChild) {
-                    claimed.append(next)
-                }
-            }
+            let claimed = lock.withLock { $0.claim(upTo: min(quota, budget)) }
             if claimed.isEmpty { return }
             quota -= claimed.count
             budget -= claimed.count
-            for (index, child) in claimed {
-                guard let outcome = child.runHoldingOutcome(jobs[index].body) else { continue }
-                var granted = false
-                let action = lock.withLock { machine in
-                    var action = machine.childCompleted(slot: child.index, outcome: outcome)
-                    if case .enqueueTicket = action {
-                        // Room for one more: this block takes it.
-                        granted = true
-                        action = .none
-                    }
-                    return action
-                }
-                if granted { quota += 1 }
-                perform(action)
+            for index in claimed {
+                // Over since the claim: the children left never start.
+                if isOver { return }
+                let child = GroupChild(run: self, index: index)
+                jobs[index].body(Job<Element>.Controller(token: .groupChild(child)))
+                if child.bodyReturned() { quota += 1 }
             }
         }
         // The budget is spent: the tickets left go to a block of their own.
         if quota > 0 { enqueueBlock() }
     }
 
-    /// A child's state, for the slot it is given.
-    private func makeChild(slot: Int) -> JobState<Element> {
-        JobState<Element>(queue: queue, index: slot) { [self] slot, outcome in
-            childCompleted(slot, outcome)
+    /// What became of a child's outcome.
+    enum Completion {
+        /// It was recorded.
+        case recorded
+        /// It was recorded and freed room for the next child: one more
+        /// ticket, for the child's block (if its body has not returned) or
+        /// a block of its own.
+        case freedRoom
+        /// It was dropped: the group was over, so the child had been
+        /// cancelled.
+        case lost
+    }
+
+    /// The child at `index` completed with `outcome` (its token's latch let
+    /// this outcome through).
+    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>) -> Completion {
+        let (action, detached) = lock.withLock { machine in
+            let decided = machine.childCompleted(index: index, outcome: outcome)
+            if case .finish = decided.action { over.store(true, ordering: .releasing) }
+            return decided
         }
-    }
-
-    private func childCompleted(_ slot: Int, _ outcome: Result<Element, any Error>) {
-        perform(lock.withLock { $0.childCompleted(slot: slot, outcome: outcome) })
-    }
-
-    private func perform(_ action: StateMachine.CompletionAction) {
+        _ = detached  // released here, outside the lock
         switch action {
         case .none:
-            break
+            return .recorded
         case .enqueueTicket:
-            enqueueBlock()
+            return .freedRoom
         case .finish(let result, let cancelling):
-            for child in cancelling { child.cancel() }
+            for attachment in cancelling { attachment.cancelWithOwner() }
             report(result)
+            return .recorded
+        case .lost:
+            return .lost
         }
+    }
+
+    /// Keeps `attachment` for the running child at `index`, or cancels or
+    /// drops it as ``GroupStateMachine/attach(_:toChild:key:)`` decides.
+    func attach(_ attachment: Attachment, toChild index: Int, key: Int? = nil) {
+        let decision = lock.withLock { $0.attach(attachment, toChild: index, key: key) }
+        if case .cancelNow = decision { attachment.cancelWithOwner() }
+    }
+
+    /// Performs `job` as a child of the group's child at `index`: it is
+    /// cancelled with that child and shows in its snapshot.
+    func performGrandchild<Grandchild>(
+        _ job: Job<Grandchild>,
+        of index: Int,
+        hopsToQueue: Bool,
+        then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
+    ) -> JobState<Grandchild> {
+        let key = lock.withLock { $0.reserveKey(forChild: index) }
+        let grandchild = JobState<Grandchild>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
+            let detached = lock.withLock { $0.detach(key, fromChild: index) }
+            _ = detached  // released here, outside the lock
+            handler(outcome)
+        }
+        attach(.node(grandchild), toChild: index, key: key)
+        grandchild.start(job.body)
+        return grandchild
     }
 
     /// Cancels every running child; children not started never start.
     func cancelWithOwner() {
-        for child in lock.withLock({ $0.cancel() }) { child.cancel() }
+        let cancelling = lock.withLock { machine in
+            let attachments = machine.cancel()
+            over.store(true, ordering: .releasing)
+            return attachments
+        }
+        for attachment in cancelling { attachment.cancelWithOwner() }
     }
 
     /// Says the job is a group, how far it is, and adds its running
@@ -166,7 +205,131 @@ final class GroupRun<Element: Sendable>: JobNode {
     func describe(into owner: inout JobSnapshot) {
         guard let (done, running) = lock.withLock({ $0.progress }) else { return }
         owner.kind = .group(done: done, running: running.count, count: jobs.count)
-        // Sorted here, outside the lock the children complete through.
-        for (_, child) in running.sorted(by: { $0.index < $1.index }) { child.describe(into: &owner) }
+        // Described here, outside the lock the children complete through.
+        for (_, attachments) in running {
+            owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
+        }
     }
+}
+
+/// A running child of a group: what its controllers share, and the only
+/// state of its own the child has. Its outcome latch is here; the rest (its
+/// attachments, whether it completed) is kept by the group.
+///
+/// The child is cancelled when the group is over: then ``isCancelled`` is
+/// `true` and what the child reports is dropped.
+///
+final class GroupChild<Element: Sendable>: Sendable {
+    let run: GroupRun<Element>
+    let index: Int
+    /// ``ChildPhase``: whether the body runs, and whether an outcome of the
+    /// child's own went through.
+    private let phase = Atomic<UInt8>(ChildPhase.inBody)
+
+    init(run: GroupRun<Element>, index: Int) {
+        self.run = run
+        self.index = index
+    }
+
+    deinit {
+        if !isCompleted { failAbandoned() }
+    }
+
+    /// Apart from the deinit, which runs for every child: building a
+    /// `Result` looks up type metadata in unspecialized code.
+    @inline(never)
+    private func failAbandoned() {
+        _ = report(.failure(JobError.abandoned))
+    }
+
+    /// The block is done with the child's body.
+    /// - Returns: `true` if the child completed inside its body and freed
+    ///   room: the block takes the next ticket.
+    func bodyReturned() -> Bool {
+        var (exchanged, current) = phase.compareExchange(
+            expected: ChildPhase.inBody, desired: ChildPhase.running, ordering: .acquiringAndReleasing
+        )
+        if exchanged { return false }
+        if current == ChildPhase.reportedInBody {
+            // The outcome is still on its way to the group (from another
+            // thread): the block leaves, and the completion enqueues a
+            // block of its own if it frees room.
+            (exchanged, current) = phase.compareExchange(
+                expected: ChildPhase.reportedInBody, desired: ChildPhase.reported, ordering: .acquiringAndReleasing
+            )
+            if exchanged { return false }
+        }
+        return current == ChildPhase.grantedToBlock
+    }
+
+    /// Whether the child was cancelled: the group is over and the child had
+    /// not completed.
+    var isCancelled: Bool {
+        let phase = phase.load(ordering: .acquiring)
+        return phase == ChildPhase.cancelled || (phase < ChildPhase.reportedInBody && run.isOver)
+    }
+
+    /// Whether the child completed, by any means.
+    var isCompleted: Bool {
+        phase.load(ordering: .acquiring) >= ChildPhase.reportedInBody || run.isOver
+    }
+
+    /// Lets the first outcome through to the group; the room it frees goes
+    /// to the child's block if its body has not returned, else to a block
+    /// of its own.
+    func report(_ outcome: Result<Element, any Error>) -> Bool {
+        var current = phase.load(ordering: .relaxed)
+        while current < ChildPhase.reportedInBody {
+            let inBody = current == ChildPhase.inBody
+            let (exchanged, original) = phase.compareExchange(
+                expected: current,
+                desired: inBody ? ChildPhase.reportedInBody : ChildPhase.reported,
+                ordering: .acquiringAndReleasing
+            )
+            guard exchanged else {
+                current = original
+                continue
+            }
+            switch run.childCompleted(index, outcome) {
+            case .recorded:
+                break
+            case .freedRoom:
+                let granted =
+                    inBody
+                    && phase.compareExchange(
+                        expected: ChildPhase.reportedInBody,
+                        desired: ChildPhase.grantedToBlock,
+                        ordering: .acquiringAndReleasing
+                    ).exchanged
+                if !granted { run.enqueueBlock() }
+            case .lost:
+                phase.store(ChildPhase.cancelled, ordering: .releasing)
+                return false
+            }
+            return true
+        }
+        return false
+    }
+
+}
+
+/// The values of a ``GroupChild``'s phase; from `reportedInBody` on, the
+/// child has completed.
+private enum ChildPhase {
+    /// The block runs the child's body; no outcome yet.
+    static let inBody: UInt8 = 0
+    /// The body returned; no outcome yet.
+    static let running: UInt8 = 1
+    /// An outcome went through the latch while the body ran, and is on its
+    /// way to the group.
+    static let reportedInBody: UInt8 = 2
+    /// That outcome freed room, and the block, still running the body,
+    /// takes the next ticket.
+    static let grantedToBlock: UInt8 = 3
+    /// An outcome went through the latch, and the group has it or will
+    /// have it.
+    static let reported: UInt8 = 4
+    /// An outcome went through the latch after the group was over: it was
+    /// dropped, the child had been cancelled.
+    static let cancelled: UInt8 = 5
 }

@@ -3,17 +3,18 @@
 /// released. It runs nothing itself; ``GroupRun`` holds it under its lock
 /// and acts.
 ///
+/// Besides each child's ``GroupChild`` token, the group is the only place a
+/// running child's state lives: which children are running, and for a
+/// child that attached something (an `onCancel` block, a grandchild, a
+/// name), its attachments, in a side table made on first use.
+///
 /// A group starts children through *tickets*: permissions to start the next
 /// child in input order, which the owner's work items on the group's queue
-/// use (``ticketRan(makeChild:)``). ``start()`` says how many tickets there
-/// are at first (up to `maxConcurrent`); each completion that frees room
-/// calls for one more. The
-/// counting is `DispatchGroup`'s: a ticket enters, a completion leaves, and
-/// the group finishes when every child left.
-///
-/// `Child` is what the group holds of a running child, to cancel it: a
-/// `JobState` in ``GroupRun``, anything in the state machine's own tests.
-struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
+/// use (``claim(upTo:)``). ``start()`` says how many tickets there are at
+/// first (up to `maxConcurrent`); each completion that frees room calls for
+/// one more. The counting is `DispatchGroup`'s: a ticket enters, a
+/// completion leaves, and the group finishes when every child left.
+struct GroupStateMachine<Element: Sendable>: Sendable {
     /// What the owner does after unlocking, when the group starts.
     enum StartAction: Sendable {
         /// Start this many children (enqueue work that uses the tickets).
@@ -27,12 +28,16 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
 
     /// What the owner does after unlocking, when a child completed.
     enum CompletionAction: Sendable {
-        /// Nothing.
+        /// Nothing: the child's outcome was recorded.
         case none
-        /// Enqueue one more ticket.
+        /// Hand out one more ticket: the child freed room.
         case enqueueTicket
-        /// Report `result` and cancel `cancelling`: the group is over.
-        case finish(Result<[Element], any Error>, cancelling: [Child])
+        /// Report `result` and cancel `cancelling`, the attachments of the
+        /// children still running: the group is over.
+        case finish(Result<[Element], any Error>, cancelling: [Attachment])
+        /// Nothing, and the child's outcome is dropped: the group was over
+        /// already, so the child had been cancelled.
+        case lost
     }
 
     /// The bookkeeping of a running group. It sits beside ``State`` rather
@@ -50,9 +55,9 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         var firstError: (any Error)?
         /// Each child's value, in input order, when the group collects them.
         var values: [Element?] = []
-        /// The running children with their input index, each in the slot
-        /// the child was told when it started.
-        var children = Slots<(index: Int, child: Child)>()
+        /// The attachments of the running children that made any, by
+        /// input index.
+        var sideTables: [Int: JobStatus] = [:]
     }
 
     private enum State: Sendable {
@@ -69,12 +74,21 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
     let collectsValues: Bool
     private var state = State.idle
     private var running = Running()
+    /// Which children completed while the group ran, by input index (one
+    /// bit each); kept once the group is over, so that a child can tell a
+    /// cancellation from its own completion.
+    private var completed: [UInt64] = []
 
     init(count: Int, maxConcurrent: Int, failurePolicy: FailurePolicy, collectsValues: Bool) {
         self.count = count
         self.maxConcurrent = maxConcurrent
         self.failurePolicy = failurePolicy
         self.collectsValues = collectsValues
+    }
+
+    /// Whether the group is over: reported, or cancelled.
+    var isOver: Bool {
+        if case .finished = state { true } else { false }
     }
 
     /// The group starts.
@@ -96,6 +110,7 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
             running.ticketCount = tickets
             running.activeCount = tickets
             if collectsValues { running.values = Array(repeating: nil, count: count) }
+            completed = Array(repeating: 0, count: (count + 63) / 64)
             return .enqueueTickets(tickets)
         case .finished:
             return .none
@@ -104,33 +119,34 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
         }
     }
 
-    /// A ticket runs: the input index of the child to start and the child
-    /// `makeChild` made for the slot it is given, or `nil` if the group is
-    /// over or every ticket handed out has started its child.
-    mutating func ticketRan(makeChild: (_ slot: Int) -> Child) -> (index: Int, child: Child)? {
+    /// Tickets run: the input indices of the children to start, at most
+    /// `limit` of them; empty if the group is over or every ticket handed
+    /// out has started its child.
+    mutating func claim(upTo limit: Int) -> Range<Int> {
         switch state {
         case .running:
-            let index = running.nextIndex
-            guard index < running.ticketCount else { return nil }
-            precondition(index < count, "Internal inconsistency: more tickets than children")
-            running.nextIndex += 1
-            let child = makeChild(running.children.nextSlot)
-            _ = running.children.insert((index, child))
-            return (index, child)
+            let start = running.nextIndex
+            let end = start + Swift.max(0, Swift.min(limit, running.ticketCount - start))
+            precondition(end <= count, "Internal inconsistency: more tickets than children")
+            running.nextIndex = end
+            return start..<end
         case .finished:
-            return nil
+            return 0..<0
         case .idle:
             preconditionFailure("Internal inconsistency: a ticket ran before the group started")
         }
     }
 
-    /// The child in `slot` completed with `outcome`.
-    mutating func childCompleted(slot: Int, outcome: Result<Element, any Error>) -> CompletionAction {
+    /// The child at `index` completed with `outcome`. Its side table, if
+    /// it had one, is returned, to be released after unlocking.
+    mutating func childCompleted(
+        index: Int,
+        outcome: Result<Element, any Error>
+    ) -> (action: CompletionAction, detached: JobStatus?) {
         switch state {
         case .running:
-            guard let (index, _) = running.children.remove(at: slot) else {
-                preconditionFailure("Internal inconsistency: a running child had no slot")
-            }
+            completed[index / 64] |= 1 << UInt64(index % 64)
+            let detached = running.sideTables.isEmpty ? nil : running.sideTables.removeValue(forKey: index)
             running.activeCount -= 1
             running.completedCount += 1
             switch outcome {
@@ -138,58 +154,88 @@ struct GroupStateMachine<Element: Sendable, Child: Sendable>: Sendable {
                 if collectsValues { running.values[index] = value }
             case .failure(let error):
                 if failurePolicy == .failFast {
-                    var done = finish()
-                    return .finish(.failure(error), cancelling: done.children.removeAll().map(\.child))
+                    let done = finish()
+                    return (.finish(.failure(error), cancelling: done.attachments), detached)
                 }
                 if running.firstError == nil { running.firstError = error }
             }
             if running.completedCount == count {
                 let done = finish()
-                if let error = done.firstError { return .finish(.failure(error), cancelling: []) }
-                return .finish(.success(collectsValues ? done.values.map { $0! } : []), cancelling: [])
+                if let error = done.running.firstError { return (.finish(.failure(error), cancelling: []), detached) }
+                let values = collectsValues ? done.running.values.map { $0! } : []
+                return (.finish(.success(values), cancelling: []), detached)
             }
-            if running.ticketCount < count && running.activeCount < maxConcurrent {
-                running.ticketCount += 1
-                running.activeCount += 1
-                return .enqueueTicket
-            }
-            return .none
+            guard running.ticketCount < count && running.activeCount < maxConcurrent else { return (.none, detached) }
+            running.ticketCount += 1
+            running.activeCount += 1
+            return (.enqueueTicket, detached)
         case .finished:
-            // A child that completed after the group failed fast or was
-            // cancelled: nothing is left to do.
-            return .none
+            return (.lost, nil)
         case .idle:
             preconditionFailure("Internal inconsistency: a child completed before the group started")
         }
     }
 
-    /// The group is cancelled: the children to cancel. Children not
-    /// started never start.
-    mutating func cancel() -> [Child] {
+    /// The group is cancelled: the attachments of the running children, to
+    /// cancel. Children not started never start.
+    mutating func cancel() -> [Attachment] {
         switch state {
         case .idle:
             state = .finished
             return []
         case .running:
-            var done = finish()
-            return done.children.removeAll().map(\.child)
+            return finish().attachments
         case .finished:
             return []
         }
     }
 
-    /// How far a running group is, and its running children with their
-    /// input index, in no order; `nil` before it started and once it is
-    /// over.
-    var progress: (done: Int, running: [(index: Int, child: Child)])? {
-        guard case .running = state else { return nil }
-        return (running.completedCount, running.children.all)
+    /// Whether the child at `index` completed while the group ran.
+    private func hasCompleted(_ index: Int) -> Bool {
+        index / 64 < completed.count && completed[index / 64] & (1 << UInt64(index % 64)) != 0
     }
 
-    /// Moves to `finished` and hands over the bookkeeping, leaving none.
-    private mutating func finish() -> Running {
+    /// Keeps `attachment` for the running child at `index`, under `key` or
+    /// the child's next key.
+    mutating func attach(_ attachment: Attachment, toChild index: Int, key: Int?) -> AttachDecision {
+        if hasCompleted(index) { return .drop }
+        guard case .running = state else { return .cancelNow }
+        running.sideTables[index, default: JobStatus()].append(attachment, key: key)
+        return .kept
+    }
+
+    /// A key for an attachment of the running child at `index`, to be
+    /// attached with it later.
+    mutating func reserveKey(forChild index: Int) -> Int {
+        guard case .running = state else { return 0 }
+        return running.sideTables[index, default: JobStatus()].reserveKey()
+    }
+
+    /// Forgets the attachment `key` of the child at `index`; returned, to
+    /// be released after unlocking.
+    mutating func detach(_ key: Int, fromChild index: Int) -> Attachment? {
+        guard case .running = state else { return nil }
+        return running.sideTables[index]?.remove(key)
+    }
+
+    /// How far a running group is, and its running children in input
+    /// order, each with its attachments; `nil` before it started and once
+    /// it is over.
+    var progress: (done: Int, running: [(index: Int, attachments: [(key: Int, attachment: Attachment)])])? {
+        guard case .running = state else { return nil }
+        var children: [(index: Int, attachments: [(key: Int, attachment: Attachment)])] = []
+        for index in 0..<running.nextIndex where !hasCompleted(index) {
+            children.append((index, running.sideTables[index]?.attachments ?? []))
+        }
+        return (running.completedCount, children)
+    }
+
+    /// Moves to `finished` and hands over the bookkeeping, leaving none,
+    /// with the attachments of the children still running.
+    private mutating func finish() -> (running: Running, attachments: [Attachment]) {
         state = .finished
-        defer { running = Running() }
-        return running
+        let done = running
+        running = Running()
+        return (done, done.sideTables.values.flatMap { $0.attachments.map(\.attachment) })
     }
 }

@@ -68,7 +68,7 @@ struct JobStatus: Sendable {
 /// freed. Handlers and `onCancel` blocks run after the lock is released.
 ///
 /// A performance costs two allocations: this state, and the
-/// ``ControllerToken`` its body's controllers share, made when the body
+/// ``StateToken`` its body's controllers share, made when the body
 /// starts (an awaited job's, when the body is enqueued). The enqueued work
 /// captures one of the two alone, so it is the closure's context and the
 /// closure allocates nothing.
@@ -79,20 +79,14 @@ struct JobStatus: Sendable {
 final class JobState<Success: Sendable>: JobCancelling {
     typealias Outcome = Result<Success, any Error>
     typealias Handler = @Sendable (Outcome) -> Void
-    /// A handler that is told which child completed: groups use it, so that
-    /// their children's handlers capture the group alone.
-    typealias IndexedHandler = @Sendable (_ index: Int, Outcome) -> Void
     @usableFromInline typealias Body = @Sendable (Job<Success>.Controller) -> Void
-    typealias CancelHandler = @Sendable () -> Void
 
     // The stored properties are in this order so that the small ones share
     // one word: a state stays in the allocator's 160-byte size class, which
-    // every group child's state is made in.
+    // every sequence step's state is made in.
 
     /// The queue the job runs on; children run on it too.
     let queue: any JobQueue
-    /// The number passed to an ``IndexedHandler``; 0 otherwise.
-    let index: Int
     private let lock = Lock(JobStatus())
 
     /// The outcome latch, without a lock: `pending` until the first outcome
@@ -121,8 +115,8 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// resumes it (``HandOver``). The second to come resumes the task.
     private let arrivals = Atomic<UInt8>(HandOver.nobody)
 
-    // The next four are not behind `lock`, and need not be:
-    // - `handler` and `indexedHandler` are set in `init`, before the state
+    // The next three are not behind `lock`, and need not be:
+    // - `handler` is set in `init`, before the state
     //   is shared, and afterwards touched only by the one thread whose
     //   outcome won the latch in `finish(with:failing:cancelling:)`.
     // - `continuation` is written by the awaiting task before it publishes
@@ -133,7 +127,6 @@ final class JobState<Success: Sendable>: JobCancelling {
     //   before it enqueues the work that takes it, and that work runs
     //   once; nothing else touches it.
     private nonisolated(unsafe) var handler: Handler?  // owned by the latch's winner
-    private nonisolated(unsafe) var indexedHandler: IndexedHandler?  // owned by the latch's winner
     private nonisolated(unsafe) var continuation: UnsafeContinuation<Success, any Error>?  // handed over
     private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
 
@@ -142,20 +135,9 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// ``runHoldingOutcome(_:)``.
     init(queue: any JobQueue, hopsToQueue: Bool, runsInLoop: Bool = false, handler: @escaping Handler) {
         self.queue = queue
-        self.index = 0
         self.hopsToQueue = hopsToQueue
         self.mayHoldForRunner = runsInLoop && !hopsToQueue
         self.handler = handler
-    }
-
-    /// A group's child, run through ``runHoldingOutcome(_:)``, whose handler
-    /// is called inline with `index`.
-    init(queue: any JobQueue, index: Int, handler: @escaping IndexedHandler) {
-        self.queue = queue
-        self.index = index
-        self.hopsToQueue = false
-        self.mayHoldForRunner = true
-        self.indexedHandler = handler
     }
 
     /// A performance awaited by a task, which hands over its continuation
@@ -163,7 +145,6 @@ final class JobState<Success: Sendable>: JobCancelling {
     @usableFromInline
     init(awaitingOn queue: any JobQueue) {
         self.queue = queue
-        self.index = 0
         self.hopsToQueue = false
         self.mayHoldForRunner = false
     }
@@ -193,7 +174,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         if handOver(continuation) {
             // The token is made here, where the caller's module knows
             // `Success`; made in generic code, it costs a metadata lookup.
-            start(body, controlledBy: ControllerToken(self))
+            start(body, controlledBy: StateToken(self))
         } else {
             continuation.resume(throwing: CancellationError())
         }
@@ -217,7 +198,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// work holds it until the body runs, so a queue that drops the work
     /// without running it fails the job as abandoned.
     @usableFromInline
-    func start(_ body: @escaping Body, controlledBy token: ControllerToken<Success>) {
+    func start(_ body: @escaping Body, controlledBy token: StateToken<Success>) {
         pendingBody = body
         Trampoline.enqueue({ [token] in token.state.runPendingBody(controlledBy: token) }, on: queue)
     }
@@ -225,12 +206,12 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// Runs the body a `start` left, now, on this thread, unless the job has
     /// completed (been cancelled): its controllers share `token`, or a
     /// fresh one.
-    private func runPendingBody(controlledBy token: ControllerToken<Success>?) {
+    private func runPendingBody(controlledBy token: StateToken<Success>?) {
         let body = pendingBody
         pendingBody = nil
         guard let body, !isCompleted else { return }
         hasStarted.store(true, ordering: .relaxed)
-        body(Job<Success>.Controller(token: token ?? ControllerToken(self)))
+        body(Job<Success>.Controller(token: .state(token ?? StateToken(self))))
     }
 
     /// Runs `body` now, on this thread, with a fresh controller, unless the
@@ -257,7 +238,7 @@ final class JobState<Success: Sendable>: JobCancelling {
             let outer = Trampoline.exchangeHold(
                 Trampoline.OutcomeHold(owner: ObjectIdentifier(self), place: UnsafeMutableRawPointer(place))
             )
-            body(Job<Success>.Controller(token: ControllerToken(self)))
+            body(Job<Success>.Controller(token: .state(StateToken(self))))
             _ = Trampoline.exchangeHold(outer)
         }
         return held
@@ -335,10 +316,6 @@ final class JobState<Success: Sendable>: JobCancelling {
             } else {
                 handler(outcome)
             }
-        } else if let indexedHandler {
-            self.indexedHandler = nil
-            if mayHoldForRunner && holdForRunner(outcome) { return true }
-            indexedHandler(index, outcome)
         } else if arrivals.exchange(HandOver.outcome, ordering: .acquiringAndReleasing) == HandOver.continuation {
             // An awaited job (it has no handler) whose task handed its
             // continuation over; before that, the task resumes itself.
@@ -356,19 +333,6 @@ final class JobState<Success: Sendable>: JobCancelling {
         return true
     }
 
-    /// Registers `handler` to run when the job is cancelled. It runs at once
-    /// if the job is already cancelled, and never if it completed otherwise.
-    func addCancelHandler(_ handler: @escaping CancelHandler) {
-        attach(.onCancel(handler))
-    }
-
-    /// Holds `node` while the job runs: it is cancelled with the job and
-    /// shows in its snapshot. Cancelled at once if the job is already
-    /// cancelled.
-    func attach(_ node: any JobNode) {
-        attach(.node(node))
-    }
-
     /// Holds `attachment` while the job runs (a name, for good). An
     /// `onCancel` block or a node attached to a cancelled job is cancelled
     /// at once; anything attached to a job that completed otherwise is
@@ -378,42 +342,21 @@ final class JobState<Success: Sendable>: JobCancelling {
             hasAttachments.store(true, ordering: .sequentiallyConsistent)
             let phase = phase.load(ordering: .sequentiallyConsistent)
             if phase != Phase.pending { return phase == Phase.cancelled ? .cancelNow : .drop }
-            let key = key ?? status.nextKey
-            if key == status.nextKey { status.nextKey += 1 }
-            status.attachments.append((key, attachment))
+            status.append(attachment, key: key)
             return .kept
         }
         if decision == .cancelNow { attachment.cancelWithOwner() }
     }
 
     /// Forgets an attachment that is no longer needed (a child finished).
-    /// Children finish mostly in the order they started, so the search
-    /// starts from the end.
     func detach(_ key: Int) {
-        let removed = lock.withLock { status -> Attachment? in
-            guard let index = status.attachments.lastIndex(where: { $0.key == key }) else { return nil }
-            return status.attachments.remove(at: index).attachment
-        }
+        let removed = lock.withLock { $0.remove(key) }
         _ = removed  // released here, outside the lock
     }
 
     /// The job and the children it waits on, as they are now. Safe from any
     /// thread; `onDescribe` blocks run here, outside the lock.
-    ///
-    /// A pending job that is nothing but a wrapper around the one child it
-    /// runs (`then`, `map`, `recover`, `mapError`, unnamed) shows as that
-    /// child; a pending job that waits on one anonymous job, with nothing
-    /// to say and no children, shows without it (an uploader's request
-    /// under "upload photo-1.jpg"): it is where that job is stuck.
     func snapshot() -> JobSnapshot {
-        var snapshot = ownSnapshot()
-        guard snapshot.state.isPending, snapshot.kind == nil, snapshot.children.count == 1 else { return snapshot }
-        if snapshot.name == nil && snapshot.detail == nil { return snapshot.children[0] }
-        if snapshot.children[0].isAnonymousLeaf { snapshot.children = [] }
-        return snapshot
-    }
-
-    private func ownSnapshot() -> JobSnapshot {
         // The phase first, then the attachments, which are never older than
         // it: a job keeps its names once it completed. Read the other way
         // round, a thread held between the two reads could pair the
@@ -433,30 +376,12 @@ final class JobState<Success: Sendable>: JobCancelling {
             // the job is still completing.
             default: failure.map { .failed($0) } ?? .running
             }
-        var snapshot = JobSnapshot(state: state)
-        for (_, attachment) in attachments {
-            switch attachment {
-            case .onCancel: break
-            case .node(let node): node.describe(into: &snapshot)
-            case .name(let name): if snapshot.name == nil { snapshot.name = name }
-            case .detail(let describe): snapshot.detail = describe()
-            case .failure: break
-            }
-        }
-        return snapshot
+        return JobSnapshot(state: state, attachments: attachments).collapsingWrapper()
     }
 
     /// Performs `child` on this job's queue as a child of this job: it is
-    /// cancelled when this job is cancelled, and `handler` is called inline
-    /// on the thread that completes it (no queue hop).
-    @discardableResult
-    func performChild<Child>(
-        _ child: Job<Child>,
-        then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
-    ) -> JobState<Child> {
-        performChild(child, hopsToQueue: false, then: handler)
-    }
-
+    /// cancelled when this job is cancelled, and `handler` is called on the
+    /// thread that completes it, or through the queue if `hopsToQueue`.
     func performChild<Child>(
         _ child: Job<Child>,
         hopsToQueue: Bool,
@@ -473,16 +398,42 @@ final class JobState<Success: Sendable>: JobCancelling {
     }
 
     private func reserveKey() -> Int {
-        lock.withLock { status in
-            defer { status.nextKey += 1 }
-            return status.nextKey
-        }
+        lock.withLock { $0.reserveKey() }
     }
 }
 
-private enum AttachDecision: Sendable { case kept, cancelNow, drop }
+/// What becomes of an attachment offered to a job.
+enum AttachDecision: Sendable {
+    /// It is kept while the job runs.
+    case kept
+    /// Cancel it now: the job was cancelled.
+    case cancelNow
+    /// Drop it: the job completed otherwise.
+    case drop
+}
 
 extension JobStatus {
+    /// Keeps `attachment` under `key`, or under the next key.
+    mutating func append(_ attachment: Attachment, key: Int?) {
+        let key = key ?? nextKey
+        if key == nextKey { nextKey += 1 }
+        attachments.append((key, attachment))
+    }
+
+    /// A key for an attachment to be kept later.
+    mutating func reserveKey() -> Int {
+        defer { nextKey += 1 }
+        return nextKey
+    }
+
+    /// Removes the attachment kept under `key` and returns it. Children
+    /// finish mostly in the order they started, so the search starts from
+    /// the end.
+    mutating func remove(_ key: Int) -> Attachment? {
+        guard let index = attachments.lastIndex(where: { $0.key == key }) else { return nil }
+        return attachments.remove(at: index).attachment
+    }
+
     /// Takes every attachment out, for the job has completed, and keeps
     /// what snapshots of the completed job still show: its names, and
     /// `failure`, the error it failed with, if any.
@@ -496,6 +447,37 @@ extension JobStatus {
         attachments = taken.filter(isName)
         if let failure { attachments.append((nextKey, .failure(failure))) }
         return taken
+    }
+}
+
+extension JobSnapshot {
+    /// A snapshot of a job in `state` that holds `attachments`: its name,
+    /// its detail (asked now) and what its nodes describe.
+    init(state: State, attachments: [(key: Int, attachment: Attachment)]) {
+        self.init(state: state)
+        for (_, attachment) in attachments {
+            switch attachment {
+            case .onCancel: break
+            case .node(let node): node.describe(into: &self)
+            case .name(let name): if self.name == nil { self.name = name }
+            case .detail(let describe): self.detail = describe()
+            case .failure: break
+            }
+        }
+    }
+
+    /// This snapshot as a reader wants it. A pending job that is nothing
+    /// but a wrapper around the one child it runs (`then`, `map`,
+    /// `recover`, `mapError`, unnamed) shows as that child; a pending job
+    /// that waits on one anonymous job, with nothing to say and no
+    /// children, shows without it (an uploader's request under "upload
+    /// photo-1.jpg"): it is where that job is stuck.
+    func collapsingWrapper() -> JobSnapshot {
+        guard state.isPending, kind == nil, children.count == 1 else { return self }
+        if name == nil && detail == nil { return children[0] }
+        var snapshot = self
+        if children[0].isAnonymousLeaf { snapshot.children = [] }
+        return snapshot
     }
 }
 
@@ -525,21 +507,4 @@ private enum Phase {
     static let completed: UInt8 = 1
     static let cancelled: UInt8 = 2
     static let failed: UInt8 = 3
-}
-
-/// Keeps a job's state alive for as long as its body holds a controller.
-/// When the last copy of the controller goes away and the job has not
-/// completed, the job fails with `JobError.abandoned`.
-@usableFromInline
-final class ControllerToken<Success: Sendable>: Sendable {
-    let state: JobState<Success>
-
-    @usableFromInline
-    init(_ state: JobState<Success>) {
-        self.state = state
-    }
-
-    deinit {
-        state.abandon()
-    }
 }

@@ -29,7 +29,7 @@ final class SequenceRun: JobNode {
     func start() {
         let action = lock.withLock { $0.start(makeStep()) }
         if case .startStep = action {
-            controller.state.attach(self)
+            controller.token.attach(self)
         }
         perform(action)
     }

@@ -1,0 +1,128 @@
+/// What the copies of a job's controller share: the performance they report
+/// to, and their lifetime. When the last copy goes away and the job has not
+/// completed, the job fails with ``JobError/abandoned``.
+///
+/// A performance keeps its state in one of two places:
+/// - ``StateToken``: a performance of its own (``Job/perform(on:then:)``,
+///   an awaited job, a combinator's child other than a group's), whose
+///   state is a ``JobState``;
+/// - ``GroupChild``: a group's running child, whose state is the token
+///   itself and its place in the group's state machine, so that a parked
+///   child costs one small object.
+///
+/// An enum of the two final classes rather than a class hierarchy: a call
+/// through a class's table is never specialized, so a controller of a
+/// `Job<Void>` would build and inspect its `Result` in unspecialized code,
+/// which looks up type metadata on every call. The enum takes one word, as
+/// a reference does.
+enum ControllerToken<Success: Sendable>: Sendable {
+    typealias Outcome = Result<Success, any Error>
+
+    /// A performance whose state is a ``JobState``.
+    case state(StateToken<Success>)
+    /// A group's running child.
+    case groupChild(GroupChild<Success>)
+
+    /// The queue the job runs on; children run on it too.
+    var queue: any JobQueue {
+        switch self {
+        case .state(let token): token.state.queue
+        case .groupChild(let child): child.run.queue
+        }
+    }
+
+    /// Whether the job has been cancelled.
+    var isCancelled: Bool {
+        switch self {
+        case .state(let token): token.state.isCancelled
+        case .groupChild(let child): child.isCancelled
+        }
+    }
+
+    /// Whether the job has completed, by any means.
+    var isCompleted: Bool {
+        switch self {
+        case .state(let token): token.state.isCompleted
+        case .groupChild(let child): child.isCompleted
+        }
+    }
+
+    /// Reports `value` unless the job already completed.
+    /// - Returns: `true` if this outcome won.
+    func succeed(with value: Success) -> Bool {
+        switch self {
+        case .state(let token): token.state.succeed(with: value)
+        case .groupChild(let child): child.report(.success(value))
+        }
+    }
+
+    /// Reports `error` unless the job already completed.
+    /// - Returns: `true` if this outcome won.
+    func fail(with error: any Error) -> Bool {
+        switch self {
+        case .state(let token): token.state.fail(with: error)
+        case .groupChild(let child): child.report(.failure(error))
+        }
+    }
+
+    /// Reports `outcome` unless the job already completed.
+    /// - Returns: `true` if this outcome won.
+    func complete(with outcome: Outcome) -> Bool {
+        switch self {
+        case .state(let token): token.state.complete(with: outcome)
+        case .groupChild(let child): child.report(outcome)
+        }
+    }
+
+    /// Holds `attachment` while the job runs (a name, for good). An
+    /// `onCancel` block or a node attached to a cancelled job is cancelled
+    /// at once; anything attached to a job that completed otherwise is
+    /// dropped.
+    func attach(_ attachment: Attachment) {
+        switch self {
+        case .state(let token): token.state.attach(attachment)
+        case .groupChild(let child): child.run.attach(attachment, toChild: child.index)
+        }
+    }
+
+    /// Holds `node` while the job runs: it is cancelled with the job and
+    /// shows in its snapshot.
+    func attach(_ node: any JobNode) {
+        attach(.node(node))
+    }
+
+    /// Performs `child` on the job's queue as a child of the job: it is
+    /// cancelled with the job and shows in its snapshots. `handler` is
+    /// called on the thread that completes the child, or through the queue
+    /// if `hopsToQueue`. The child's handler holds the job's state, not
+    /// this token: a body that dropped its controllers is abandoned even
+    /// while a child it started runs.
+    @discardableResult
+    func performChild<Child>(
+        _ child: Job<Child>,
+        hopsToQueue: Bool = false,
+        then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
+    ) -> JobState<Child> {
+        switch self {
+        case .state(let token):
+            token.state.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+        case .groupChild(let groupChild):
+            groupChild.run.performGrandchild(child, of: groupChild.index, hopsToQueue: hopsToQueue, then: handler)
+        }
+    }
+}
+
+/// The token of a performance whose state is a ``JobState``.
+@usableFromInline
+final class StateToken<Success: Sendable>: Sendable {
+    let state: JobState<Success>
+
+    @usableFromInline
+    init(_ state: JobState<Success>) {
+        self.state = state
+    }
+
+    deinit {
+        state.abandon()
+    }
+}
