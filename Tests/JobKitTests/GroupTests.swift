@@ -405,6 +405,28 @@ struct GroupTests {
         #expect(recorder.last?.failure as? TestError == TestError(id: 2))
     }
 
+    @Test func aCompletedGroupReleasesItsChildrenWhileAChildsControllerIsKept() throws {
+        let kept = LockedValue<[Job<Void>.Controller]>([])
+        weak var weakTracked: Tracked?
+        do {
+            let tracked = Tracked()
+            weakTracked = tracked
+            let keeper = Job<Void> { controller in
+                kept.withValue { $0.append(controller) }
+                controller.finish()
+            }
+            let capturing = Job<Void> { controller in
+                withExtendedLifetime(tracked) {}
+                controller.finish()
+            }
+            #expect(outcome(of: Job.group([keeper, capturing]))?.isSuccess == true)
+        }
+        // The group completed: the jobs it was given are released, though a
+        // child's controller lives on.
+        #expect(weakTracked == nil)
+        #expect(kept.value.first?.isCompleted == true)
+    }
+
     @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {
         for _ in 0..<50 {
             let done = DispatchSemaphore(value: 0)

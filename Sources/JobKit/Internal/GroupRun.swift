@@ -42,10 +42,11 @@ final class GroupRun<Element: Sendable>: JobNode {
     /// children's controllers to read without the lock. Set under the lock,
     /// when the state machine finishes; the state machine decides.
     private let over = Atomic<Bool>(false)
-    private let jobs: [Job<Element>]
     let queue: any JobQueue
     private let report: @Sendable (Result<[Element], any Error>) -> Void
-    private let lock: Lock<StateMachine>
+    private let lock: Lock<Storage>
+    /// The number of children.
+    private let count: Int
     /// The most tickets one block takes; set once, before the first block
     /// is enqueued.
     private let blockQuota: Int
@@ -63,19 +64,39 @@ final class GroupRun<Element: Sendable>: JobNode {
         queue: any JobQueue,
         report: @escaping @Sendable (Result<[Element], any Error>) -> Void
     ) {
-        self.jobs = jobs
+        self.count = jobs.count
         self.queue = queue
         self.report = report
         let firstChildren = min(max(maxConcurrent, 1), jobs.count)
         self.blockQuota = max(1, min(Self.inlineBudget, firstChildren / Self.minimumBlocks))
         self.lock = Lock(
-            StateMachine(
-                count: jobs.count,
-                maxConcurrent: maxConcurrent,
-                failurePolicy: failurePolicy,
-                collectsValues: collectsValues
+            Storage(
+                machine: StateMachine(
+                    count: jobs.count,
+                    maxConcurrent: maxConcurrent,
+                    failurePolicy: failurePolicy,
+                    collectsValues: collectsValues
+                ),
+                jobs: jobs
             )
         )
+    }
+
+    /// What the lock protects.
+    private struct Storage: Sendable {
+        var machine: StateMachine
+        /// The children's jobs, until the group is over: then they are
+        /// released, with what their closures capture, even if a child's
+        /// controller (which holds this run) is kept longer.
+        var jobs: [Job<Element>]
+
+        /// Takes the jobs out, for the group is over: released by the
+        /// caller, after unlocking (a closure's captures may do anything
+        /// when they go, even report to this group).
+        mutating func takeJobs() -> [Job<Element>] {
+            defer { jobs = [] }
+            return jobs
+        }
     }
 
     /// Whether the group is over: its running children count as cancelled.
@@ -86,7 +107,12 @@ final class GroupRun<Element: Sendable>: JobNode {
     /// Starts the group. `attach` hands the run to the group's job, which
     /// cancels it with the job and describes it in its snapshots.
     func start(attach: (any JobNode) -> Void) {
-        switch lock.withLock({ $0.start() }) {
+        let (action, released) = lock.withLock { storage in
+            let action = storage.machine.start()
+            return (action, storage.machine.isOver ? storage.takeJobs() : [])
+        }
+        _ = released  // released here, outside the lock
+        switch action {
         case .none:
             break
         case .finish(let result):
@@ -112,15 +138,17 @@ final class GroupRun<Element: Sendable>: JobNode {
         var quota = blockQuota
         var budget = Self.inlineBudget
         while budget > 0 && quota > 0 {
-            let claimed = lock.withLock { $0.claim(upTo: min(quota, budget)) }
+            let claimed = lock.withLock { storage in
+                storage.jobs[storage.machine.claim(upTo: min(quota, budget))]
+            }
             if claimed.isEmpty { return }
             quota -= claimed.count
             budget -= claimed.count
-            for index in claimed {
+            for index in claimed.indices {
                 // Over since the claim: the children left never start.
                 if isOver { return }
                 let child = GroupChild(run: self, index: index)
-                jobs[index].body(Job<Element>.Controller(token: .groupChild(child)))
+                claimed[index].body(Job<Element>.Controller(token: .groupChild(child)))
                 if child.bodyReturned() { quota += 1 }
             }
         }
@@ -144,12 +172,13 @@ final class GroupRun<Element: Sendable>: JobNode {
     /// The child at `index` completed with `outcome` (its token's latch let
     /// this outcome through).
     func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>) -> Completion {
-        let (action, detached) = lock.withLock { machine in
-            let decided = machine.childCompleted(index: index, outcome: outcome)
-            if case .finish = decided.action { over.store(true, ordering: .releasing) }
-            return decided
+        let (action, detached, released) = lock.withLock { storage in
+            let (action, detached) = storage.machine.childCompleted(index: index, outcome: outcome)
+            guard case .finish = action else { return (action, detached, []) }
+            over.store(true, ordering: .releasing)
+            return (action, detached, storage.takeJobs())
         }
-        _ = detached  // released here, outside the lock
+        _ = (detached, released)  // released here, outside the lock
         switch action {
         case .none:
             return .recorded
@@ -167,7 +196,7 @@ final class GroupRun<Element: Sendable>: JobNode {
     /// Keeps `attachment` for the running child at `index`, or cancels or
     /// drops it as ``GroupStateMachine/attach(_:toChild:key:)`` decides.
     func attach(_ attachment: Attachment, toChild index: Int, key: Int? = nil) {
-        let decision = lock.withLock { $0.attach(attachment, toChild: index, key: key) }
+        let decision = lock.withLock { $0.machine.attach(attachment, toChild: index, key: key) }
         if case .cancelNow = decision { attachment.cancelWithOwner() }
     }
 
@@ -179,9 +208,9 @@ final class GroupRun<Element: Sendable>: JobNode {
         hopsToQueue: Bool,
         then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
     ) -> JobState<Grandchild> {
-        let key = lock.withLock { $0.reserveKey(forChild: index) }
+        let key = lock.withLock { $0.machine.reserveKey(forChild: index) }
         let grandchild = JobState<Grandchild>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
-            let detached = lock.withLock { $0.detach(key, fromChild: index) }
+            let detached = lock.withLock { $0.machine.detach(key, fromChild: index) }
             _ = detached  // released here, outside the lock
             handler(outcome)
         }
@@ -192,19 +221,20 @@ final class GroupRun<Element: Sendable>: JobNode {
 
     /// Cancels every running child; children not started never start.
     func cancelWithOwner() {
-        let cancelling = lock.withLock { machine in
-            let attachments = machine.cancel()
+        let (cancelling, released) = lock.withLock { storage in
+            let attachments = storage.machine.cancel()
             over.store(true, ordering: .releasing)
-            return attachments
+            return (attachments, storage.takeJobs())
         }
+        _ = released  // released here, outside the lock
         for attachment in cancelling { attachment.cancelWithOwner() }
     }
 
     /// Says the job is a group, how far it is, and adds its running
     /// children.
     func describe(into owner: inout JobSnapshot) {
-        guard let (done, running) = lock.withLock({ $0.progress }) else { return }
-        owner.kind = .group(done: done, running: running.count, count: jobs.count)
+        guard let (done, running) = lock.withLock({ $0.machine.progress }) else { return }
+        owner.kind = .group(done: done, running: running.count, count: count)
         // Described here, outside the lock the children complete through.
         for (_, attachments) in running {
             owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
