@@ -86,32 +86,6 @@ public enum Trampoline {
         thread.pointee.isInsideCall = false
     }
 
-    /// A thread running a job's body inline, for a combinator that acts on
-    /// the job's outcome itself if it is reported before the body returns:
-    /// the job, and where to put its outcome (an `Outcome?` on the
-    /// combinator's stack).
-    struct OutcomeHold {
-        let owner: ObjectIdentifier
-        let place: UnsafeMutableRawPointer
-    }
-
-    /// Makes `hold` this thread's, and returns the one it replaces.
-    static func exchangeHold(_ hold: OutcomeHold?) -> OutcomeHold? {
-        let thread = ThreadState.current
-        let outer = thread.pointee.hold
-        thread.pointee.hold = hold
-        return outer
-    }
-
-    /// Where to put `owner`'s outcome, if this thread is running `owner`'s
-    /// body for a combinator that holds it; the hold is then used up.
-    static func takeHold(for owner: ObjectIdentifier) -> UnsafeMutableRawPointer? {
-        let thread = ThreadState.current
-        guard let hold = thread.pointee.hold, hold.owner == owner else { return nil }
-        thread.pointee.hold = nil
-        return hold.place
-    }
-
     @inline(__always)
     private static func enqueueNow(
         _ work: @escaping @Sendable () -> Void,
@@ -151,9 +125,6 @@ public enum Trampoline {
         var runsEnqueuedWorkInline = false
         var held: [HeldWork] = []
         var head = 0
-        /// The body this thread runs for a combinator waiting on its
-        /// outcome, if any.
-        var hold: OutcomeHold?
 
         mutating func popFirst() -> HeldWork? {
             guard head < held.count else {

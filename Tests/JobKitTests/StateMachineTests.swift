@@ -184,80 +184,87 @@ extension JobKit.Attachment {
 @Suite("Sequence state machine", .timeLimit(.minutes(1)))
 struct SequenceStateMachineTests {
     @Test func emptySequenceFinishesAtStart() {
-        var sequence = SequenceStateMachine<String>(count: 0)
-        guard case .finish = sequence.start("never made") else {
+        var sequence = SequenceStateMachine(count: 0)
+        guard case .finish = sequence.start() else {
             Issue.record("expected finish")
             return
         }
+        #expect(sequence.isOver)
     }
 
     @Test func eachSuccessStartsTheNextStepUntilTheLast() {
-        var sequence = SequenceStateMachine<String>(count: 2)
-        guard case .startStep(0, "step 0") = sequence.start("step 0") else {
+        var sequence = SequenceStateMachine(count: 2)
+        guard case .startStep(0) = sequence.start() else {
             Issue.record("expected step 0")
             return
         }
-        guard case .startStep(1, "step 1") = sequence.stepSucceeded(next: "step 1") else {
+        guard case .startStep(1) = sequence.stepCompleted(index: 0, outcome: .success(())).action else {
             Issue.record("expected step 1")
             return
         }
-        guard case .finish = sequence.stepSucceeded(next: "unused") else {
+        guard case .finish = sequence.stepCompleted(index: 1, outcome: .success(())).action else {
             Issue.record("expected finish")
             return
         }
-    }
-
-    @Test func theNextStepIsMadeOnlyWhenItStarts() {
-        var made = 0
-        func make() -> String {
-            made += 1
-            return "step"
-        }
-        var sequence = SequenceStateMachine<String>(count: 1)
-        _ = sequence.start(make())
-        _ = sequence.stepSucceeded(next: make())  // the last step: nothing follows
-        #expect(made == 1)
+        #expect(sequence.isOver)
     }
 
     @Test func aFailureFailsOnceAndLaterEventsDoNothing() {
-        var sequence = SequenceStateMachine<String>(count: 3)
-        _ = sequence.start("step 0")
-        guard case .fail(let error) = sequence.stepFailed(TestError(id: 7)) else {
+        var sequence = SequenceStateMachine(count: 3)
+        _ = sequence.start()
+        guard case .fail(let error) = sequence.stepCompleted(index: 0, outcome: .failure(TestError(id: 7))).action
+        else {
             Issue.record("expected fail")
             return
         }
         #expect(error as? TestError == TestError(id: 7))
-        guard case .none = sequence.stepSucceeded(next: "unused") else {
-            Issue.record("a late success does nothing")
-            return
-        }
         guard case .none = sequence.cancel() else {
             Issue.record("nothing left to cancel")
             return
         }
+        // What the failed step attaches afterwards is dropped: it completed.
+        #expect(sequence.attach(.name("late"), toStep: 0, key: nil) == .drop)
     }
 
     @Test func theCurrentStepIsTheOneToRunUntilTheSequenceIsOver() {
-        var sequence = SequenceStateMachine<String>(count: 2)
-        #expect(sequence.currentStep == nil)
-        _ = sequence.start("step 0")
-        #expect(sequence.currentStep?.index == 0)
-        _ = sequence.stepSucceeded(next: "step 1")
-        #expect(sequence.currentStep?.child == "step 1")
+        var sequence = SequenceStateMachine(count: 3)
+        _ = sequence.start()
+        #expect(sequence.currentStep == 0)
+        _ = sequence.stepCompleted(index: 0, outcome: .success(()))
+        #expect(sequence.currentStep == 1)
         _ = sequence.cancel()
         #expect(sequence.currentStep == nil)
     }
 
-    @Test func cancelCancelsTheRunningStepAndItsFailureIsNotReported() {
-        var sequence = SequenceStateMachine<String>(count: 3)
-        _ = sequence.start("step 0")
-        guard case .cancelStep("step 0") = sequence.cancel() else {
+    @Test func cancelCancelsWhatTheRunningStepAttachedAndDropsItsLaterOutcome() {
+        var sequence = SequenceStateMachine(count: 3)
+        _ = sequence.start()
+        #expect(sequence.attach(.name("step 0"), toStep: 0, key: nil) == .kept)
+        guard case .cancelStep(let attachments) = sequence.cancel() else {
             Issue.record("expected cancelStep")
             return
         }
-        guard case .none = sequence.stepFailed(CancellationError()) else {
-            Issue.record("the cancelled step's failure is not the sequence's")
+        #expect(attachments.compactMap(\.heldName) == ["step 0"])
+        guard case .lost = sequence.stepCompleted(index: 0, outcome: .failure(CancellationError())).action else {
+            Issue.record("the cancelled step's outcome is not the sequence's")
             return
         }
+        // The step was cancelled: what it attaches now is cancelled at once.
+        #expect(sequence.attach(.name("late"), toStep: 0, key: nil) == .cancelNow)
+    }
+
+    @Test func aStepsAttachmentsLeaveWithIt() {
+        var sequence = SequenceStateMachine(count: 2)
+        _ = sequence.start()
+        let key = sequence.reserveKey()
+        #expect(sequence.attach(.name("grandchild"), toStep: 0, key: key) == .kept)
+        #expect(sequence.progress?.attachments.compactMap(\.attachment.heldName) == ["grandchild"])
+        #expect(sequence.detach(key, fromStep: 0)?.heldName == "grandchild")
+        #expect(sequence.attach(.name("name"), toStep: 0, key: nil) == .kept)
+        #expect(sequence.stepCompleted(index: 0, outcome: .success(())).detached?.attachments.count == 1)
+        #expect(sequence.progress?.index == 1)
+        #expect(sequence.progress?.attachments.isEmpty == true)
+        #expect(sequence.attach(.name("late"), toStep: 0, key: nil) == .drop)
+        #expect(sequence.detach(0, fromStep: 0) == nil)
     }
 }

@@ -4,13 +4,13 @@
 ///
 /// A performance keeps its state in one of two places:
 /// - ``StateToken``: a performance of its own (``Job/perform(on:then:)``,
-///   an awaited job, a combinator's child other than a group's), whose
+///   an awaited job, the child of a transform, a timeout or a retry), whose
 ///   state is a ``JobState``;
-/// - ``GroupChild``: a group's running child, whose state is the token
-///   itself and its place in the group's state machine, so that a parked
-///   child costs one small object.
+/// - ``ChildToken``: a group's running child or a sequence's step, whose
+///   state is the token itself and its place in its run's state machine,
+///   so that a parked child costs one small object.
 ///
-/// An enum of the two final classes rather than a class hierarchy: a call
+/// An enum of final classes rather than a class hierarchy: a call
 /// through a class's table is never specialized, so a controller of a
 /// `Job<Void>` would build and inspect its `Result` in unspecialized code,
 /// which looks up type metadata on every call. The enum takes one word, as
@@ -21,13 +21,17 @@ enum ControllerToken<Success: Sendable>: Sendable {
     /// A performance whose state is a ``JobState``.
     case state(StateToken<Success>)
     /// A group's running child.
-    case groupChild(GroupChild<Success>)
+    case groupChild(ChildToken<GroupRun<Success>>)
+    /// A sequence's step: only a `Job<Void>`'s controller holds one, so
+    /// the value it reports is `()`.
+    case sequenceStep(ChildToken<SequenceRun>)
 
     /// The queue the job runs on; children run on it too.
     var queue: any JobQueue {
         switch self {
         case .state(let token): token.state.queue
         case .groupChild(let child): child.run.queue
+        case .sequenceStep(let step): step.run.queue
         }
     }
 
@@ -36,6 +40,7 @@ enum ControllerToken<Success: Sendable>: Sendable {
         switch self {
         case .state(let token): token.state.isCancelled
         case .groupChild(let child): child.isCancelled
+        case .sequenceStep(let step): step.isCancelled
         }
     }
 
@@ -44,6 +49,7 @@ enum ControllerToken<Success: Sendable>: Sendable {
         switch self {
         case .state(let token): token.state.isCompleted
         case .groupChild(let child): child.isCompleted
+        case .sequenceStep(let step): step.isCompleted
         }
     }
 
@@ -53,6 +59,7 @@ enum ControllerToken<Success: Sendable>: Sendable {
         switch self {
         case .state(let token): token.state.succeed(with: value)
         case .groupChild(let child): child.report(.success(value))
+        case .sequenceStep(let step): step.report(.success(()))
         }
     }
 
@@ -62,6 +69,7 @@ enum ControllerToken<Success: Sendable>: Sendable {
         switch self {
         case .state(let token): token.state.fail(with: error)
         case .groupChild(let child): child.report(.failure(error))
+        case .sequenceStep(let step): step.report(.failure(error))
         }
     }
 
@@ -71,6 +79,7 @@ enum ControllerToken<Success: Sendable>: Sendable {
         switch self {
         case .state(let token): token.state.complete(with: outcome)
         case .groupChild(let child): child.report(outcome)
+        case .sequenceStep(let step): step.report(outcome.map { _ in () })
         }
     }
 
@@ -81,7 +90,8 @@ enum ControllerToken<Success: Sendable>: Sendable {
     func attach(_ attachment: Attachment) {
         switch self {
         case .state(let token): token.state.attach(attachment)
-        case .groupChild(let child): child.run.attach(attachment, toChild: child.index)
+        case .groupChild(let child): child.run.attach(attachment, toChild: child.index, key: nil)
+        case .sequenceStep(let step): step.run.attach(attachment, toChild: step.index, key: nil)
         }
     }
 
@@ -108,6 +118,8 @@ enum ControllerToken<Success: Sendable>: Sendable {
             token.state.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         case .groupChild(let groupChild):
             groupChild.run.performGrandchild(child, of: groupChild.index, hopsToQueue: hopsToQueue, then: handler)
+        case .sequenceStep(let step):
+            step.run.performGrandchild(child, of: step.index, hopsToQueue: hopsToQueue, then: handler)
         }
     }
 }

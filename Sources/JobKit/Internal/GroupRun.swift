@@ -8,7 +8,7 @@ import Synchronization
 /// attached, report.
 ///
 /// A running child has no state object of its own: its controllers share a
-/// ``GroupChild`` token (the group, the child's index, its outcome latch),
+/// ``ChildToken`` (the group, the child's index, its outcome latch),
 /// and the group keeps the rest. So a child parked on a request in flight
 /// costs that token, like the `leave` closure a hand-written `DispatchGroup`
 /// loop keeps.
@@ -35,7 +35,7 @@ import Synchronization
 /// `DispatchQueue`, so with an injected `TestQueue` or `ImmediateQueue` the
 /// group would finish on a real thread, after the test had looked, and the
 /// lock is needed anyway for the failure policy and the collected values.
-final class GroupRun<Element: Sendable>: JobNode {
+final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     private typealias StateMachine = GroupStateMachine<Element>
 
     /// Whether the group is over (reported or cancelled), for the
@@ -90,10 +90,11 @@ final class GroupRun<Element: Sendable>: JobNode {
         /// controller (which holds this run) is kept longer.
         var jobs: [Job<Element>]
 
-        /// Takes the jobs out, for the group is over: released by the
-        /// caller, after unlocking (a closure's captures may do anything
+        /// Takes the jobs out if the group is over, to be released by the
+        /// caller after unlocking (a closure's captures may do anything
         /// when they go, even report to this group).
-        mutating func takeJobs() -> [Job<Element>] {
+        mutating func jobsToRelease() -> [Job<Element>] {
+            guard machine.isOver else { return [] }
             defer { jobs = [] }
             return jobs
         }
@@ -108,8 +109,7 @@ final class GroupRun<Element: Sendable>: JobNode {
     /// cancels it with the job and describes it in its snapshots.
     func start(attach: (any JobNode) -> Void) {
         let (action, released) = lock.withLock { storage in
-            let action = storage.machine.start()
-            return (action, storage.machine.isOver ? storage.takeJobs() : [])
+            (storage.machine.start(), storage.jobsToRelease())
         }
         _ = released  // released here, outside the lock
         switch action {
@@ -126,7 +126,7 @@ final class GroupRun<Element: Sendable>: JobNode {
 
     /// Enqueues a block, for a ticket of the group's start or one a child's
     /// completion freed.
-    func enqueueBlock() {
+    private func enqueueBlock() {
         // Captures the run alone: no allocation for the closure.
         Trampoline.enqueue({ [self] in runBlock() }, on: queue)
     }
@@ -147,7 +147,7 @@ final class GroupRun<Element: Sendable>: JobNode {
             for index in claimed.indices {
                 // Over since the claim: the children left never start.
                 if isOver { return }
-                let child = GroupChild(run: self, index: index)
+                let child = ChildToken(run: self, index: index)
                 claimed[index].body(Job<Element>.Controller(token: .groupChild(child)))
                 if child.bodyReturned() { quota += 1 }
             }
@@ -156,34 +156,20 @@ final class GroupRun<Element: Sendable>: JobNode {
         if quota > 0 { enqueueBlock() }
     }
 
-    /// What became of a child's outcome.
-    enum Completion {
-        /// It was recorded.
-        case recorded
-        /// It was recorded and freed room for the next child: one more
-        /// ticket, for the child's block (if its body has not returned) or
-        /// a block of its own.
-        case freedRoom
-        /// It was dropped: the group was over, so the child had been
-        /// cancelled.
-        case lost
-    }
-
     /// The child at `index` completed with `outcome` (its token's latch let
     /// this outcome through).
-    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>) -> Completion {
+    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>) -> ChildCompletion {
         let (action, detached, released) = lock.withLock { storage in
             let (action, detached) = storage.machine.childCompleted(index: index, outcome: outcome)
-            guard case .finish = action else { return (action, detached, []) }
-            over.store(true, ordering: .releasing)
-            return (action, detached, storage.takeJobs())
+            if storage.machine.isOver { over.store(true, ordering: .releasing) }
+            return (action, detached, storage.jobsToRelease())
         }
         _ = (detached, released)  // released here, outside the lock
         switch action {
         case .none:
             return .recorded
         case .enqueueTicket:
-            return .freedRoom
+            return .startsNext
         case .finish(let result, let cancelling):
             for attachment in cancelling { attachment.cancelWithOwner() }
             report(result)
@@ -193,30 +179,25 @@ final class GroupRun<Element: Sendable>: JobNode {
         }
     }
 
+    /// A ticket that a child freed goes to a block of its own.
+    func continueAfterChild() {
+        enqueueBlock()
+    }
+
     /// Keeps `attachment` for the running child at `index`, or cancels or
     /// drops it as ``GroupStateMachine/attach(_:toChild:key:)`` decides.
-    func attach(_ attachment: Attachment, toChild index: Int, key: Int? = nil) {
+    func attach(_ attachment: Attachment, toChild index: Int, key: Int?) {
         let decision = lock.withLock { $0.machine.attach(attachment, toChild: index, key: key) }
         if case .cancelNow = decision { attachment.cancelWithOwner() }
     }
 
-    /// Performs `job` as a child of the group's child at `index`: it is
-    /// cancelled with that child and shows in its snapshot.
-    func performGrandchild<Grandchild>(
-        _ job: Job<Grandchild>,
-        of index: Int,
-        hopsToQueue: Bool,
-        then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
-    ) -> JobState<Grandchild> {
-        let key = lock.withLock { $0.machine.reserveKey(forChild: index) }
-        let grandchild = JobState<Grandchild>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
-            let detached = lock.withLock { $0.machine.detach(key, fromChild: index) }
-            _ = detached  // released here, outside the lock
-            handler(outcome)
-        }
-        attach(.node(grandchild), toChild: index, key: key)
-        grandchild.start(job.body)
-        return grandchild
+    func reserveKey(forChild index: Int) -> Int {
+        lock.withLock { $0.machine.reserveKey(forChild: index) }
+    }
+
+    func detach(_ key: Int, fromChild index: Int) {
+        let detached = lock.withLock { $0.machine.detach(key, fromChild: index) }
+        _ = detached  // released here, outside the lock
     }
 
     /// Cancels every running child; children not started never start.
@@ -224,7 +205,7 @@ final class GroupRun<Element: Sendable>: JobNode {
         let (cancelling, released) = lock.withLock { storage in
             let attachments = storage.machine.cancel()
             over.store(true, ordering: .releasing)
-            return (attachments, storage.takeJobs())
+            return (attachments, storage.jobsToRelease())
         }
         _ = released  // released here, outside the lock
         for attachment in cancelling { attachment.cancelWithOwner() }
@@ -240,126 +221,4 @@ final class GroupRun<Element: Sendable>: JobNode {
             owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
         }
     }
-}
-
-/// A running child of a group: what its controllers share, and the only
-/// state of its own the child has. Its outcome latch is here; the rest (its
-/// attachments, whether it completed) is kept by the group.
-///
-/// The child is cancelled when the group is over: then ``isCancelled`` is
-/// `true` and what the child reports is dropped.
-///
-final class GroupChild<Element: Sendable>: Sendable {
-    let run: GroupRun<Element>
-    let index: Int
-    /// ``ChildPhase``: whether the body runs, and whether an outcome of the
-    /// child's own went through.
-    private let phase = Atomic<UInt8>(ChildPhase.inBody)
-
-    init(run: GroupRun<Element>, index: Int) {
-        self.run = run
-        self.index = index
-    }
-
-    deinit {
-        if !isCompleted { failAbandoned() }
-    }
-
-    /// Apart from the deinit, which runs for every child: building a
-    /// `Result` looks up type metadata in unspecialized code.
-    @inline(never)
-    private func failAbandoned() {
-        _ = report(.failure(JobError.abandoned))
-    }
-
-    /// The block is done with the child's body.
-    /// - Returns: `true` if the child completed inside its body and freed
-    ///   room: the block takes the next ticket.
-    func bodyReturned() -> Bool {
-        var (exchanged, current) = phase.compareExchange(
-            expected: ChildPhase.inBody, desired: ChildPhase.running, ordering: .acquiringAndReleasing
-        )
-        if exchanged { return false }
-        if current == ChildPhase.reportedInBody {
-            // The outcome is still on its way to the group (from another
-            // thread): the block leaves, and the completion enqueues a
-            // block of its own if it frees room.
-            (exchanged, current) = phase.compareExchange(
-                expected: ChildPhase.reportedInBody, desired: ChildPhase.reported, ordering: .acquiringAndReleasing
-            )
-            if exchanged { return false }
-        }
-        return current == ChildPhase.grantedToBlock
-    }
-
-    /// Whether the child was cancelled: the group is over and the child had
-    /// not completed.
-    var isCancelled: Bool {
-        let phase = phase.load(ordering: .acquiring)
-        return phase == ChildPhase.cancelled || (phase < ChildPhase.reportedInBody && run.isOver)
-    }
-
-    /// Whether the child completed, by any means.
-    var isCompleted: Bool {
-        phase.load(ordering: .acquiring) >= ChildPhase.reportedInBody || run.isOver
-    }
-
-    /// Lets the first outcome through to the group; the room it frees goes
-    /// to the child's block if its body has not returned, else to a block
-    /// of its own.
-    func report(_ outcome: Result<Element, any Error>) -> Bool {
-        var current = phase.load(ordering: .relaxed)
-        while current < ChildPhase.reportedInBody {
-            let inBody = current == ChildPhase.inBody
-            let (exchanged, original) = phase.compareExchange(
-                expected: current,
-                desired: inBody ? ChildPhase.reportedInBody : ChildPhase.reported,
-                ordering: .acquiringAndReleasing
-            )
-            guard exchanged else {
-                current = original
-                continue
-            }
-            switch run.childCompleted(index, outcome) {
-            case .recorded:
-                break
-            case .freedRoom:
-                let granted =
-                    inBody
-                    && phase.compareExchange(
-                        expected: ChildPhase.reportedInBody,
-                        desired: ChildPhase.grantedToBlock,
-                        ordering: .acquiringAndReleasing
-                    ).exchanged
-                if !granted { run.enqueueBlock() }
-            case .lost:
-                phase.store(ChildPhase.cancelled, ordering: .releasing)
-                return false
-            }
-            return true
-        }
-        return false
-    }
-
-}
-
-/// The values of a ``GroupChild``'s phase; from `reportedInBody` on, the
-/// child has completed.
-private enum ChildPhase {
-    /// The block runs the child's body; no outcome yet.
-    static let inBody: UInt8 = 0
-    /// The body returned; no outcome yet.
-    static let running: UInt8 = 1
-    /// An outcome went through the latch while the body ran, and is on its
-    /// way to the group.
-    static let reportedInBody: UInt8 = 2
-    /// That outcome freed room, and the block, still running the body,
-    /// takes the next ticket.
-    static let grantedToBlock: UInt8 = 3
-    /// An outcome went through the latch, and the group has it or will
-    /// have it.
-    static let reported: UInt8 = 4
-    /// An outcome went through the latch after the group was over: it was
-    /// dropped, the child had been cancelled.
-    static let cancelled: UInt8 = 5
 }

@@ -3,7 +3,7 @@
 /// released. It runs nothing itself; ``GroupRun`` holds it under its lock
 /// and acts.
 ///
-/// Besides each child's ``GroupChild`` token, the group is the only place a
+/// Besides each child's ``ChildToken``, the group is the only place a
 /// running child's state lives: which children are running, and for a
 /// child that attached something (an `onCancel` block, a grandchild, a
 /// name), its attachments, in a side table made on first use.

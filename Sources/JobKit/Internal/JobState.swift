@@ -106,10 +106,6 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// Whether the handler is called through `queue` (public performances)
     /// or inline, on the completing thread (combinators' own children).
     private let hopsToQueue: Bool
-    /// Whether a combinator runs the body through ``runHoldingOutcome(_:)``
-    /// (its loops' children), so that an outcome may be held for it: the
-    /// other states never look for a hold when they complete.
-    private let mayHoldForRunner: Bool
     /// For an awaited job, who has come of the two that meet over the
     /// continuation: the task that hands it over, and the outcome that
     /// resumes it (``HandOver``). The second to come resumes the task.
@@ -130,13 +126,10 @@ final class JobState<Success: Sendable>: JobCancelling {
     private nonisolated(unsafe) var continuation: UnsafeContinuation<Success, any Error>?  // handed over
     private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
 
-    /// A performance whose handler is called through `queue` or inline;
-    /// `runsInLoop` for a combinator's child that it runs through
-    /// ``runHoldingOutcome(_:)``.
-    init(queue: any JobQueue, hopsToQueue: Bool, runsInLoop: Bool = false, handler: @escaping Handler) {
+    /// A performance whose handler is called through `queue` or inline.
+    init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
         self.queue = queue
         self.hopsToQueue = hopsToQueue
-        self.mayHoldForRunner = runsInLoop && !hopsToQueue
         self.handler = handler
     }
 
@@ -146,7 +139,6 @@ final class JobState<Success: Sendable>: JobCancelling {
     init(awaitingOn queue: any JobQueue) {
         self.queue = queue
         self.hopsToQueue = false
-        self.mayHoldForRunner = false
     }
 
     var isCompleted: Bool {
@@ -212,36 +204,6 @@ final class JobState<Success: Sendable>: JobCancelling {
         guard let body, !isCompleted else { return }
         hasStarted.store(true, ordering: .relaxed)
         body(Job<Success>.Controller(token: .state(token ?? StateToken(self))))
-    }
-
-    /// Runs `body` now, on this thread, with a fresh controller, unless the
-    /// job has completed (been cancelled), and returns the outcome if the
-    /// job completed before `body` returned: that outcome does not go to the
-    /// handler, the caller acts on it. `nil` if the job had not completed
-    /// by then: the handler gets the outcome later, as usual.
-    ///
-    /// This is how combinators follow a child that completes synchronously
-    /// with the next one in a loop, without a queue hop or a nested call.
-    ///
-    /// Only an outcome reported on this thread while `body` runs is held
-    /// (the thread is then inside `body`: nothing else can be using the
-    /// place it is written to); one reported from another thread goes to
-    /// the handler, even if `body` has not returned yet. The state keeps no
-    /// field for it: a field whose type depends on `Success` would make the
-    /// (unspecialized) deinit look up type metadata for every child.
-    func runHoldingOutcome(_ body: Body) -> Outcome? {
-        precondition(mayHoldForRunner, "Internal inconsistency: a state not made to run in a loop")
-        if isCompleted { return nil }
-        hasStarted.store(true, ordering: .relaxed)
-        var held: Outcome? = nil
-        withUnsafeMutablePointer(to: &held) { place in
-            let outer = Trampoline.exchangeHold(
-                Trampoline.OutcomeHold(owner: ObjectIdentifier(self), place: UnsafeMutableRawPointer(place))
-            )
-            body(Job<Success>.Controller(token: .state(StateToken(self))))
-            _ = Trampoline.exchangeHold(outer)
-        }
-        return held
     }
 
     /// Reports `outcome` unless the job already completed.
@@ -310,7 +272,6 @@ final class JobState<Success: Sendable>: JobCancelling {
         }
         if let handler {
             self.handler = nil
-            if mayHoldForRunner && holdForRunner(outcome) { return true }
             if hopsToQueue {
                 Trampoline.enqueue({ handler(outcome) }, on: queue)
             } else {
@@ -322,14 +283,6 @@ final class JobState<Success: Sendable>: JobCancelling {
             let continuation = continuation.take()
             continuation?.resume(with: outcome)
         }
-        return true
-    }
-
-    /// Hands `outcome` to ``runHoldingOutcome(_:)`` if this thread is
-    /// running this job's body through it. Called by the latch's winner.
-    private func holdForRunner(_ outcome: Outcome) -> Bool {
-        guard let place = Trampoline.takeHold(for: ObjectIdentifier(self)) else { return false }
-        place.assumingMemoryBound(to: Outcome?.self).pointee = outcome
         return true
     }
 

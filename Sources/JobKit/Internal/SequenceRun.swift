@@ -1,7 +1,12 @@
+import Synchronization
+
 /// One performance of a sequence: the storage of its state machine.
 ///
 /// Each event (start, a step succeeded or failed, cancel) is decided by
 /// ``SequenceStateMachine`` under the lock and acted on after unlocking.
+/// A running step has no state object of its own: its controllers share a
+/// ``ChildToken`` (the sequence, the step's index, its outcome latch), and
+/// the sequence keeps the rest.
 ///
 /// There is one code path whatever the queue. A step runs on the queue,
 /// through ``Trampoline``, like a hand-written chain where each step
@@ -11,62 +16,82 @@
 /// that the sequence does not hold its queue (the main queue, say) for as
 /// long as its steps keep completing synchronously, it hops through the
 /// queue after ``inlineBudget`` steps in a row, letting other work run.
-final class SequenceRun: JobNode {
+final class SequenceRun: JobNode, ChildRunning {
+    typealias Element = Void
+
     /// The most steps run one after another on one thread before the
     /// sequence yields its queue.
     static let inlineBudget = 64
 
-    private let jobs: [Job<Void>]
+    /// Whether the sequence is over (finished, failed or cancelled), for
+    /// the steps' controllers to read without the lock. Set under the lock,
+    /// when the state machine finishes.
+    private let over = Atomic<Bool>(false)
     private let controller: Job<Void>.Controller
-    private let lock: Lock<SequenceStateMachine<JobState<Void>>>
+    private let lock: Lock<Storage>
+    /// The number of steps.
+    private let count: Int
 
     init(jobs: [Job<Void>], controller: Job<Void>.Controller) {
-        self.jobs = jobs
         self.controller = controller
-        self.lock = Lock(SequenceStateMachine(count: jobs.count))
+        self.count = jobs.count
+        self.lock = Lock(Storage(machine: SequenceStateMachine(count: jobs.count), jobs: jobs))
+    }
+
+    /// What the lock protects.
+    private struct Storage: Sendable {
+        var machine: SequenceStateMachine
+        /// The steps' jobs, until the sequence is over: then they are
+        /// released, with what their closures capture, even if a step's
+        /// controller (which holds this run) is kept longer.
+        var jobs: [Job<Void>]
+
+        /// Takes the jobs out if the sequence is over, to be released by
+        /// the caller after unlocking (a closure's captures may do anything
+        /// when they go, even report to this sequence).
+        mutating func jobsToRelease() -> [Job<Void>] {
+            guard machine.isOver else { return [] }
+            defer { jobs = [] }
+            return jobs
+        }
+    }
+
+    var queue: any JobQueue { controller.queue }
+
+    var isOver: Bool {
+        over.load(ordering: .acquiring)
     }
 
     func start() {
-        let action = lock.withLock { $0.start(makeStep()) }
+        let (action, released) = lock.withLock { storage in
+            (storage.machine.start(), storage.jobsToRelease())
+        }
+        _ = released  // released here, outside the lock
         if case .startStep = action {
             controller.token.attach(self)
         }
         perform(action)
     }
 
-    /// A step's state, made when the state machine decides to start the
-    /// step. (A sequence's events do not contend for the lock: one step runs
-    /// at a time.)
-    private func makeStep() -> JobState<Void> {
-        // Captures the run alone: no allocation for the closure.
-        JobState<Void>(queue: controller.queue, hopsToQueue: false, runsInLoop: true) { [self] outcome in
-            stepCompleted(outcome)
-        }
-    }
-
     /// Runs the current step's body here, on the queue, and the steps after
     /// it for as long as each completes before its body returns, at most
     /// ``inlineBudget`` of them; then hops.
-    ///
-    /// A step that completed before its body returned hands its outcome
-    /// back (``JobState/runHoldingOutcome(_:)``) instead of calling the
-    /// sequence, so the loop goes on here.
     private func runSteps() {
-        guard var (index, child) = lock.withLock({ $0.currentStep }) else { return }
+        // The steps from the current one on: a slice, which keeps them while
+        // this loop runs even if the sequence is over and lets them go.
+        guard
+            let (first, jobs) = lock.withLock({ storage in
+                storage.machine.currentStep.map { ($0, storage.jobs[$0...]) }
+            })
+        else { return }
+        var index = first
         for _ in 0..<Self.inlineBudget {
-            // `nil`: the step completes later, through its handler.
-            guard let outcome = child.runHoldingOutcome(jobs[index].body) else { return }
-            let action = lock.withLock { machine in
-                switch outcome {
-                case .success: machine.stepSucceeded(next: makeStep())
-                case .failure(let error): machine.stepFailed(error)
-                }
-            }
-            guard case .startStep(let nextIndex, let nextChild) = action else {
-                perform(action)
-                return
-            }
-            (index, child) = (nextIndex, nextChild)
+            if isOver { return }
+            let step = ChildToken(run: self, index: index)
+            jobs[index].body(Job<Void>.Controller(token: .sequenceStep(step)))
+            // `false`: the step completes later, and its completion goes on.
+            guard step.bodyReturned() else { return }
+            index += 1
         }
         enqueueSteps()
     }
@@ -77,27 +102,63 @@ final class SequenceRun: JobNode {
         Trampoline.enqueue({ [self] in runSteps() }, on: controller.queue)
     }
 
-    private func stepCompleted(_ outcome: Result<Void, any Error>) {
-        switch outcome {
-        case .success:
-            perform(lock.withLock { $0.stepSucceeded(next: makeStep()) })
-        case .failure(let error):
-            perform(lock.withLock { $0.stepFailed(error) })
+    func childCompleted(_ index: Int, _ outcome: Result<Void, any Error>) -> ChildCompletion {
+        let (action, detached, released) = lock.withLock { storage in
+            let (action, detached) = storage.machine.stepCompleted(index: index, outcome: outcome)
+            if storage.machine.isOver { over.store(true, ordering: .releasing) }
+            return (action, detached, storage.jobsToRelease())
+        }
+        _ = (detached, released)  // released here, outside the lock
+        switch action {
+        case .startStep:
+            return .startsNext
+        case .lost:
+            return .lost
+        default:
+            perform(action)
+            return .recorded
         }
     }
 
+    /// The next step runs on the queue: the thread that ran the last one
+    /// has left it.
+    func continueAfterChild() {
+        enqueueSteps()
+    }
+
+    func attach(_ attachment: Attachment, toChild index: Int, key: Int?) {
+        let decision = lock.withLock { $0.machine.attach(attachment, toStep: index, key: key) }
+        if case .cancelNow = decision { attachment.cancelWithOwner() }
+    }
+
+    func reserveKey(forChild index: Int) -> Int {
+        lock.withLock { $0.machine.reserveKey() }
+    }
+
+    func detach(_ key: Int, fromChild index: Int) {
+        let detached = lock.withLock { $0.machine.detach(key, fromStep: index) }
+        _ = detached  // released here, outside the lock
+    }
+
     func cancelWithOwner() {
-        perform(lock.withLock { $0.cancel() })
+        let (action, released) = lock.withLock { storage in
+            let action = storage.machine.cancel()
+            over.store(true, ordering: .releasing)
+            return (action, storage.jobsToRelease())
+        }
+        _ = released  // released here, outside the lock
+        perform(action)
     }
 
     /// Says the job is a sequence, which step it runs, and adds that step.
     func describe(into owner: inout JobSnapshot) {
-        guard let (index, child) = lock.withLock({ $0.currentStep }) else { return }
-        owner.kind = .sequence(step: index + 1, count: jobs.count)
-        child.describe(into: &owner)
+        guard let (index, attachments) = lock.withLock({ $0.machine.progress }) else { return }
+        owner.kind = .sequence(step: index + 1, count: count)
+        // Described here, outside the lock the step completes through.
+        owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
     }
 
-    private func perform(_ action: SequenceStateMachine<JobState<Void>>.Action) {
+    private func perform(_ action: SequenceStateMachine.Action) {
         switch action {
         case .startStep:
             enqueueSteps()
@@ -105,9 +166,9 @@ final class SequenceRun: JobNode {
             controller.finish()
         case .fail(let error):
             controller.fail(with: error)
-        case .cancelStep(let child):
-            child.cancel()
-        case .none:
+        case .cancelStep(let attachments):
+            for attachment in attachments { attachment.cancelWithOwner() }
+        case .none, .lost:
             break
         }
     }

@@ -2,44 +2,57 @@
 /// event changes the state and returns the action to take once the lock
 /// is released. ``SequenceRun`` holds it under its lock and acts.
 ///
-/// `Child` is what the sequence holds of the running step, to cancel it: a
-/// `JobState` in ``SequenceRun``, anything in the state machine's own tests.
-/// The owner passes the next step's child as an autoclosure, evaluated only
-/// when the state machine decides that the step starts.
-struct SequenceStateMachine<Child: Sendable>: Sendable {
+/// Besides the running step's ``ChildToken``, the sequence is the only
+/// place the step's state lives: which step runs, and what it attached
+/// (an `onCancel` block, a grandchild, a name).
+struct SequenceStateMachine: Sendable {
     /// What the owner does after unlocking.
     enum Action: Sendable {
-        /// Start step `index` as `child`.
-        case startStep(index: Int, child: Child)
+        /// Start step `index`.
+        case startStep(index: Int)
         /// Finish the sequence: every step succeeded.
         case finish
         /// Fail the sequence with `error`.
         case fail(any Error)
-        /// Cancel the running step.
-        case cancelStep(Child)
+        /// Cancel what the running step attached: the sequence was
+        /// cancelled.
+        case cancelStep([Attachment])
         /// Nothing.
         case none
+        /// Nothing, and the step's outcome is dropped: the sequence was
+        /// over already, so the step had been cancelled.
+        case lost
     }
 
     private enum State: Sendable {
         case idle
-        /// Step `index` runs as `child`.
-        case running(index: Int, child: Child)
+        /// Step `index` runs.
+        case running(index: Int)
         case finished
     }
 
     let count: Int
     private var state = State.idle
+    /// What the running step attached.
+    private var stepStatus = JobStatus()
+    /// The steps that completed, all but perhaps the last successfully: a
+    /// step from this index on was cancelled with the sequence.
+    private var completedCount = 0
 
     init(count: Int) {
         self.count = count
     }
 
-    /// The sequence starts; `child` is the first step's, if there is one.
-    mutating func start(_ child: @autoclosure () -> Child) -> Action {
+    /// Whether the sequence is over: finished, failed or cancelled.
+    var isOver: Bool {
+        if case .finished = state { true } else { false }
+    }
+
+    /// The sequence starts.
+    mutating func start() -> Action {
         switch state {
         case .idle:
-            return startStep(0, child)
+            return startStep(0)
         case .finished:
             return .none
         case .running:
@@ -47,26 +60,27 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
         }
     }
 
-    /// The running step succeeded; `next` is the following step's child.
-    mutating func stepSucceeded(next: @autoclosure () -> Child) -> Action {
+    /// Step `index`, the running one, completed with `outcome`. What it had
+    /// attached is returned, to be released after unlocking.
+    mutating func stepCompleted(
+        index: Int,
+        outcome: Result<Void, any Error>
+    ) -> (action: Action, detached: JobStatus?) {
         switch state {
-        case .running(let index, _):
-            return startStep(index + 1, next)
+        case .running(let running):
+            precondition(running == index, "Internal inconsistency: step \(index) completed while \(running) ran")
+            completedCount += 1
+            let detached = stepStatus.attachments.isEmpty ? nil : stepStatus
+            stepStatus = JobStatus()
+            switch outcome {
+            case .success:
+                return (startStep(index + 1), detached)
+            case .failure(let error):
+                state = .finished
+                return (.fail(error), detached)
+            }
         case .finished:
-            return .none  // cancelled meanwhile
-        case .idle:
-            preconditionFailure("Internal inconsistency: a step completed before the sequence started")
-        }
-    }
-
-    /// The running step failed with `error`.
-    mutating func stepFailed(_ error: any Error) -> Action {
-        switch state {
-        case .running:
-            state = .finished
-            return .fail(error)
-        case .finished:
-            return .none  // cancelled meanwhile: the step's failure is the cancellation
+            return (.lost, nil)  // cancelled meanwhile
         case .idle:
             preconditionFailure("Internal inconsistency: a step completed before the sequence started")
         }
@@ -78,26 +92,54 @@ struct SequenceStateMachine<Child: Sendable>: Sendable {
         case .idle, .finished:
             state = .finished
             return .none
-        case .running(_, let child):
+        case .running:
             state = .finished
-            return .cancelStep(child)
+            defer { stepStatus = JobStatus() }
+            return .cancelStep(stepStatus.attachments.map(\.attachment))
         }
     }
 
-    /// The step the owner was told to start, to run its body now: `nil`
-    /// once the sequence is over.
-    var currentStep: (index: Int, child: Child)? {
-        guard case .running(let index, let child) = state else { return nil }
-        return (index, child)
+    /// The step to run now: `nil` once the sequence is over.
+    var currentStep: Int? {
+        guard case .running(let index) = state else { return nil }
+        return index
     }
 
-    private mutating func startStep(_ index: Int, _ child: () -> Child) -> Action {
+    /// Keeps `attachment` for step `index`, under `key` or the step's next
+    /// key.
+    mutating func attach(_ attachment: Attachment, toStep index: Int, key: Int?) -> AttachDecision {
+        if index < completedCount { return .drop }
+        guard case .running = state else { return .cancelNow }
+        stepStatus.append(attachment, key: key)
+        return .kept
+    }
+
+    /// A key for an attachment of the running step, to be attached with it
+    /// later.
+    mutating func reserveKey() -> Int {
+        stepStatus.reserveKey()
+    }
+
+    /// Forgets the attachment `key` of step `index`; returned, to be
+    /// released after unlocking.
+    mutating func detach(_ key: Int, fromStep index: Int) -> Attachment? {
+        guard case .running(let running) = state, running == index else { return nil }
+        return stepStatus.remove(key)
+    }
+
+    /// The running step and what it attached; `nil` before the sequence
+    /// started and once it is over.
+    var progress: (index: Int, attachments: [(key: Int, attachment: Attachment)])? {
+        guard case .running(let index) = state else { return nil }
+        return (index, stepStatus.attachments)
+    }
+
+    private mutating func startStep(_ index: Int) -> Action {
         guard index < count else {
             state = .finished
             return .finish
         }
-        let child = child()
-        state = .running(index: index, child: child)
-        return .startStep(index: index, child: child)
+        state = .running(index: index)
+        return .startStep(index: index)
     }
 }
