@@ -206,4 +206,86 @@ struct SequenceTests {
             #expect(log.value == Array(0..<20))
         }
     }
+
+    @Test func stepsCompletedFromAnotherThreadAsTheirBodyReturnsRunOnceInOrder() throws {
+        // Whichever of the body's return and the report comes first, the
+        // next step starts exactly once.
+        for round in 0..<50 {
+            let log = LockedValue<[Int]>([])
+            let steps = (0..<40).map { index in
+                Job<Void> { controller in
+                    log.withValue { $0.append(index) }
+                    let reporting = DispatchSemaphore(value: 0)
+                    DispatchQueue.global().async {
+                        reporting.signal()
+                        controller.finish()
+                    }
+                    if (index + round) % 2 == 0 { _ = reporting.wait(timeout: .now() + 10) }
+                }
+            }
+            let done = DispatchSemaphore(value: 0)
+            let recorder = Recorder<Void>()
+            Job.sequence(steps).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + 20) == .success else {
+                Issue.record("round \(round): the sequence never completed; steps run: \(log.value)")
+                return
+            }
+            #expect(recorder.count == 1 && recorder.last?.isSuccess == true)
+            #expect(log.value == Array(0..<40))
+        }
+    }
+
+    @Test func aCompletedSequenceReleasesItsStepsWhileAStepsControllerIsKept() throws {
+        let kept = LockedValue<[Job<Void>.Controller]>([])
+        weak var weakTracked: Tracked?
+        do {
+            let tracked = Tracked()
+            weakTracked = tracked
+            let keeper = Job<Void> { controller in
+                kept.withValue { $0.append(controller) }
+                controller.finish()
+            }
+            let capturing = Job<Void> { controller in
+                withExtendedLifetime(tracked) {}
+                controller.finish()
+            }
+            #expect(outcome(of: Job.sequence([keeper, capturing]))?.isSuccess == true)
+        }
+        #expect(weakTracked == nil)
+        #expect(kept.value.first?.isCompleted == true)
+    }
+
+    @Test func aCancelledStepsGrandchildIsCancelledAndWhatItAttachesLaterIsCancelledAtOnce() throws {
+        let grandchild = ManualJob<Void>()
+        let first = ManualJob<Void>()
+        let kept = LockedValue<[Job<Void>.Controller]>([])
+        let parent = Job<Void> { controller in
+            kept.withValue { $0.append(controller) }
+            controller.perform(grandchild.job.named("grandchild")) { _ in controller.finish() }
+        }
+        let queue = TestQueue()
+        let recorder = Recorder<Void>()
+        let handle = Job.sequence([first.job, parent.named("parent")]).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        first.finish()
+        try queue.run()
+        let snapshot = handle.snapshot()
+        #expect(snapshot.kind == .sequence(step: 2, count: 2))
+        #expect(snapshot.children.map(\.line) == ["parent (running)"])
+        #expect(snapshot.children.first?.children.map(\.line) == ["grandchild (running)"])
+        let controller = try #require(kept.value.first)
+        #expect(!controller.isCancelled)
+        handle.cancel()
+        #expect(grandchild.cancelCount == 1)
+        #expect(controller.isCancelled && controller.isCompleted)
+        let ranAtOnce = LockedValue(false)
+        controller.onCancel { ranAtOnce.setValue(true) }
+        #expect(ranAtOnce.value)
+        #expect(!controller.finish())
+        try queue.run()
+        #expect(recorder.count == 1 && isCancellation(recorder.last?.failure))
+    }
 }
