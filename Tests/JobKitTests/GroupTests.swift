@@ -405,7 +405,8 @@ struct GroupTests {
         #expect(recorder.last?.failure as? TestError == TestError(id: 2))
     }
 
-    @Test func aCompletedGroupReleasesItsChildrenWhileAChildsControllerIsKept() throws {
+    @Test(arguments: ["group", "sequence"])
+    func aCompletedGroupOrSequenceReleasesItsJobsWhileAChildsControllerIsKept(combinator: String) throws {
         let kept = LockedValue<[Job<Void>.Controller]>([])
         weak var weakTracked: Tracked?
         do {
@@ -419,10 +420,11 @@ struct GroupTests {
                 withExtendedLifetime(tracked) {}
                 controller.finish()
             }
-            #expect(outcome(of: Job.group([keeper, capturing]))?.isSuccess == true)
+            let jobs = [keeper, capturing]
+            #expect(outcome(of: combinator == "group" ? Job.group(jobs) : Job.sequence(jobs))?.isSuccess == true)
         }
-        // The group completed: the jobs it was given are released, though a
-        // child's controller lives on.
+        // It completed: the jobs it was given are released, though a child's
+        // controller (which refers to the run) lives on.
         #expect(weakTracked == nil)
         #expect(kept.value.first?.isCompleted == true)
     }

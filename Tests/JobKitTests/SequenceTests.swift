@@ -238,26 +238,6 @@ struct SequenceTests {
         }
     }
 
-    @Test func aCompletedSequenceReleasesItsStepsWhileAStepsControllerIsKept() throws {
-        let kept = LockedValue<[Job<Void>.Controller]>([])
-        weak var weakTracked: Tracked?
-        do {
-            let tracked = Tracked()
-            weakTracked = tracked
-            let keeper = Job<Void> { controller in
-                kept.withValue { $0.append(controller) }
-                controller.finish()
-            }
-            let capturing = Job<Void> { controller in
-                withExtendedLifetime(tracked) {}
-                controller.finish()
-            }
-            #expect(outcome(of: Job.sequence([keeper, capturing]))?.isSuccess == true)
-        }
-        #expect(weakTracked == nil)
-        #expect(kept.value.first?.isCompleted == true)
-    }
-
     @Test func aCancelledStepsGrandchildIsCancelledAndWhatItAttachesLaterIsCancelledAtOnce() throws {
         let grandchild = ManualJob<Void>()
         let first = ManualJob<Void>()
