@@ -268,4 +268,17 @@ struct SequenceTests {
         try queue.run()
         #expect(recorder.count == 1 && isCancellation(recorder.last?.failure))
     }
+
+    @Test func aStepWaitingForItsQueueShowsAsWaitingToStart() throws {
+        let first = ManualJob<Void>()
+        let second = ManualJob<Void>()
+        let queue = TestQueue()
+        let handle = Job.sequence([first.job, second.job.named("second")]).perform(on: queue) { _ in }
+        try queue.run()
+        first.finish()
+        // Its name is attached by its body, which has not run yet.
+        #expect(handle.snapshot().children.map(\.line) == ["job (waiting to start)"])
+        try queue.run()
+        #expect(handle.snapshot().children.map(\.line) == ["second (running)"])
+    }
 }

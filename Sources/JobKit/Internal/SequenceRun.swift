@@ -27,6 +27,9 @@ final class SequenceRun: JobNode, ChildRunning {
     /// the steps' controllers to read without the lock. Set under the lock,
     /// when the state machine finishes.
     private let over = Atomic<Bool>(false)
+    /// The last step whose body started, for snapshots ("waiting to start"
+    /// or "running"); nothing else reads it.
+    private let startedStep = Atomic<Int>(-1)
     private let controller: Job<Void>.Controller
     private let lock: Lock<Storage>
     /// The number of steps.
@@ -88,6 +91,7 @@ final class SequenceRun: JobNode, ChildRunning {
         for _ in 0..<Self.inlineBudget {
             if isOver { return }
             let step = ChildToken(run: self, index: index)
+            startedStep.store(index, ordering: .relaxed)
             jobs[index].body(Job<Void>.Controller(token: .sequenceStep(step)))
             // `false`: the step completes later, and its completion goes on.
             guard step.bodyReturned() else { return }
@@ -154,8 +158,9 @@ final class SequenceRun: JobNode, ChildRunning {
     func describe(into owner: inout JobSnapshot) {
         guard let (index, attachments) = lock.withLock({ $0.machine.progress }) else { return }
         owner.kind = .sequence(step: index + 1, count: count)
+        let state: JobSnapshot.State = startedStep.load(ordering: .relaxed) >= index ? .running : .waitingToStart
         // Described here, outside the lock the step completes through.
-        owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
+        owner.children.append(JobSnapshot(state: state, attachments: attachments).collapsingWrapper())
     }
 
     private func perform(_ action: SequenceStateMachine.Action) {
