@@ -10,7 +10,15 @@ extension Job {
     /// last copy is released before the job completed, the job fails with
     /// ``JobError/abandoned``.
     public struct Controller: Sendable {
-        let token: ControllerToken<Success>
+        /// What the copies of this controller share.
+        let shared: ControllerToken
+
+        init(_ shared: ControllerToken) {
+            self.shared = shared
+        }
+
+        /// ``shared``, with its type.
+        var token: TypedToken<Success> { shared.typed(as: Success.self) }
 
         /// The queue the job is performed on. Run children and follow-up
         /// work here, so that a test's injected queue drives them too.

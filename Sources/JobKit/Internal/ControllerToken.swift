@@ -1,8 +1,11 @@
+import Synchronization
+
 /// What the copies of a job's controller share: the performance they report
 /// to, and their lifetime. When the last copy goes away and the job has not
 /// completed, the job fails with ``JobError/abandoned``.
 ///
-/// A performance keeps its state in one of two places:
+/// A performance keeps its state in one of two places, and the token is a
+/// subclass for each:
 /// - ``StateToken``: a performance of its own (``Job/perform(on:then:)``,
 ///   an awaited job, the child of a transform, a timeout or a retry), whose
 ///   state is a ``JobState``;
@@ -10,12 +13,50 @@
 ///   state is the token itself and its place in its run's state machine,
 ///   so that a parked child costs one small object.
 ///
-/// An enum of final classes rather than a class hierarchy: a call
-/// through a class's table is never specialized, so a controller of a
-/// `Job<Void>` would build and inspect its `Result` in unspecialized code,
-/// which looks up type metadata on every call. The enum takes one word, as
-/// a reference does.
-enum ControllerToken<Success: Sendable>: Sendable {
+/// A controller holds the token as one class reference, so that a closure
+/// that captures a controller (`other.async { controller.finish() }`) has
+/// the token as its context and allocates nothing. Its methods do not call
+/// through the class's table, which is never specialized (a `Job<Void>`'s
+/// controller would build and inspect its `Result` in unspecialized code,
+/// looking up type metadata on every call): they read ``kind`` and switch
+/// over the subclass it names (``TypedToken``).
+///
+/// Unchecked: the base class holds an immutable kind and an atomic, and
+/// each subclass is final and holds immutable references, integers and
+/// atomics (Swift checks no subclass of a class that is not final).
+@usableFromInline
+class ControllerToken: @unchecked Sendable {
+    /// Which subclass this is.
+    @usableFromInline
+    enum Kind: UInt8, Sendable {
+        case state, groupChild, sequenceStep
+    }
+
+    let kind: Kind
+    /// A ``ChildToken``'s outcome latch (``ChildPhase``); a ``StateToken``
+    /// leaves it alone. Kept here, beside `kind`, so that the two share a
+    /// word and a child's token stays in the allocator's 48-byte size class.
+    let childPhase = Atomic<UInt8>(0)
+
+    @usableFromInline
+    init(kind: Kind) {
+        self.kind = kind
+    }
+
+    /// This token with its subclass, for `Success`.
+    @inline(__always)
+    func typed<Success>(as _: Success.Type) -> TypedToken<Success> {
+        switch kind {
+        case .state: .state(unsafeDowncast(self, to: StateToken<Success>.self))
+        case .groupChild: .groupChild(unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self))
+        case .sequenceStep: .sequenceStep(unsafeDowncast(self, to: ChildToken<SequenceRun>.self))
+        }
+    }
+}
+
+/// A controller's token with its subclass: what a controller does, done by
+/// the subclass that keeps the performance's state.
+enum TypedToken<Success: Sendable>: Sendable {
     typealias Outcome = Result<Success, any Error>
 
     /// A performance whose state is a ``JobState``.
@@ -125,13 +166,16 @@ enum ControllerToken<Success: Sendable>: Sendable {
 }
 
 /// The token of a performance whose state is a ``JobState``.
+///
+/// Unchecked, as its base class: it holds one immutable reference.
 @usableFromInline
-final class StateToken<Success: Sendable>: Sendable {
+final class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable {
     let state: JobState<Success>
 
     @usableFromInline
     init(_ state: JobState<Success>) {
         self.state = state
+        super.init(kind: .state)
     }
 
     deinit {

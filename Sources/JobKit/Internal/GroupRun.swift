@@ -148,7 +148,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
                 // Over since the claim: the children left never start.
                 if isOver { return }
                 let child = ChildToken(run: self, index: index)
-                claimed[index].body(Job<Element>.Controller(token: .groupChild(child)))
+                claimed[index].body(Job<Element>.Controller(child))
                 if child.bodyReturned() { quota += 1 }
             }
         }

@@ -203,7 +203,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         pendingBody = nil
         guard let body, !isCompleted else { return }
         hasStarted.store(true, ordering: .relaxed)
-        body(Job<Success>.Controller(token: .state(token ?? StateToken(self))))
+        body(Job<Success>.Controller(token ?? StateToken(self)))
     }
 
     /// Reports `outcome` unless the job already completed.

@@ -92,7 +92,7 @@ final class SequenceRun: JobNode, ChildRunning {
             if isOver { return }
             let step = ChildToken(run: self, index: index)
             startedStep.store(index, ordering: .relaxed)
-            jobs[index].body(Job<Void>.Controller(token: .sequenceStep(step)))
+            jobs[index].body(Job<Void>.Controller(step))
             // `false`: the step completes later, and its completion goes on.
             guard step.bodyReturned() else { return }
             index += 1
