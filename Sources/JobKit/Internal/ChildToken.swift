@@ -80,24 +80,31 @@ enum ChildCompletion: Sendable {
 /// thread, which starts it at once, without a queue hop or a nested call:
 /// the latch says so, as ``ChildPhase/grantedToRunner``.
 ///
-/// Unchecked, as its base class: it holds an immutable reference and an
-/// integer, and its latch is the base class's atomic.
+/// Unchecked, as its base class: it holds an immutable reference, an
+/// integer and an atomic.
 final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable {
     let run: Run
     let index: Int
+    /// ``ChildPhase``: whether the body runs, and whether an outcome of the
+    /// child's own went through.
+    private let phase = Atomic<UInt8>(ChildPhase.inBody)
+    /// A group's child or a sequence's step.
+    private let childKind: Kind
+
+    override var kind: Kind { childKind }
 
     /// A group's child.
     init<Element>(run: GroupRun<Element>, index: Int) where Run == GroupRun<Element> {
         self.run = run
         self.index = index
-        super.init(kind: .groupChild)
+        self.childKind = .groupChild
     }
 
     /// A sequence's step.
     init(run: SequenceRun, index: Int) where Run == SequenceRun {
         self.run = run
         self.index = index
-        super.init(kind: .sequenceStep)
+        self.childKind = .sequenceStep
     }
 
     deinit {
@@ -114,20 +121,20 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     /// Whether the child was cancelled: its run is over and the child had
     /// not completed.
     var isCancelled: Bool {
-        let phase = childPhase.load(ordering: .acquiring)
+        let phase = phase.load(ordering: .acquiring)
         return phase == ChildPhase.cancelled || (phase < ChildPhase.reportedInBody && run.isOver)
     }
 
     /// Whether the child completed, by any means.
     var isCompleted: Bool {
-        childPhase.load(ordering: .acquiring) >= ChildPhase.reportedInBody || run.isOver
+        phase.load(ordering: .acquiring) >= ChildPhase.reportedInBody || run.isOver
     }
 
     /// The thread that ran the child's body is done with it.
     /// - Returns: `true` if the child completed inside its body and let the
     ///   next child start: the caller starts it.
     func bodyReturned() -> Bool {
-        var (exchanged, current) = childPhase.compareExchange(
+        var (exchanged, current) = phase.compareExchange(
             expected: ChildPhase.inBody, desired: ChildPhase.running, ordering: .acquiringAndReleasing
         )
         if exchanged { return false }
@@ -135,7 +142,7 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
             // The outcome is still on its way to the run (from another
             // thread): the runner leaves, and the completion starts the
             // next child itself if it may.
-            (exchanged, current) = childPhase.compareExchange(
+            (exchanged, current) = phase.compareExchange(
                 expected: ChildPhase.reportedInBody, desired: ChildPhase.reported, ordering: .acquiringAndReleasing
             )
             if exchanged { return false }
@@ -148,10 +155,10 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     /// not returned, else to ``ChildRunning/continueAfterChild()``.
     /// - Returns: `true` if this outcome won.
     func report(_ outcome: Result<Run.Element, any Error>) -> Bool {
-        var current = childPhase.load(ordering: .relaxed)
+        var current = phase.load(ordering: .relaxed)
         while current < ChildPhase.reportedInBody {
             let inBody = current == ChildPhase.inBody
-            let (exchanged, original) = childPhase.compareExchange(
+            let (exchanged, original) = phase.compareExchange(
                 expected: current,
                 desired: inBody ? ChildPhase.reportedInBody : ChildPhase.reported,
                 ordering: .acquiringAndReleasing
@@ -166,14 +173,14 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
             case .startsNext:
                 let granted =
                     inBody
-                    && childPhase.compareExchange(
+                    && phase.compareExchange(
                         expected: ChildPhase.reportedInBody,
                         desired: ChildPhase.grantedToRunner,
                         ordering: .acquiringAndReleasing
                     ).exchanged
                 if !granted { run.continueAfterChild() }
             case .lost:
-                childPhase.store(ChildPhase.cancelled, ordering: .releasing)
+                phase.store(ChildPhase.cancelled, ordering: .releasing)
                 return false
             }
             return true
@@ -185,8 +192,7 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
 /// The values of a ``ChildToken``'s phase; from `reportedInBody` on, the
 /// child has completed.
 private enum ChildPhase {
-    /// The runner runs the child's body; no outcome yet. Zero, the value
-    /// the latch (``ControllerToken/childPhase``) starts at.
+    /// The runner runs the child's body; no outcome yet.
     static let inBody: UInt8 = 0
     /// The body returned; no outcome yet.
     static let running: UInt8 = 1

@@ -16,31 +16,31 @@ import Synchronization
 /// A controller holds the token as one class reference, so that a closure
 /// that captures a controller (`other.async { controller.finish() }`) has
 /// the token as its context and allocates nothing. Its methods do not call
-/// through the class's table, which is never specialized (a `Job<Void>`'s
-/// controller would build and inspect its `Result` in unspecialized code,
-/// looking up type metadata on every call): they read ``kind`` and switch
-/// over the subclass it names (``TypedToken``).
+/// the subclasses through the class's table, which is never specialized (a
+/// `Job<Void>`'s controller would build and inspect its `Result` in
+/// unspecialized code, looking up type metadata on every call): they ask
+/// the token's ``kind`` (the one overridden member, which returns a
+/// constant) and switch over the subclass it names (``TypedToken``). The
+/// base class stores nothing, so that a token is no larger than its
+/// subclass's fields make it.
 ///
-/// Unchecked: the base class holds an immutable kind and an atomic, and
-/// each subclass is final and holds immutable references, integers and
-/// atomics (Swift checks no subclass of a class that is not final).
+/// Unchecked: the base class holds nothing, and each subclass is final and
+/// holds immutable references, integers and atomics (Swift checks no
+/// subclass of a class that is not final).
 @usableFromInline
 class ControllerToken: @unchecked Sendable {
-    /// Which subclass this is.
+    /// Which subclass a token is.
     @usableFromInline
     enum Kind: UInt8, Sendable {
         case state, groupChild, sequenceStep
     }
 
-    let kind: Kind
-    /// A ``ChildToken``'s outcome latch (``ChildPhase``); a ``StateToken``
-    /// leaves it alone. Kept here, beside `kind`, so that the two share a
-    /// word and a child's token stays in the allocator's 48-byte size class.
-    let childPhase = Atomic<UInt8>(0)
-
     @usableFromInline
-    init(kind: Kind) {
-        self.kind = kind
+    init() {}
+
+    /// Which subclass this is.
+    var kind: Kind {
+        preconditionFailure("Internal inconsistency: \(type(of: self)) does not say its kind")
     }
 
     /// This token with its subclass, for `Success`.
@@ -175,8 +175,9 @@ final class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable 
     @usableFromInline
     init(_ state: JobState<Success>) {
         self.state = state
-        super.init(kind: .state)
     }
+
+    override var kind: Kind { .state }
 
     deinit {
         state.abandon()

@@ -81,9 +81,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     typealias Handler = @Sendable (Outcome) -> Void
     @usableFromInline typealias Body = @Sendable (Job<Success>.Controller) -> Void
 
-    // The stored properties are in this order so that the small ones share
-    // one word: a state stays in the allocator's 160-byte size class, which
-    // every sequence step's state is made in.
+    // The small stored properties sit together, so that they share a word.
 
     /// The queue the job runs on; children run on it too.
     let queue: any JobQueue
