@@ -1,5 +1,3 @@
-import Synchronization
-
 /// What the copies of a job's controller share: the performance they report
 /// to, and their lifetime. When the last copy goes away and the job has not
 /// completed, the job fails with ``JobError/abandoned``.
@@ -27,10 +25,8 @@ import Synchronization
 /// Unchecked: the base class holds nothing, and each subclass is final and
 /// holds immutable references, integers and atomics (Swift checks no
 /// subclass of a class that is not final).
-@usableFromInline
-class ControllerToken: @unchecked Sendable {
+@usableFromInline class ControllerToken: @unchecked Sendable {
     /// Which subclass a token is.
-    @usableFromInline
     enum Kind: UInt8, Sendable {
         case state, groupChild, sequenceStep
     }
@@ -168,8 +164,7 @@ enum TypedToken<Success: Sendable>: Sendable {
 /// The token of a performance whose state is a ``JobState``.
 ///
 /// Unchecked, as its base class: it holds one immutable reference.
-@usableFromInline
-final class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable {
+@usableFromInline final class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable {
     let state: JobState<Success>
 
     @usableFromInline
