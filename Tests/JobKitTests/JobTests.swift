@@ -236,6 +236,26 @@ struct JobTests {
         }
     }
 
+    @Test func theFirstOnCancelRacingWithCancelRunsOnce() throws {
+        // The first attachment makes the job's table while another thread
+        // cancels the job: the block is kept and run by the cancel, or run
+        // at once, never lost.
+        for _ in 0..<5_000 {
+            let kept = LockedValue<Job<Void>.Controller?>(nil)
+            let handle = Job<Void> { kept.setValue($0) }.perform(on: ImmediateQueue()) { _ in }
+            let controller = try #require(kept.value)
+            let runs = LockedValue(0)
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if index == 0 {
+                    handle.cancel()
+                } else {
+                    controller.onCancel { runs.withValue { $0 += 1 } }
+                }
+            }
+            #expect(runs.value == 1)
+        }
+    }
+
     // MARK: - Threading
 
     @Test func handlerRunsOnThePerformingQueueWhenTheBodyReportsFromElsewhere() throws {

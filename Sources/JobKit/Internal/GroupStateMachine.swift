@@ -57,7 +57,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         var values: [Element?] = []
         /// The attachments of the running children that made any, by
         /// input index.
-        var sideTables: [Int: JobStatus] = [:]
+        var sideTables: [Int: AttachmentList] = [:]
     }
 
     private enum State: Sendable {
@@ -142,7 +142,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     mutating func childCompleted(
         index: Int,
         outcome: Result<Element, any Error>
-    ) -> (action: CompletionAction, detached: JobStatus?) {
+    ) -> (action: CompletionAction, detached: AttachmentList?) {
         switch state {
         case .running:
             completed[index / 64] |= 1 << UInt64(index % 64)
@@ -200,7 +200,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     mutating func attach(_ attachment: Attachment, toChild index: Int, key: Int?) -> AttachDecision {
         if hasCompleted(index) { return .drop }
         guard case .running = state else { return .cancelNow }
-        running.sideTables[index, default: JobStatus()].append(attachment, key: key)
+        running.sideTables[index, default: AttachmentList()].append(attachment, key: key)
         return .kept
     }
 
@@ -208,7 +208,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     /// attached with it later.
     mutating func reserveKey(forChild index: Int) -> Int {
         guard case .running = state else { return 0 }
-        return running.sideTables[index, default: JobStatus()].reserveKey()
+        return running.sideTables[index, default: AttachmentList()].reserveKey()
     }
 
     /// Forgets the attachment `key` of the child at `index`; returned, to

@@ -34,7 +34,7 @@ struct SequenceStateMachine: Sendable {
     let count: Int
     private var state = State.idle
     /// What the running step attached.
-    private var stepStatus = JobStatus()
+    private var stepAttachments = AttachmentList()
     /// The steps that completed, all but perhaps the last successfully: a
     /// step from this index on was cancelled with the sequence.
     private var completedCount = 0
@@ -65,13 +65,13 @@ struct SequenceStateMachine: Sendable {
     mutating func stepCompleted(
         index: Int,
         outcome: Result<Void, any Error>
-    ) -> (action: Action, detached: JobStatus?) {
+    ) -> (action: Action, detached: AttachmentList?) {
         switch state {
         case .running(let running):
             precondition(running == index, "Internal inconsistency: step \(index) completed while \(running) ran")
             completedCount += 1
-            let detached = stepStatus.attachments.isEmpty ? nil : stepStatus
-            stepStatus = JobStatus()
+            let detached = stepAttachments.attachments.isEmpty ? nil : stepAttachments
+            stepAttachments = AttachmentList()
             switch outcome {
             case .success:
                 return (startStep(index + 1), detached)
@@ -94,8 +94,8 @@ struct SequenceStateMachine: Sendable {
             return .none
         case .running:
             state = .finished
-            defer { stepStatus = JobStatus() }
-            return .cancelStep(stepStatus.attachments.map(\.attachment))
+            defer { stepAttachments = AttachmentList() }
+            return .cancelStep(stepAttachments.attachments.map(\.attachment))
         }
     }
 
@@ -110,28 +110,28 @@ struct SequenceStateMachine: Sendable {
     mutating func attach(_ attachment: Attachment, toStep index: Int, key: Int?) -> AttachDecision {
         if index < completedCount { return .drop }
         guard case .running = state else { return .cancelNow }
-        stepStatus.append(attachment, key: key)
+        stepAttachments.append(attachment, key: key)
         return .kept
     }
 
     /// A key for an attachment of the running step, to be attached with it
     /// later.
     mutating func reserveKey() -> Int {
-        stepStatus.reserveKey()
+        stepAttachments.reserveKey()
     }
 
     /// Forgets the attachment `key` of step `index`; returned, to be
     /// released after unlocking.
     mutating func detach(_ key: Int, fromStep index: Int) -> Attachment? {
         guard case .running(let running) = state, running == index else { return nil }
-        return stepStatus.remove(key)
+        return stepAttachments.remove(key)
     }
 
     /// The running step and what it attached; `nil` before the sequence
     /// started and once it is over.
     var progress: (index: Int, attachments: [(key: Int, attachment: Attachment)])? {
         guard case .running(let index) = state else { return nil }
-        return (index, stepStatus.attachments)
+        return (index, stepAttachments.attachments)
     }
 
     private mutating func startStep(_ index: Int) -> Action {

@@ -1,0 +1,109 @@
+/// What a handle or a parent needs of a job, whatever its value type.
+protocol JobCancelling: AnyObject, Sendable {
+    /// Completes the job with `CancellationError` unless it already completed.
+    @discardableResult func cancel() -> Bool
+    /// Whether the job has completed, by any means.
+    var isCompleted: Bool { get }
+    /// The job and the children it waits on, as they are now.
+    func snapshot() -> JobSnapshot
+}
+
+/// Something a running job holds that is cancelled with it and shows in
+/// its snapshot: a child job's state, or a combinator's run (a group's,
+/// a sequence's, a timeout's or a retry's timer).
+protocol JobNode: AnyObject, Sendable {
+    /// The job that holds this node was cancelled.
+    func cancelWithOwner()
+    /// Adds what this node knows to the snapshot of the job that holds it:
+    /// a child job adds itself as a child; a combinator's run says which
+    /// combinator the job is, and adds its own children.
+    func describe(into owner: inout JobSnapshot)
+}
+
+/// What a running performance holds besides its handler, kept in its
+/// lock: what to cancel with it, and what its snapshot shows.
+enum Attachment: Sendable {
+    /// An `onCancel` block.
+    case onCancel(@Sendable () -> Void)
+    /// A child job or a combinator's run.
+    case node(any JobNode)
+    /// The name given with `named(_:)`; kept after the job completed.
+    case name(String)
+    /// What the job says about its progress, asked when a snapshot is taken.
+    case detail(@Sendable () -> String)
+    /// The error the job failed with (`cancel` aside); kept after it
+    /// completed, for its snapshots.
+    case failure(any Error)
+
+    /// The job that holds this attachment was cancelled: an `onCancel`
+    /// block runs, a node is cancelled, the rest stays as it is.
+    func cancelWithOwner() {
+        switch self {
+        case .onCancel(let run): run()
+        case .node(let node): node.cancelWithOwner()
+        case .name, .detail, .failure: break
+        }
+    }
+}
+
+/// What a running job holds besides its latch and its handler: its
+/// attachments, each under a key by which a finished child detaches its
+/// own. A standalone performance keeps it in an ``AttachmentTable``; a
+/// group or a sequence keeps one for each running child that attached
+/// something.
+///
+/// It is deliberately not generic: a lock around a type that depends on a
+/// job's `Success` makes the (unspecialized) generic deinit of its owner
+/// look up type metadata at run time.
+struct AttachmentList: Sendable {
+    var attachments: [(key: Int, attachment: Attachment)] = []
+    var nextKey = 0
+}
+
+/// What becomes of an attachment offered to a job.
+enum AttachDecision: Sendable {
+    /// It is kept while the job runs.
+    case kept
+    /// Cancel it now: the job was cancelled.
+    case cancelNow
+    /// Drop it: the job completed otherwise.
+    case drop
+}
+
+extension AttachmentList {
+    /// Keeps `attachment` under `key`, or under the next key.
+    mutating func append(_ attachment: Attachment, key: Int?) {
+        let key = key ?? nextKey
+        if key == nextKey { nextKey += 1 }
+        attachments.append((key, attachment))
+    }
+
+    /// A key for an attachment to be kept later.
+    mutating func reserveKey() -> Int {
+        defer { nextKey += 1 }
+        return nextKey
+    }
+
+    /// Removes the attachment kept under `key` and returns it. Children
+    /// finish mostly in the order they started, so the search starts from
+    /// the end.
+    mutating func remove(_ key: Int) -> Attachment? {
+        guard let index = attachments.lastIndex(where: { $0.key == key }) else { return nil }
+        return attachments.remove(at: index).attachment
+    }
+
+    /// Takes every attachment out, for the job has completed, and keeps
+    /// what snapshots of the completed job still show: its names, and
+    /// `failure`, the error it failed with, if any.
+    mutating func takeAttachments(keeping failure: (any Error)?) -> [(key: Int, attachment: Attachment)] {
+        let taken = attachments
+        let isName = { (entry: (key: Int, attachment: Attachment)) in
+            if case .name = entry.attachment { true } else { false }
+        }
+        // A named job that holds nothing else keeps its list as it is.
+        if failure == nil && taken.allSatisfy(isName) { return [] }
+        attachments = taken.filter(isName)
+        if let failure { attachments.append((nextKey, .failure(failure))) }
+        return taken
+    }
+}

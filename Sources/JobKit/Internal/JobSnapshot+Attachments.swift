@@ -1,0 +1,30 @@
+extension JobSnapshot {
+    /// A snapshot of a job in `state` that holds `attachments`: its name,
+    /// its detail (asked now) and what its nodes describe.
+    init(state: State, attachments: [(key: Int, attachment: Attachment)]) {
+        self.init(state: state)
+        for (_, attachment) in attachments {
+            switch attachment {
+            case .onCancel: break
+            case .node(let node): node.describe(into: &self)
+            case .name(let name): if self.name == nil { self.name = name }
+            case .detail(let describe): self.detail = describe()
+            case .failure: break
+            }
+        }
+    }
+
+    /// This snapshot as a reader wants it. A pending job that is nothing
+    /// but a wrapper around the one child it runs (`then`, `map`,
+    /// `recover`, `mapError`, unnamed) shows as that child; a pending job
+    /// that waits on one anonymous job, with nothing to say and no
+    /// children, shows without it (an uploader's request under "upload
+    /// photo-1.jpg"): it is where that job is stuck.
+    func collapsingWrapper() -> JobSnapshot {
+        guard state.isPending, kind == nil, children.count == 1 else { return self }
+        if name == nil && detail == nil { return children[0] }
+        var snapshot = self
+        if children[0].isAnonymousLeaf { snapshot.children = [] }
+        return snapshot
+    }
+}
