@@ -34,7 +34,8 @@ extension Job where Success == Void {
     /// ```
     ///
     /// - Parameters:
-    ///   - jobs: The children.
+    ///   - jobs: The children; at most `UInt32.max` (more fail the group
+    ///     with ``JobError/invalidArgument(_:)``).
     ///   - maxConcurrent: The most children running at any moment; at least
     ///     1 (a smaller value fails the group with
     ///     ``JobError/invalidArgument(_:)``). Unbounded by default.
@@ -76,7 +77,8 @@ extension Job {
     /// ```
     ///
     /// - Parameters:
-    ///   - jobs: The children.
+    ///   - jobs: The children; at most `UInt32.max` (more fail the group
+    ///     with ``JobError/invalidArgument(_:)``).
     ///   - maxConcurrent: The most children running at any moment; at least 1.
     ///   - failurePolicy: What a child's failure does to the others.
     /// - Returns: A job whose value holds each child's value, in input order.

@@ -13,7 +13,8 @@ extension Job where Success == Void {
     /// Job.sequence([.group(mediaUploads), postUpload])
     /// ```
     ///
-    /// - Parameter jobs: The steps, in order.
+    /// - Parameter jobs: The steps, in order; at most `UInt32.max` (more
+    ///   fail the sequence with ``JobError/invalidArgument(_:)``).
     /// - Returns: A job that finishes when the last step finished.
     /// Steps that complete before their closure returns are followed at
     /// once, on the same thread, without a trip through the queue each; the

@@ -267,12 +267,11 @@ struct CallbackBridgeTests {
             let recorder = Recorder<Int>()
             let handle = Job.bridgingCancellable { completion in api.fetch(completion: completion) }
                 .perform(on: queue, then: recorder.handler)
-            DispatchQueue.concurrentPerform(iterations: 2) { index in
-                if index == 0 {
-                    try? queue.run()  // runs the body unless the cancel came first
-                } else {
-                    handle.cancel()
-                }
+            // The body runs unless the cancel came first.
+            race {
+                try? queue.run()
+            } _: {
+                handle.cancel()
             }
             try queue.run()
             #expect(isCancellation(recorder.last?.failure))

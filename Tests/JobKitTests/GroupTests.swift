@@ -429,6 +429,88 @@ struct GroupTests {
         #expect(kept.value.first?.isCompleted == true)
     }
 
+    @Test(arguments: ["group", "sequence"])
+    func aChildsFirstOnCancelRacingWithTheCancelOfItsRunRunsOnce(combinator: String) throws {
+        // The child makes its attachment table and hands it to its run while
+        // another thread cancels the run: the block is cancelled with the
+        // run, or at once, never lost.
+        for _ in 0..<2_000 {
+            let kept = LockedValue<Job<Void>.Controller?>(nil)
+            let jobs = [Job<Void> { kept.setValue($0) }]
+            let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+            let handle = run.perform(on: ImmediateQueue()) { _ in }
+            let controller = try #require(kept.value)
+            let runs = LockedValue(0)
+            race {
+                handle.cancel()
+            } _: {
+                controller.onCancel { runs.withValue { $0 += 1 } }
+            }
+            #expect(runs.value == 1)
+        }
+    }
+
+    @Test(arguments: ["group", "sequence"])
+    func aChildsOnCancelRacingWithItsOwnCompletionIsReleasedAndNeverRuns(combinator: String) throws {
+        for _ in 0..<2_000 {
+            let kept = LockedValue<Job<Void>.Controller?>(nil)
+            let other = ManualJob<Void>()
+            let jobs = [Job<Void> { kept.setValue($0) }, other.job]
+            let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+            let handle = run.perform(on: ImmediateQueue()) { _ in }
+            let controller = try #require(kept.value)
+            let runs = LockedValue(0)
+            weak var weakTracked: Tracked?
+            do {
+                let tracked = Tracked()
+                weakTracked = tracked
+                race {
+                    controller.finish()
+                } _: {
+                    controller.onCancel {
+                        withExtendedLifetime(tracked) {}
+                        runs.withValue { $0 += 1 }
+                    }
+                }
+            }
+            // Kept until the child completed or dropped at once: released
+            // either way, though the child's controller is still here.
+            #expect(weakTracked == nil)
+            handle.cancel()
+            #expect(runs.value == 0)
+            #expect(other.cancelCount == 1)
+        }
+    }
+
+    @Test(arguments: ["group", "sequence"])
+    func whatAChildAttachedIsReleasedWhenItCompletesThoughItsControllerIsKept(combinator: String) throws {
+        let kept = LockedValue<Job<Void>.Controller?>(nil)
+        let other = ManualJob<Void>()
+        // Handed to the child's body, so that only its `onCancel` block
+        // keeps it (the group keeps its jobs until it is over).
+        let handedOver = LockedValue<Tracked?>(Tracked())
+        weak let weakTracked = handedOver.value
+        let child = Job<Void> { controller in
+            kept.setValue(controller)
+            let tracked = handedOver.withValue { $0.take() }
+            controller.onCancel { withExtendedLifetime(tracked) {} }
+            controller.perform(ManualJob<Void>().job.named("grandchild")) { _ in }
+        }
+        let jobs = [child.named("child"), other.job]
+        let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+        let handle = run.perform(on: ImmediateQueue()) { _ in }
+        let running = handle.snapshot()
+        #expect(running.children.map(\.title) == (combinator == "group" ? ["child", "job"] : ["child"]))
+        #expect(running.children.first?.children.map(\.line) == ["grandchild (running)"])
+        #expect(weakTracked != nil)
+        try #require(kept.value).finish()
+        #expect(weakTracked == nil)
+        #expect(kept.value?.isCompleted == true)
+        #expect(handle.snapshot().children.map(\.title) == ["job"])
+        handle.cancel()
+        #expect(other.cancelCount == 1)
+    }
+
     @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {
         for _ in 0..<50 {
             let done = DispatchSemaphore(value: 0)

@@ -245,12 +245,10 @@ struct JobTests {
             let handle = Job<Void> { kept.setValue($0) }.perform(on: ImmediateQueue()) { _ in }
             let controller = try #require(kept.value)
             let runs = LockedValue(0)
-            DispatchQueue.concurrentPerform(iterations: 2) { index in
-                if index == 0 {
-                    handle.cancel()
-                } else {
-                    controller.onCancel { runs.withValue { $0 += 1 } }
-                }
+            race {
+                handle.cancel()
+            } _: {
+                controller.onCancel { runs.withValue { $0 += 1 } }
             }
             #expect(runs.value == 1)
         }

@@ -20,6 +20,14 @@ func outcome<T>(of job: Job<T>, on queue: any JobQueue = ImmediateQueue()) -> Jo
     return box.value
 }
 
+/// Runs `first` and `second` at once, on two threads, and returns when
+/// both returned: one round of a race test.
+func race(_ first: @Sendable () -> Void, _ second: @Sendable () -> Void) {
+    DispatchQueue.concurrentPerform(iterations: 2) { index in
+        if index == 0 { first() } else { second() }
+    }
+}
+
 /// Records the outcomes a handler receives, in order.
 final class Recorder<T: Sendable>: Sendable {
     private let box = LockedValue<[Job<T>.Outcome]>([])

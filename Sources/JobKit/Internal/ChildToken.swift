@@ -9,48 +9,35 @@ protocol ChildRunning<Element>: AnyObject, Sendable {
     /// The queue the children run on.
     var queue: any JobQueue { get }
     /// Whether the run is over (reported or cancelled): its running
-    /// children count as cancelled.
+    /// children count as cancelled. Set and read sequentially consistent,
+    /// for an attachment that makes its table as the run ends
+    /// (``LazyReference``).
     var isOver: Bool { get }
 
     /// The child at `index` completed with `outcome`: its token's latch let
-    /// this outcome through, once.
-    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>) -> ChildCompletion
+    /// this outcome through, once. `hasTable` says whether the child has an
+    /// attachment table, whose attachments the run then releases.
+    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool) -> ChildCompletion
     /// Starts what a child's completion let start (``ChildCompletion/startsNext``)
     /// when the thread that ran the child's body is not there to: a group's
     /// next ticket, a sequence's next step.
     func continueAfterChild()
-    /// Keeps `attachment` for the running child at `index` (an `onCancel`
-    /// block, a grandchild, a name) under `key` or the child's next key, or
-    /// cancels it at once if the child was cancelled, or drops it if the
-    /// child completed.
-    func attach(_ attachment: Attachment, toChild index: Int, key: Int?)
-    /// A key for an attachment of the running child at `index`, to be
-    /// attached with it later.
-    func reserveKey(forChild index: Int) -> Int
-    /// Forgets the attachment `key` of the child at `index` (a grandchild
-    /// completed).
-    func detach(_ key: Int, fromChild index: Int)
-}
-
-extension ChildRunning {
-    /// Performs `job` as a child of the child at `index`: it is cancelled
-    /// with that child and shows in its snapshot. `handler` is called on the
-    /// thread that completes it, or through the queue if `hopsToQueue`.
-    func performGrandchild<Grandchild>(
-        _ job: Job<Grandchild>,
-        of index: Int,
-        hopsToQueue: Bool,
-        then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
-    ) -> JobState<Grandchild> {
-        let key = reserveKey(forChild: index)
-        let grandchild = JobState<Grandchild>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
-            detach(key, fromChild: index)
-            handler(outcome)
-        }
-        attach(.node(grandchild), toChild: index, key: key)
-        grandchild.start(job.body)
-        return grandchild
-    }
+    /// The table the running child at `index` keeps its attachments in,
+    /// from its first attachment on: a group makes one for each child that
+    /// attaches something; a sequence, whose steps run one at a time, has
+    /// one for all its steps. The run takes what the table holds when the
+    /// child completes (to release it) or the run is over (to cancel it).
+    func makeTable(forChild index: Int) -> AttachmentTable
+    /// Keeps `table`, which the running child at `index` just made, where
+    /// the run finds it to cancel or describe the child, without taking the
+    /// run's lock.
+    /// - Returns: `true` if the run keeps it, and must forget it
+    ///   (``uninstall(_:forChild:)``) if the child turns out to have
+    ///   completed, or the run to be over, as it made it.
+    func install(_ table: AttachmentTable, forChild index: Int) -> Bool
+    /// Forgets `table`, kept for the child at `index`: the child had
+    /// completed, or the run was over, as it made the table.
+    func uninstall(_ table: AttachmentTable, forChild index: Int)
 }
 
 /// What became of a child's outcome.
@@ -67,12 +54,14 @@ enum ChildCompletion: Sendable {
 }
 
 /// A running child of a group or a step of a sequence: what its
-/// controllers share, and the only state of its own the child has. Its
-/// outcome latch is here; the rest (its attachments, whether it completed)
-/// is kept by its run.
+/// controllers share, and the only state of its own the child has: its
+/// outcome latch, and what it attached, in a table made on first use (most
+/// children attach nothing). Whether it completed is kept by its run, which
+/// also keeps the child's table, to cancel and describe it.
 ///
 /// The child is cancelled when its run is over: then ``isCancelled`` is
-/// `true` and what the child reports is dropped.
+/// `true`, what the child reports is dropped, and what it attaches is
+/// cancelled at once. What it attached is released when it completes.
 ///
 /// The thread that runs the child's body (a group's block, a sequence's
 /// loop) calls ``bodyReturned()`` after it. A child that completes before
@@ -81,29 +70,38 @@ enum ChildCompletion: Sendable {
 /// the latch says so, as ``ChildPhase/grantedToRunner``.
 ///
 /// Unchecked, as its base class: it holds an immutable reference, an
-/// integer and an atomic.
+/// integer and atomics.
 final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable {
     let run: Run
-    let index: Int
+    /// The child's index, in 32 bits, so that the token with its table
+    /// reference stays in the allocator's 48-byte size class (a group or a
+    /// sequence holds at most `UInt32.max` jobs).
+    private let storedIndex: UInt32
     /// ``ChildPhase``: whether the body runs, and whether an outcome of the
     /// child's own went through.
     private let phase = Atomic<UInt8>(ChildPhase.inBody)
     /// A group's child or a sequence's step.
     private let childKind: Kind
+    /// What the child attached (`onCancel` blocks, grandchildren, names),
+    /// made on first use (``ChildRunning/makeTable(forChild:)``).
+    private let attachments = LazyReference<AttachmentTable>()
 
     override var kind: Kind { childKind }
+
+    /// The child's index in its run.
+    var index: Int { Int(storedIndex) }
 
     /// A group's child.
     init<Element>(run: GroupRun<Element>, index: Int) where Run == GroupRun<Element> {
         self.run = run
-        self.index = index
+        self.storedIndex = UInt32(truncatingIfNeeded: index)
         self.childKind = .groupChild
     }
 
     /// A sequence's step.
     init(run: SequenceRun, index: Int) where Run == SequenceRun {
         self.run = run
-        self.index = index
+        self.storedIndex = UInt32(truncatingIfNeeded: index)
         self.childKind = .sequenceStep
     }
 
@@ -161,13 +159,13 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
             let (exchanged, original) = phase.compareExchange(
                 expected: current,
                 desired: inBody ? ChildPhase.reportedInBody : ChildPhase.reported,
-                ordering: .acquiringAndReleasing
+                ordering: .sequentiallyConsistent
             )
             guard exchanged else {
                 current = original
                 continue
             }
-            switch run.childCompleted(index, outcome) {
+            switch run.childCompleted(index, outcome, hasTable: attachments.existing != nil) {
             case .recorded:
                 break
             case .startsNext:
@@ -180,12 +178,77 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
                     ).exchanged
                 if !granted { run.continueAfterChild() }
             case .lost:
+                // The run was over: it cancels what the child attached.
                 phase.store(ChildPhase.cancelled, ordering: .releasing)
                 return false
             }
             return true
         }
         return false
+    }
+
+    // MARK: Attachments
+
+    /// Holds `attachment` while the child runs. An `onCancel` block or a
+    /// node attached to a cancelled child is cancelled at once; anything
+    /// attached to a child that completed otherwise is dropped.
+    ///
+    /// The child's table is made on first use; its run cancels what it
+    /// holds when the run is over, and releases it when the child completes.
+    func attach(_ attachment: Attachment) {
+        let early = decideAttachment()
+        guard early == .kept else {
+            // No table for what is not kept.
+            if early == .cancelNow { attachment.cancelWithOwner() }
+            return
+        }
+        let (table, installed) = madeTable()
+        keep(attachment, key: nil, in: table, installed: installed)
+    }
+
+    /// The child's table, made now if it was not; `installed` says whether
+    /// this call made it and the run kept it.
+    private func madeTable() -> (table: AttachmentTable, installed: Bool) {
+        let (table, madeNow) = attachments.made { run.makeTable(forChild: index) }
+        return (table, madeNow && run.install(table, forChild: index))
+    }
+
+    /// Keeps `attachment` in `table` under `key`, or cancels or drops it.
+    private func keep(_ attachment: Attachment, key: Int?, in table: AttachmentTable, installed: Bool) {
+        let decision = table.attach(attachment, key: key) { decideAttachment() }
+        // Made as the child completed or the run ended: nothing to keep.
+        if installed && decision != .kept { run.uninstall(table, forChild: index) }
+        if decision == .cancelNow { attachment.cancelWithOwner() }
+    }
+
+    /// What becomes of an attachment now: kept while the child runs,
+    /// cancelled if the child was, dropped if it completed.
+    private func decideAttachment() -> AttachDecision {
+        let phase = phase.load(ordering: .sequentiallyConsistent)
+        if phase >= ChildPhase.reportedInBody { return phase == ChildPhase.cancelled ? .cancelNow : .drop }
+        return run.isOver ? .cancelNow : .kept
+    }
+
+    /// Performs `job` as a child of this child: it is cancelled with this
+    /// child and shows in its snapshot. `handler` is called on the thread
+    /// that completes it, or through the queue if `hopsToQueue`; it holds
+    /// this child's table, not its token, so that a body that dropped its
+    /// controllers is abandoned even while a grandchild runs.
+    func performChild<Grandchild>(
+        _ job: Job<Grandchild>,
+        hopsToQueue: Bool,
+        then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
+    ) -> JobState<Grandchild> {
+        let (table, installed) = madeTable()
+        let key = table.reserveKey()
+        let grandchild = JobState<Grandchild>(queue: run.queue, hopsToQueue: hopsToQueue) { outcome in
+            let detached = table.detach(key)
+            _ = detached  // released here, outside the lock
+            handler(outcome)
+        }
+        keep(.node(grandchild), key: key, in: table, installed: installed)
+        grandchild.start(job.body)
+        return grandchild
     }
 }
 

@@ -127,8 +127,8 @@ enum TypedToken<Success: Sendable>: Sendable {
     func attach(_ attachment: Attachment) {
         switch self {
         case .state(let token): token.state.attach(attachment)
-        case .groupChild(let child): child.run.attach(attachment, toChild: child.index, key: nil)
-        case .sequenceStep(let step): step.run.attach(attachment, toChild: step.index, key: nil)
+        case .groupChild(let child): child.attach(attachment)
+        case .sequenceStep(let step): step.attach(attachment)
         }
     }
 
@@ -154,9 +154,9 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token):
             token.state.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         case .groupChild(let groupChild):
-            groupChild.run.performGrandchild(child, of: groupChild.index, hopsToQueue: hopsToQueue, then: handler)
+            groupChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         case .sequenceStep(let step):
-            step.run.performGrandchild(child, of: step.index, hopsToQueue: hopsToQueue, then: handler)
+            step.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         }
     }
 }

@@ -8,10 +8,13 @@ import Synchronization
 /// attached, report.
 ///
 /// A running child has no state object of its own: its controllers share a
-/// ``ChildToken`` (the group, the child's index, its outcome latch),
-/// and the group keeps the rest. So a child parked on a request in flight
-/// costs that token, like the `leave` closure a hand-written `DispatchGroup`
-/// loop keeps.
+/// ``ChildToken`` (the group, the child's index, its outcome latch, and
+/// what it attached, in a table made on first use), and the group keeps
+/// the rest. So a child parked on a request in flight costs that token,
+/// like the `leave` closure a hand-written `DispatchGroup` loop keeps. The
+/// tables children make are kept in ``ChildTables`` too, where the group
+/// finds them to cancel and describe its running children, and where a
+/// child puts its table without taking the group's lock.
 ///
 /// Tickets are run by *blocks*: closures that capture the run alone (so the
 /// run is their context and they allocate nothing, like the block of a
@@ -41,7 +44,11 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     /// Whether the group is over (reported or cancelled), for the
     /// children's controllers to read without the lock. Set under the lock,
     /// when the state machine finishes; the state machine decides.
+    /// Sequentially consistent, as ``ChildRunning/isOver`` says.
     private let over = Atomic<Bool>(false)
+    /// The tables of the running children that attached something, made
+    /// when the first does.
+    private let tables = LazyReference<ChildTables>()
     let queue: any JobQueue
     private let report: @Sendable (Result<[Element], any Error>) -> Void
     private let lock: Lock<Storage>
@@ -102,7 +109,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
 
     /// Whether the group is over: its running children count as cancelled.
     var isOver: Bool {
-        over.load(ordering: .acquiring)
+        over.load(ordering: .sequentiallyConsistent)
     }
 
     /// Starts the group. `attach` hands the run to the group's job, which
@@ -158,24 +165,47 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
 
     /// The child at `index` completed with `outcome` (its token's latch let
     /// this outcome through).
-    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>) -> ChildCompletion {
-        let (action, detached, released) = lock.withLock { storage in
-            let (action, detached) = storage.machine.childCompleted(index: index, outcome: outcome)
-            if storage.machine.isOver { over.store(true, ordering: .releasing) }
-            return (action, detached, storage.jobsToRelease())
+    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool) -> ChildCompletion {
+        let (action, table, cancelling, released) = lock.withLock { storage in
+            let action = storage.machine.childCompleted(index: index, outcome: outcome)
+            let table = hasTable ? tables.existing?.take(at: index) : nil
+            var cancelling: [AttachmentTable] = []
+            if storage.machine.isOver {
+                over.store(true, ordering: .sequentiallyConsistent)
+                if case .finish(_, cancelsRunning: true) = action { cancelling = runningTables(storage.machine) }
+            }
+            return (action, table, cancelling, storage.jobsToRelease())
         }
-        _ = (detached, released)  // released here, outside the lock
+        // What the child attached goes with its completion.
+        _ = (table?.takeAll(), released)  // released here, outside the lock
         switch action {
         case .none:
             return .recorded
         case .enqueueTicket:
             return .startsNext
-        case .finish(let result, let cancelling):
-            for attachment in cancelling { attachment.cancelWithOwner() }
+        case .finish(let result, _):
+            cancelAttachments(in: cancelling)
             report(result)
             return .recorded
         case .lost:
             return .lost
+        }
+    }
+
+    /// Takes the tables of the running children out, the group being over.
+    /// Call under the lock, after setting ``over``: a child that makes its
+    /// table after this sees the group over.
+    private func runningTables(_ machine: StateMachine) -> [AttachmentTable] {
+        guard let tables = tables.existing else { return [] }
+        // A completed child's table is only here if it was made as the
+        // child completed: it holds nothing to cancel.
+        return tables.takeAll().compactMap { machine.hasCompleted($0.index) ? nil : $0.table }
+    }
+
+    /// Cancels what the running children attached: the group is over.
+    private func cancelAttachments(in tables: [AttachmentTable]) {
+        for table in tables {
+            for (_, attachment) in table.takeAll() { attachment.cancelWithOwner() }
         }
     }
 
@@ -184,40 +214,42 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         enqueueBlock()
     }
 
-    /// Keeps `attachment` for the running child at `index`, or cancels or
-    /// drops it as ``GroupStateMachine/attach(_:toChild:key:)`` decides.
-    func attach(_ attachment: Attachment, toChild index: Int, key: Int?) {
-        let decision = lock.withLock { $0.machine.attach(attachment, toChild: index, key: key) }
-        if case .cancelNow = decision { attachment.cancelWithOwner() }
+    func makeTable(forChild index: Int) -> AttachmentTable {
+        AttachmentTable()
     }
 
-    func reserveKey(forChild index: Int) -> Int {
-        lock.withLock { $0.machine.reserveKey(forChild: index) }
+    func install(_ table: AttachmentTable, forChild index: Int) -> Bool {
+        tables.made { ChildTables(count: count) }.object.install(table, at: index)
     }
 
-    func detach(_ key: Int, fromChild index: Int) {
-        let detached = lock.withLock { $0.machine.detach(key, fromChild: index) }
-        _ = detached  // released here, outside the lock
+    func uninstall(_ table: AttachmentTable, forChild index: Int) {
+        lock.withLock { _ in tables.existing?.remove(table, at: index) }
     }
 
     /// Cancels every running child; children not started never start.
     func cancelWithOwner() {
         let (cancelling, released) = lock.withLock { storage in
-            let attachments = storage.machine.cancel()
-            over.store(true, ordering: .releasing)
-            return (attachments, storage.jobsToRelease())
+            let cancelsRunning = storage.machine.cancel()
+            over.store(true, ordering: .sequentiallyConsistent)
+            return (cancelsRunning ? runningTables(storage.machine) : [], storage.jobsToRelease())
         }
         _ = released  // released here, outside the lock
-        for attachment in cancelling { attachment.cancelWithOwner() }
+        cancelAttachments(in: cancelling)
     }
 
     /// Says the job is a group, how far it is, and adds its running
     /// children.
     func describe(into owner: inout JobSnapshot) {
-        guard let (done, running) = lock.withLock({ $0.machine.progress }) else { return }
+        let progress = lock.withLock { storage -> (done: Int, running: [(Int, AttachmentTable?)])? in
+            guard let (done, running) = storage.machine.progress else { return nil }
+            let tables = tables.existing
+            return (done, running.map { ($0, tables?.table(at: $0)) })
+        }
+        guard let (done, running) = progress else { return }
         owner.kind = .group(done: done, running: running.count, count: count)
         // Described here, outside the lock the children complete through.
-        for (_, attachments) in running {
+        for (_, table) in running {
+            let attachments = table?.entries ?? []
             owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
         }
     }

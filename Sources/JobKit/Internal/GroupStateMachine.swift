@@ -3,10 +3,9 @@
 /// released. It runs nothing itself; ``GroupRun`` holds it under its lock
 /// and acts.
 ///
-/// Besides each child's ``ChildToken``, the group is the only place a
-/// running child's state lives: which children are running, and for a
-/// child that attached something (an `onCancel` block, a grandchild, a
-/// name), its attachments, in a side table made on first use.
+/// Besides each child's ``ChildToken`` (its outcome latch and what it
+/// attached), the group is the only place a running child's state lives:
+/// which children are running and which completed.
 ///
 /// A group starts children through *tickets*: permissions to start the next
 /// child in input order, which the owner's work items on the group's queue
@@ -32,9 +31,9 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         case none
         /// Hand out one more ticket: the child freed room.
         case enqueueTicket
-        /// Report `result` and cancel `cancelling`, the attachments of the
-        /// children still running: the group is over.
-        case finish(Result<[Element], any Error>, cancelling: [Attachment])
+        /// Report `result`: the group is over. If `cancelsRunning`, children
+        /// still run: cancel what they attached.
+        case finish(Result<[Element], any Error>, cancelsRunning: Bool)
         /// Nothing, and the child's outcome is dropped: the group was over
         /// already, so the child had been cancelled.
         case lost
@@ -55,9 +54,6 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         var firstError: (any Error)?
         /// Each child's value, in input order, when the group collects them.
         var values: [Element?] = []
-        /// The attachments of the running children that made any, by
-        /// input index.
-        var sideTables: [Int: AttachmentList] = [:]
     }
 
     private enum State: Sendable {
@@ -67,6 +63,10 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         /// Done: reported, or cancelled. `running` is empty.
         case finished
     }
+
+    /// The most children a group holds: a child's token keeps its index in
+    /// 32 bits.
+    static var maxCount: Int { Int(UInt32.max) }
 
     let count: Int
     let maxConcurrent: Int
@@ -105,6 +105,11 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
                 state = .finished
                 return .finish(.success([]))
             }
+            guard count <= Self.maxCount else {
+                state = .finished
+                return .finish(
+                    .failure(JobError.invalidArgument("a group holds at most \(Self.maxCount) jobs, got \(count)")))
+            }
             let tickets = Swift.min(maxConcurrent, count)
             state = .running
             running.ticketCount = tickets
@@ -137,16 +142,11 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         }
     }
 
-    /// The child at `index` completed with `outcome`. Its side table, if
-    /// it had one, is returned, to be released after unlocking.
-    mutating func childCompleted(
-        index: Int,
-        outcome: Result<Element, any Error>
-    ) -> (action: CompletionAction, detached: AttachmentList?) {
+    /// The child at `index` completed with `outcome`.
+    mutating func childCompleted(index: Int, outcome: Result<Element, any Error>) -> CompletionAction {
         switch state {
         case .running:
             completed[index / 64] |= 1 << UInt64(index % 64)
-            let detached = running.sideTables.isEmpty ? nil : running.sideTables.removeValue(forKey: index)
             running.activeCount -= 1
             running.completedCount += 1
             switch outcome {
@@ -155,87 +155,59 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             case .failure(let error):
                 if failurePolicy == .failFast {
                     let done = finish()
-                    return (.finish(.failure(error), cancelling: done.attachments), detached)
+                    return .finish(.failure(error), cancelsRunning: done.activeCount > 0)
                 }
                 if running.firstError == nil { running.firstError = error }
             }
             if running.completedCount == count {
                 let done = finish()
-                if let error = done.running.firstError { return (.finish(.failure(error), cancelling: []), detached) }
-                let values = collectsValues ? done.running.values.map { $0! } : []
-                return (.finish(.success(values), cancelling: []), detached)
+                if let error = done.firstError { return .finish(.failure(error), cancelsRunning: false) }
+                let values = collectsValues ? done.values.map { $0! } : []
+                return .finish(.success(values), cancelsRunning: false)
             }
-            guard running.ticketCount < count && running.activeCount < maxConcurrent else { return (.none, detached) }
+            guard running.ticketCount < count && running.activeCount < maxConcurrent else { return .none }
             running.ticketCount += 1
             running.activeCount += 1
-            return (.enqueueTicket, detached)
+            return .enqueueTicket
         case .finished:
-            return (.lost, nil)
+            return .lost
         case .idle:
             preconditionFailure("Internal inconsistency: a child completed before the group started")
         }
     }
 
-    /// The group is cancelled: the attachments of the running children, to
-    /// cancel. Children not started never start.
-    mutating func cancel() -> [Attachment] {
+    /// The group is cancelled. Children not started never start.
+    /// - Returns: `true` if children were running: cancel what they
+    ///   attached.
+    mutating func cancel() -> Bool {
         switch state {
         case .idle:
             state = .finished
-            return []
+            return false
         case .running:
-            return finish().attachments
+            return finish().activeCount > 0
         case .finished:
-            return []
+            return false
         }
     }
 
     /// Whether the child at `index` completed while the group ran.
-    private func hasCompleted(_ index: Int) -> Bool {
+    func hasCompleted(_ index: Int) -> Bool {
         index / 64 < completed.count && completed[index / 64] & (1 << UInt64(index % 64)) != 0
     }
 
-    /// Keeps `attachment` for the running child at `index`, under `key` or
-    /// the child's next key.
-    mutating func attach(_ attachment: Attachment, toChild index: Int, key: Int?) -> AttachDecision {
-        if hasCompleted(index) { return .drop }
-        guard case .running = state else { return .cancelNow }
-        running.sideTables[index, default: AttachmentList()].append(attachment, key: key)
-        return .kept
-    }
-
-    /// A key for an attachment of the running child at `index`, to be
-    /// attached with it later.
-    mutating func reserveKey(forChild index: Int) -> Int {
-        guard case .running = state else { return 0 }
-        return running.sideTables[index, default: AttachmentList()].reserveKey()
-    }
-
-    /// Forgets the attachment `key` of the child at `index`; returned, to
-    /// be released after unlocking.
-    mutating func detach(_ key: Int, fromChild index: Int) -> Attachment? {
+    /// How far a running group is, and the input indices of its running
+    /// children, in order; `nil` before it started and once it is over.
+    var progress: (done: Int, running: [Int])? {
         guard case .running = state else { return nil }
-        return running.sideTables[index]?.remove(key)
+        return (running.completedCount, (0..<running.nextIndex).filter { !hasCompleted($0) })
     }
 
-    /// How far a running group is, and its running children in input
-    /// order, each with its attachments; `nil` before it started and once
-    /// it is over.
-    var progress: (done: Int, running: [(index: Int, attachments: [(key: Int, attachment: Attachment)])])? {
-        guard case .running = state else { return nil }
-        var children: [(index: Int, attachments: [(key: Int, attachment: Attachment)])] = []
-        for index in 0..<running.nextIndex where !hasCompleted(index) {
-            children.append((index, running.sideTables[index]?.attachments ?? []))
-        }
-        return (running.completedCount, children)
-    }
-
-    /// Moves to `finished` and hands over the bookkeeping, leaving none,
-    /// with the attachments of the children still running.
-    private mutating func finish() -> (running: Running, attachments: [Attachment]) {
+    /// Moves to `finished` and hands over the bookkeeping, leaving none.
+    @discardableResult
+    private mutating func finish() -> Running {
         state = .finished
-        let done = running
-        running = Running()
-        return (done, done.sideTables.values.flatMap { $0.attachments.map(\.attachment) })
+        defer { running = Running() }
+        return running
     }
 }

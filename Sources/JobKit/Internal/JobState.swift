@@ -47,7 +47,7 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     /// The queue the job runs on; children run on it too.
     let queue: any JobQueue
-    private let attachments = LazyAttachmentTable()
+    private let attachments = LazyReference<AttachmentTable>()
     private let latch = OutcomeLatch()
     /// Whether the body has run, for snapshots ("waiting to start" or
     /// "running"); nothing else reads it.
@@ -205,7 +205,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         // A failure's error is kept for snapshots, so it makes the table.
         var taken: [(key: Int, attachment: Attachment)] = []
         if phase == .failed, case .failure(let error) = outcome {
-            taken = attachments.made().takeOnCompletion(keeping: error)
+            taken = table.takeOnCompletion(keeping: error)
         } else if let table = attachments.existing {
             taken = table.takeOnCompletion(keeping: nil)
         }
@@ -241,11 +241,23 @@ final class JobState<Success: Sendable>: JobCancelling {
     func attach(_ attachment: Attachment, key: Int? = nil) {
         let decision: AttachDecision =
             switch latch.current {
-            case .pending: attachments.made().attach(attachment, key: key, unless: latch)
+            case .pending:
+                table.attach(attachment, key: key) {
+                    switch latch.currentInOrder {
+                    case .pending: .kept
+                    case .cancelled: .cancelNow
+                    case .completed, .failed: .drop
+                    }
+                }
             case .cancelled: .cancelNow
             case .completed, .failed: .drop
             }
         if decision == .cancelNow { attachment.cancelWithOwner() }
+    }
+
+    /// The attachment table, made now if it was not.
+    private var table: AttachmentTable {
+        attachments.made { AttachmentTable() }.object
     }
 
     /// Forgets an attachment that is no longer needed (a child finished).
@@ -262,7 +274,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         hopsToQueue: Bool,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
-        let key = attachments.made().reserveKey()
+        let key = table.reserveKey()
         let childState = JobState<Child>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
             detach(key)
             handler(outcome)

@@ -30,7 +30,7 @@ struct OutcomeLatch: ~Copyable, Sendable {
     ///
     /// Sequentially consistent, as is ``currentInOrder``: an attachment is
     /// kept only if made before the latch was won, and the winner collects
-    /// every attachment made before (``LazyAttachmentTable``).
+    /// every attachment made before (``LazyReference``).
     /// - Returns: `true` if this outcome won, and the job is now `phase`.
     func win(_ phase: Phase) -> Bool {
         self.phase.compareExchange(expected: .pending, desired: phase, ordering: .sequentiallyConsistent).exchanged

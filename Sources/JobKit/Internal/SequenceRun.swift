@@ -5,8 +5,9 @@ import Synchronization
 /// Each event (start, a step succeeded or failed, cancel) is decided by
 /// ``SequenceStateMachine`` under the lock and acted on after unlocking.
 /// A running step has no state object of its own: its controllers share a
-/// ``ChildToken`` (the sequence, the step's index, its outcome latch), and
-/// the sequence keeps the rest.
+/// ``ChildToken`` (the sequence, the step's index, its outcome latch, and
+/// what it attached, in a table made on first use), and the sequence keeps
+/// the rest, and the step's table, to cancel and describe it.
 ///
 /// There is one code path whatever the queue. A step runs on the queue,
 /// through ``Trampoline``, like a hand-written chain where each step
@@ -25,11 +26,17 @@ final class SequenceRun: JobNode, ChildRunning {
 
     /// Whether the sequence is over (finished, failed or cancelled), for
     /// the steps' controllers to read without the lock. Set under the lock,
-    /// when the state machine finishes.
+    /// when the state machine finishes; sequentially consistent, as
+    /// ``ChildRunning/isOver`` says.
     private let over = Atomic<Bool>(false)
     /// The last step whose body started, for snapshots ("waiting to start"
     /// or "running"); nothing else reads it.
     private let startedStep = Atomic<Int>(-1)
+    /// The steps' attachment table, made when the first step attaches
+    /// something. Steps run one at a time, and the sequence takes what the
+    /// table holds under its lock as each step completes, so the table
+    /// holds the running step's attachments only.
+    private let stepTable = LazyReference<AttachmentTable>()
     private let controller: Job<Void>.Controller
     private let lock: Lock<Storage>
     /// The number of steps.
@@ -62,7 +69,7 @@ final class SequenceRun: JobNode, ChildRunning {
     var queue: any JobQueue { controller.queue }
 
     var isOver: Bool {
-        over.load(ordering: .acquiring)
+        over.load(ordering: .sequentiallyConsistent)
     }
 
     func start() {
@@ -106,10 +113,13 @@ final class SequenceRun: JobNode, ChildRunning {
         Trampoline.enqueue({ [self] in runSteps() }, on: controller.queue)
     }
 
-    func childCompleted(_ index: Int, _ outcome: Result<Void, any Error>) -> ChildCompletion {
+    func childCompleted(_ index: Int, _ outcome: Result<Void, any Error>, hasTable: Bool) -> ChildCompletion {
         let (action, detached, released) = lock.withLock { storage in
-            let (action, detached) = storage.machine.stepCompleted(index: index, outcome: outcome)
-            if storage.machine.isOver { over.store(true, ordering: .releasing) }
+            let action = storage.machine.stepCompleted(index: index, outcome: outcome)
+            if storage.machine.isOver { over.store(true, ordering: .sequentiallyConsistent) }
+            // What the step attached goes with its completion (or was
+            // cancelled with the sequence, if its outcome is lost).
+            let detached = hasTable ? stepTable.existing?.takeAll() : nil
             return (action, detached, storage.jobsToRelease())
         }
         _ = (detached, released)  // released here, outside the lock
@@ -130,33 +140,35 @@ final class SequenceRun: JobNode, ChildRunning {
         enqueueSteps()
     }
 
-    func attach(_ attachment: Attachment, toChild index: Int, key: Int?) {
-        let decision = lock.withLock { $0.machine.attach(attachment, toStep: index, key: key) }
-        if case .cancelNow = decision { attachment.cancelWithOwner() }
+    func makeTable(forChild index: Int) -> AttachmentTable {
+        stepTable.made { AttachmentTable() }.object
     }
 
-    func reserveKey(forChild index: Int) -> Int {
-        lock.withLock { $0.machine.reserveKey() }
+    /// The table is the sequence's own: nothing to keep.
+    func install(_ table: AttachmentTable, forChild index: Int) -> Bool {
+        false
     }
 
-    func detach(_ key: Int, fromChild index: Int) {
-        let detached = lock.withLock { $0.machine.detach(key, fromStep: index) }
-        _ = detached  // released here, outside the lock
-    }
+    func uninstall(_ table: AttachmentTable, forChild index: Int) {}
 
     func cancelWithOwner() {
-        let (action, released) = lock.withLock { storage in
+        let (cancelling, released) = lock.withLock { storage in
             let action = storage.machine.cancel()
-            over.store(true, ordering: .releasing)
-            return (action, storage.jobsToRelease())
+            over.store(true, ordering: .sequentiallyConsistent)
+            var cancelling: [(key: Int, attachment: Attachment)] = []
+            if case .cancelStep = action { cancelling = stepTable.existing?.takeAll() ?? [] }
+            return (cancelling, storage.jobsToRelease())
         }
         _ = released  // released here, outside the lock
-        perform(action)
+        for (_, attachment) in cancelling { attachment.cancelWithOwner() }
     }
 
     /// Says the job is a sequence, which step it runs, and adds that step.
     func describe(into owner: inout JobSnapshot) {
-        guard let (index, attachments) = lock.withLock({ $0.machine.progress }) else { return }
+        let progress = lock.withLock { storage in
+            storage.machine.currentStep.map { ($0, stepTable.existing?.entries ?? []) }
+        }
+        guard let (index, attachments) = progress else { return }
         owner.kind = .sequence(step: index + 1, count: count)
         let state: JobSnapshot.State = startedStep.load(ordering: .relaxed) >= index ? .running : .waitingToStart
         // Described here, outside the lock the step completes through.
@@ -171,9 +183,7 @@ final class SequenceRun: JobNode, ChildRunning {
             controller.finish()
         case .fail(let error):
             controller.fail(with: error)
-        case .cancelStep(let attachments):
-            for attachment in attachments { attachment.cancelWithOwner() }
-        case .none, .lost:
+        case .cancelStep, .none, .lost:
             break
         }
     }

@@ -2,9 +2,9 @@
 /// event changes the state and returns the action to take once the lock
 /// is released. ``SequenceRun`` holds it under its lock and acts.
 ///
-/// Besides the running step's ``ChildToken``, the sequence is the only
-/// place the step's state lives: which step runs, and what it attached
-/// (an `onCancel` block, a grandchild, a name).
+/// Besides the running step's ``ChildToken`` (its outcome latch and what
+/// it attached), the sequence is the only place the step's state lives:
+/// which step runs.
 struct SequenceStateMachine: Sendable {
     /// What the owner does after unlocking.
     enum Action: Sendable {
@@ -16,7 +16,7 @@ struct SequenceStateMachine: Sendable {
         case fail(any Error)
         /// Cancel what the running step attached: the sequence was
         /// cancelled.
-        case cancelStep([Attachment])
+        case cancelStep
         /// Nothing.
         case none
         /// Nothing, and the step's outcome is dropped: the sequence was
@@ -31,13 +31,12 @@ struct SequenceStateMachine: Sendable {
         case finished
     }
 
+    /// The most steps a sequence holds: a step's token keeps its index in
+    /// 32 bits.
+    static var maxCount: Int { Int(UInt32.max) }
+
     let count: Int
     private var state = State.idle
-    /// What the running step attached.
-    private var stepAttachments = AttachmentList()
-    /// The steps that completed, all but perhaps the last successfully: a
-    /// step from this index on was cancelled with the sequence.
-    private var completedCount = 0
 
     init(count: Int) {
         self.count = count
@@ -52,6 +51,10 @@ struct SequenceStateMachine: Sendable {
     mutating func start() -> Action {
         switch state {
         case .idle:
+            guard count <= Self.maxCount else {
+                state = .finished
+                return .fail(JobError.invalidArgument("a sequence holds at most \(Self.maxCount) jobs, got \(count)"))
+            }
             return startStep(0)
         case .finished:
             return .none
@@ -60,27 +63,20 @@ struct SequenceStateMachine: Sendable {
         }
     }
 
-    /// Step `index`, the running one, completed with `outcome`. What it had
-    /// attached is returned, to be released after unlocking.
-    mutating func stepCompleted(
-        index: Int,
-        outcome: Result<Void, any Error>
-    ) -> (action: Action, detached: AttachmentList?) {
+    /// Step `index`, the running one, completed with `outcome`.
+    mutating func stepCompleted(index: Int, outcome: Result<Void, any Error>) -> Action {
         switch state {
         case .running(let running):
             precondition(running == index, "Internal inconsistency: step \(index) completed while \(running) ran")
-            completedCount += 1
-            let detached = stepAttachments.attachments.isEmpty ? nil : stepAttachments
-            stepAttachments = AttachmentList()
             switch outcome {
             case .success:
-                return (startStep(index + 1), detached)
+                return startStep(index + 1)
             case .failure(let error):
                 state = .finished
-                return (.fail(error), detached)
+                return .fail(error)
             }
         case .finished:
-            return (.lost, nil)  // cancelled meanwhile
+            return .lost  // cancelled meanwhile
         case .idle:
             preconditionFailure("Internal inconsistency: a step completed before the sequence started")
         }
@@ -94,8 +90,7 @@ struct SequenceStateMachine: Sendable {
             return .none
         case .running:
             state = .finished
-            defer { stepAttachments = AttachmentList() }
-            return .cancelStep(stepAttachments.attachments.map(\.attachment))
+            return .cancelStep
         }
     }
 
@@ -103,35 +98,6 @@ struct SequenceStateMachine: Sendable {
     var currentStep: Int? {
         guard case .running(let index) = state else { return nil }
         return index
-    }
-
-    /// Keeps `attachment` for step `index`, under `key` or the step's next
-    /// key.
-    mutating func attach(_ attachment: Attachment, toStep index: Int, key: Int?) -> AttachDecision {
-        if index < completedCount { return .drop }
-        guard case .running = state else { return .cancelNow }
-        stepAttachments.append(attachment, key: key)
-        return .kept
-    }
-
-    /// A key for an attachment of the running step, to be attached with it
-    /// later.
-    mutating func reserveKey() -> Int {
-        stepAttachments.reserveKey()
-    }
-
-    /// Forgets the attachment `key` of step `index`; returned, to be
-    /// released after unlocking.
-    mutating func detach(_ key: Int, fromStep index: Int) -> Attachment? {
-        guard case .running(let running) = state, running == index else { return nil }
-        return stepAttachments.remove(key)
-    }
-
-    /// The running step and what it attached; `nil` before the sequence
-    /// started and once it is over.
-    var progress: (index: Int, attachments: [(key: Int, attachment: Attachment)])? {
-        guard case .running(let index) = state else { return nil }
-        return (index, stepAttachments.attachments)
     }
 
     private mutating func startStep(_ index: Int) -> Action {

@@ -1,0 +1,64 @@
+import Synchronization
+
+/// A reference to an object made on first use, by whichever thread comes
+/// first, and read without a lock.
+///
+/// Every access is sequentially consistent, as an ``OutcomeLatch`` is won:
+/// where an attachment makes or installs a table and then reads a latch or
+/// an "over" flag, and the completion sets that and then looks for the
+/// table, at least one of the two sees the other, and no attachment is
+/// lost.
+///
+/// An object taken out of it (``take()``, ``remove(_:)``) may be released
+/// while another thread loads it: callers that take out do so under their
+/// owner's lock, and read it only under that lock or while holding their
+/// own reference.
+struct LazyReference<Object: AnyObject & Sendable>: ~Copyable, Sendable {
+    /// The object, retained by this reference while here.
+    private let reference = Atomic<Unmanaged<Object>?>(nil)
+
+    init() {}
+
+    /// The object, if here.
+    var existing: Object? {
+        reference.load(ordering: .sequentiallyConsistent)?.takeUnretainedValue()
+    }
+
+    /// The object, made now with `make` if none is here; `madeNow` says
+    /// whether this call made it.
+    func made(by make: () -> Object) -> (object: Object, madeNow: Bool) {
+        if let object = existing { return (object, false) }
+        let object = make()
+        if install(object) { return (object, true) }
+        // Another thread made one first.
+        return (existing ?? object, false)
+    }
+
+    /// Puts `object` here, retained, if nothing is.
+    /// - Returns: `true` if it was put here.
+    func install(_ object: Object) -> Bool {
+        let retained = Unmanaged.passRetained(object)
+        let installed = reference.compareExchange(
+            expected: nil, desired: retained, ordering: .sequentiallyConsistent
+        ).exchanged
+        if !installed { retained.release() }
+        return installed
+    }
+
+    /// Takes the object out, if one is here.
+    func take() -> Object? {
+        reference.exchange(nil, ordering: .sequentiallyConsistent)?.takeRetainedValue()
+    }
+
+    /// Takes `object` out if it is the one here.
+    func remove(_ object: Object) {
+        let expected = Unmanaged.passUnretained(object)
+        if reference.compareExchange(expected: expected, desired: nil, ordering: .sequentiallyConsistent).exchanged {
+            expected.release()
+        }
+    }
+
+    deinit {
+        reference.load(ordering: .acquiring)?.release()
+    }
+}
