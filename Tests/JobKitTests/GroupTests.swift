@@ -429,17 +429,23 @@ struct GroupTests {
         #expect(kept.value.first?.isCompleted == true)
     }
 
+    /// A group or a sequence (`combinator`) of one child that parks,
+    /// performed on an `ImmediateQueue`, and the child's controller.
+    private func parkedChild(of combinator: String) throws -> (JobHandle, Job<Void>.Controller) {
+        let kept = LockedValue<Job<Void>.Controller?>(nil)
+        let jobs = [Job<Void> { kept.setValue($0) }]
+        let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+        let handle = run.perform(on: ImmediateQueue()) { _ in }
+        return (handle, try #require(kept.value))
+    }
+
     @Test(arguments: ["group", "sequence"])
     func aChildsFirstOnCancelRacingWithTheCancelOfItsRunRunsOnce(combinator: String) throws {
         // The child makes its attachment table and hands it to its run while
         // another thread cancels the run: the block is cancelled with the
         // run, or at once, never lost.
         for _ in 0..<2_000 {
-            let kept = LockedValue<Job<Void>.Controller?>(nil)
-            let jobs = [Job<Void> { kept.setValue($0) }]
-            let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
-            let handle = run.perform(on: ImmediateQueue()) { _ in }
-            let controller = try #require(kept.value)
+            let (handle, controller) = try parkedChild(of: combinator)
             let runs = LockedValue(0)
             race {
                 handle.cancel()
@@ -447,6 +453,25 @@ struct GroupTests {
                 controller.onCancel { runs.withValue { $0 += 1 } }
             }
             #expect(runs.value == 1)
+        }
+    }
+
+    @Test(arguments: ["group", "sequence"])
+    func twoFirstOnCancelsOfAChildRacingWithTheCancelOfItsRunEachRunOnce(combinator: String) throws {
+        // Two threads attach while the table is being made and handed to the
+        // run, a third cancels the run: the one that finds the table made
+        // must not keep its block where the run cannot find it.
+        for _ in 0..<2_000 {
+            let (handle, controller) = try parkedChild(of: combinator)
+            let runs = LockedValue([0, 0])
+            DispatchQueue.concurrentPerform(iterations: 3) { index in
+                if index == 2 {
+                    handle.cancel()
+                } else {
+                    controller.onCancel { runs.withValue { $0[index] += 1 } }
+                }
+            }
+            #expect(runs.value == [1, 1])
         }
     }
 

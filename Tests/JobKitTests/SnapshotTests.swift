@@ -110,6 +110,18 @@ struct SnapshotTests {
         #expect(error as? TestError == TestError(id: 8))
     }
 
+    @Test func aFailedJobKeepsItsFailureThoughItStartsAChildAfterwards() throws {
+        let kept = LockedValue<Job<Void>.Controller?>(nil)
+        let handle = Job<Void> { kept.setValue($0) }.named("late").perform(on: ImmediateQueue()) { _ in }
+        let controller = try #require(kept.value)
+        controller.fail(with: TestError(id: 3))
+        // The child runs and finishes; its detaching forgets only its own.
+        let childFinished = LockedValue(false)
+        controller.perform(Job<Void> { $0.finish() }) { _ in childFinished.setValue(true) }
+        #expect(childFinished.value)
+        #expect(handle.snapshot().line == "late (failed: TestError(id: 3))")
+    }
+
     @Test func aGroupCountsItsChildrenAndListsTheRunningOnesInInputOrder() throws {
         let queue = TestQueue()
         let children = (0..<5).map { _ in ManualJob<Void>() }

@@ -103,7 +103,8 @@ extension AttachmentList {
         // A named job that holds nothing else keeps its list as it is.
         if failure == nil && taken.allSatisfy(isName) { return [] }
         attachments = taken.filter(isName)
-        if let failure { attachments.append((nextKey, .failure(failure))) }
+        // Under a key of its own, which no child's detach can name.
+        if let failure { attachments.append((reserveKey(), .failure(failure))) }
         return taken
     }
 }

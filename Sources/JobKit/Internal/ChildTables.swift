@@ -47,7 +47,7 @@ final class ChildTables: @unchecked Sendable {
     /// Puts `table`, the child at `index`'s, in its slot. Lock-free.
     /// - Returns: `false` if the slot holds a table already.
     func install(_ table: AttachmentTable, at index: Int) -> Bool {
-        let chunk = chunks[index / Chunk.size].made { Chunk() }.object
+        let chunk = chunks[index / Chunk.size].made { Chunk() }
         return chunk.slots[index % Chunk.size].install(table)
     }
 

@@ -16,8 +16,12 @@ protocol ChildRunning<Element>: AnyObject, Sendable {
 
     /// The child at `index` completed with `outcome`: its token's latch let
     /// this outcome through, once. `hasTable` says whether the child has an
-    /// attachment table, whose attachments the run then releases.
-    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool) -> ChildCompletion
+    /// attachment table, whose attachments the run then releases; `inBody`,
+    /// whether the child's body still runs, so that the thread running it
+    /// may start what this completion lets start.
+    func childCompleted(
+        _ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool, inBody: Bool
+    ) -> ChildCompletion
     /// Starts what a child's completion let start (``ChildCompletion/startsNext``)
     /// when the thread that ran the child's body is not there to: a group's
     /// next ticket, a sequence's next step.
@@ -165,7 +169,7 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
                 current = original
                 continue
             }
-            switch run.childCompleted(index, outcome, hasTable: attachments.existing != nil) {
+            switch run.childCompleted(index, outcome, hasTable: attachments.existing != nil, inBody: inBody) {
             case .recorded:
                 break
             case .startsNext:
@@ -206,11 +210,16 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
         keep(attachment, key: nil, in: table, installed: installed)
     }
 
-    /// The child's table, made now if it was not; `installed` says whether
-    /// this call made it and the run kept it.
+    /// The child's table, made now if it was not, and given to the run;
+    /// `installed` says whether this call gave it.
+    ///
+    /// Every attachment gives it, not only the one that made it: the maker
+    /// may not have given it yet, and an attachment kept in a table the run
+    /// cannot find would be neither cancelled with the run nor released
+    /// with the child. Giving it again is a load when the run has it.
     private func madeTable() -> (table: AttachmentTable, installed: Bool) {
-        let (table, madeNow) = attachments.made { run.makeTable(forChild: index) }
-        return (table, madeNow && run.install(table, forChild: index))
+        let table = attachments.made { run.makeTable(forChild: index) }
+        return (table, run.install(table, forChild: index))
     }
 
     /// Keeps `attachment` in `table` under `key`, or cancels or drops it.

@@ -165,7 +165,9 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
 
     /// The child at `index` completed with `outcome` (its token's latch let
     /// this outcome through).
-    func childCompleted(_ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool) -> ChildCompletion {
+    func childCompleted(
+        _ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool, inBody: Bool
+    ) -> ChildCompletion {
         let (action, table, cancelling, released) = lock.withLock { storage in
             let action = storage.machine.childCompleted(index: index, outcome: outcome)
             let table = hasTable ? tables.existing?.take(at: index) : nil
@@ -219,7 +221,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     }
 
     func install(_ table: AttachmentTable, forChild index: Int) -> Bool {
-        tables.made { ChildTables(count: count) }.object.install(table, at: index)
+        tables.made { ChildTables(count: count) }.install(table, at: index)
     }
 
     func uninstall(_ table: AttachmentTable, forChild index: Int) {

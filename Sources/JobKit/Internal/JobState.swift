@@ -257,7 +257,7 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     /// The attachment table, made now if it was not.
     private var table: AttachmentTable {
-        attachments.made { AttachmentTable() }.object
+        attachments.made { AttachmentTable() }
     }
 
     /// Forgets an attachment that is no longer needed (a child finished).

@@ -10,9 +10,10 @@ import Synchronization
 /// lost.
 ///
 /// An object taken out of it (``take()``, ``remove(_:)``) may be released
-/// while another thread loads it: callers that take out do so under their
-/// owner's lock, and read it only under that lock or while holding their
-/// own reference.
+/// while another thread loads it. So a reference is either never emptied
+/// (a job's table, a token's, the group's slots themselves), or emptied,
+/// and read, only under its owner's lock (a group's slot for a child's
+/// table, which the child fills with ``install(_:)`` alone).
 struct LazyReference<Object: AnyObject & Sendable>: ~Copyable, Sendable {
     /// The object, retained by this reference while here.
     private let reference = Atomic<Unmanaged<Object>?>(nil)
@@ -24,19 +25,20 @@ struct LazyReference<Object: AnyObject & Sendable>: ~Copyable, Sendable {
         reference.load(ordering: .sequentiallyConsistent)?.takeUnretainedValue()
     }
 
-    /// The object, made now with `make` if none is here; `madeNow` says
-    /// whether this call made it.
-    func made(by make: () -> Object) -> (object: Object, madeNow: Bool) {
-        if let object = existing { return (object, false) }
+    /// The object, made now with `make` if none is here.
+    func made(by make: () -> Object) -> Object {
+        if let object = existing { return object }
         let object = make()
-        if install(object) { return (object, true) }
+        if install(object) { return object }
         // Another thread made one first.
-        return (existing ?? object, false)
+        return existing ?? object
     }
 
     /// Puts `object` here, retained, if nothing is.
     /// - Returns: `true` if it was put here.
     func install(_ object: Object) -> Bool {
+        // Something is here already: no retain to undo.
+        if reference.load(ordering: .sequentiallyConsistent) != nil { return false }
         let retained = Unmanaged.passRetained(object)
         let installed = reference.compareExchange(
             expected: nil, desired: retained, ordering: .sequentiallyConsistent

@@ -29,6 +29,12 @@ final class SequenceRun: JobNode, ChildRunning {
     /// when the state machine finishes; sequentially consistent, as
     /// ``ChildRunning/isOver`` says.
     private let over = Atomic<Bool>(false)
+    /// The step that a step's completion outside its body let start, with
+    /// its job, for the work that runs it: written under the lock by the
+    /// completion, taken by that work, which ``continueAfterChild()``
+    /// enqueues after the write. One step runs at a time, so no two of
+    /// these overlap.
+    private nonisolated(unsafe) var handedStep: (index: Int, job: Job<Void>)?
     /// The last step whose body started, for snapshots ("waiting to start"
     /// or "running"); nothing else reads it.
     private let startedStep = Atomic<Int>(-1)
@@ -87,6 +93,14 @@ final class SequenceRun: JobNode, ChildRunning {
     /// it for as long as each completes before its body returns, at most
     /// ``inlineBudget`` of them; then hops.
     private func runSteps() {
+        var budget = Self.inlineBudget
+        // A step that a completion from another thread let start comes
+        // with its job: no lock to take for it.
+        if let (index, job) = handedStep.take() {
+            if isOver { return }
+            guard runStep(job, at: index) else { return }
+            budget -= 1
+        }
         // The steps from the current one on: a slice, which keeps them while
         // this loop runs even if the sequence is over and lets them go.
         guard
@@ -95,16 +109,23 @@ final class SequenceRun: JobNode, ChildRunning {
             })
         else { return }
         var index = first
-        for _ in 0..<Self.inlineBudget {
+        while budget > 0 {
             if isOver { return }
-            let step = ChildToken(run: self, index: index)
-            startedStep.store(index, ordering: .relaxed)
-            jobs[index].body(Job<Void>.Controller(step))
-            // `false`: the step completes later, and its completion goes on.
-            guard step.bodyReturned() else { return }
+            guard runStep(jobs[index], at: index) else { return }
             index += 1
+            budget -= 1
         }
         enqueueSteps()
+    }
+
+    /// Runs step `index`'s body, `job`'s, here.
+    /// - Returns: `true` if the step completed inside its body, and this
+    ///   thread goes on with the next; `false` if its completion goes on.
+    private func runStep(_ job: Job<Void>, at index: Int) -> Bool {
+        let step = ChildToken(run: self, index: index)
+        startedStep.store(index, ordering: .relaxed)
+        job.body(Job<Void>.Controller(step))
+        return step.bodyReturned()
     }
 
     /// Runs the current step, and those after it, once the queue gets to it.
@@ -113,9 +134,14 @@ final class SequenceRun: JobNode, ChildRunning {
         Trampoline.enqueue({ [self] in runSteps() }, on: controller.queue)
     }
 
-    func childCompleted(_ index: Int, _ outcome: Result<Void, any Error>, hasTable: Bool) -> ChildCompletion {
+    func childCompleted(_ index: Int, _ outcome: Result<Void, any Error>, hasTable: Bool, inBody: Bool)
+        -> ChildCompletion
+    {
         let (action, detached, released) = lock.withLock { storage in
             let action = storage.machine.stepCompleted(index: index, outcome: outcome)
+            // Outside its body, the step's completion goes on itself
+            // (``continueAfterChild()``): it hands the next step over.
+            if !inBody, case .startStep(let next) = action { handedStep = (next, storage.jobs[next]) }
             if storage.machine.isOver { over.store(true, ordering: .sequentiallyConsistent) }
             // What the step attached goes with its completion (or was
             // cancelled with the sequence, if its outcome is lost).
@@ -141,7 +167,7 @@ final class SequenceRun: JobNode, ChildRunning {
     }
 
     func makeTable(forChild index: Int) -> AttachmentTable {
-        stepTable.made { AttachmentTable() }.object
+        stepTable.made { AttachmentTable() }
     }
 
     /// The table is the sequence's own: nothing to keep.
