@@ -429,6 +429,24 @@ struct GroupTests {
         #expect(kept.value.first?.isCompleted == true)
     }
 
+    @Test func theValuesOfAFailedGroupAreReleasedOutsideItsLock() throws {
+        // A value whose deinit takes a snapshot of the group: released under
+        // the group's lock, it would take that lock again.
+        let handle = LockedValue<JobHandle?>(nil)
+        let snapshotsTaken = LockedValue(0)
+        let probe = Job<Probe> { controller in
+            controller.finish(
+                with: Probe {
+                    _ = handle.value?.snapshot()
+                    snapshotsTaken.withValue { $0 += 1 }
+                })
+        }
+        let failing = ManualJob<Probe>()
+        handle.setValue(Job.collect([probe, failing.job]).perform(on: ImmediateQueue()) { _ in })
+        failing.fail(with: TestError(id: 1))
+        #expect(snapshotsTaken.value == 1)
+    }
+
     /// A group or a sequence (`combinator`) of one child that parks,
     /// performed on an `ImmediateQueue`, and the child's controller.
     private func parkedChild(of combinator: String) throws -> (JobHandle, Job<Void>.Controller) {
@@ -550,4 +568,15 @@ struct GroupTests {
             #expect(recorder.count == 1)
         }
     }
+}
+
+/// A value that runs `onDeinit` when it goes.
+private final class Probe: Sendable {
+    let onDeinit: @Sendable () -> Void
+
+    init(onDeinit: @escaping @Sendable () -> Void) {
+        self.onDeinit = onDeinit
+    }
+
+    deinit { onDeinit() }
 }

@@ -97,13 +97,14 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         /// controller (which holds this run) is kept longer.
         var jobs: [Job<Element>]
 
-        /// Takes the jobs out if the group is over, to be released by the
-        /// caller after unlocking (a closure's captures may do anything
-        /// when they go, even report to this group).
-        mutating func jobsToRelease() -> [Job<Element>] {
-            guard machine.isOver else { return [] }
+        /// Takes the jobs, and the values a group that failed or was
+        /// cancelled had collected, out if the group is over, to be released
+        /// by the caller after unlocking (a closure's captures or a value may
+        /// do anything when they go, even report to this group).
+        mutating func jobsToRelease() -> (jobs: [Job<Element>], values: [Element?]) {
+            guard machine.isOver else { return ([], []) }
             defer { jobs = [] }
-            return jobs
+            return (jobs, machine.takeLeftovers())
         }
     }
 

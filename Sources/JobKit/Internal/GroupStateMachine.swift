@@ -78,6 +78,8 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     /// bit each); kept once the group is over, so that a child can tell a
     /// cancellation from its own completion.
     private var completed: [UInt64] = []
+    /// See ``takeLeftovers()``.
+    private var leftovers: [Element?] = []
 
     init(count: Int, maxConcurrent: Int, failurePolicy: FailurePolicy, collectsValues: Bool) {
         self.count = count
@@ -203,11 +205,23 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         return (running.completedCount, (0..<running.nextIndex).filter { !hasCompleted($0) })
     }
 
-    /// Moves to `finished` and hands over the bookkeeping, leaving none.
-    @discardableResult
+    /// Moves to `finished` and hands over the bookkeeping, leaving none;
+    /// the values collected stay in ``leftovers`` until the owner takes
+    /// them, to release them after unlocking.
     private mutating func finish() -> Running {
         state = .finished
-        defer { running = Running() }
+        defer {
+            leftovers = running.values
+            running = Running()
+        }
         return running
+    }
+
+    /// The values collected by a group that is over, taken out to be
+    /// released after unlocking: they are the user's, and a value's deinit
+    /// may do anything, even take a snapshot of this group.
+    mutating func takeLeftovers() -> [Element?] {
+        defer { leftovers = [] }
+        return leftovers
     }
 }
