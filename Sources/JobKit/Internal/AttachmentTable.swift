@@ -47,6 +47,31 @@ final class AttachmentTable: Sendable {
         }
     }
 
+    /// Performs `child` on `queue` as a child of the job this table is
+    /// the attachments of: `keep` keeps it under a key of its own (or
+    /// cancels or drops it, as the job stands), and it leaves this table
+    /// when it completes. `handler` is called on the thread that completes
+    /// it, or through the queue if `hopsToQueue`. The child's handler holds
+    /// this table, not the job's controllers: a body that dropped its
+    /// controllers is abandoned even while a child it started runs.
+    func perform<Child>(
+        _ child: Job<Child>,
+        on queue: any JobQueue,
+        hopsToQueue: Bool,
+        keep: (Attachment, _ key: Int) -> Void,
+        then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
+    ) -> JobState<Child> {
+        let key = reserveKey()
+        let state = JobState<Child>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
+            let detached = detach(key)
+            _ = detached  // released here, outside the lock
+            handler(outcome)
+        }
+        keep(.node(state), key)
+        state.start(child.body)
+        return state
+    }
+
     /// The attachments as they are now, for a snapshot.
     var entries: [(key: Int, attachment: Attachment)] {
         lock.withLock { $0.attachments }

@@ -240,24 +240,17 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
 
     /// Performs `job` as a child of this child: it is cancelled with this
     /// child and shows in its snapshot. `handler` is called on the thread
-    /// that completes it, or through the queue if `hopsToQueue`; it holds
-    /// this child's table, not its token, so that a body that dropped its
-    /// controllers is abandoned even while a grandchild runs.
+    /// that completes it, or through the queue if `hopsToQueue`.
     func performChild<Grandchild>(
         _ job: Job<Grandchild>,
         hopsToQueue: Bool,
         then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
     ) -> JobState<Grandchild> {
         let (table, installed) = madeTable()
-        let key = table.reserveKey()
-        let grandchild = JobState<Grandchild>(queue: run.queue, hopsToQueue: hopsToQueue) { outcome in
-            let detached = table.detach(key)
-            _ = detached  // released here, outside the lock
-            handler(outcome)
-        }
-        keep(.node(grandchild), key: key, in: table, installed: installed)
-        grandchild.start(job.body)
-        return grandchild
+        return table.perform(
+            job, on: run.queue, hopsToQueue: hopsToQueue,
+            keep: { keep($0, key: $1, in: table, installed: installed) }, then: handler
+        )
     }
 }
 

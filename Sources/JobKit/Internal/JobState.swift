@@ -260,12 +260,6 @@ final class JobState<Success: Sendable>: JobCancelling {
         attachments.made { AttachmentTable() }
     }
 
-    /// Forgets an attachment that is no longer needed (a child finished).
-    func detach(_ key: Int) {
-        let removed = attachments.existing?.detach(key)
-        _ = removed  // released here, outside the lock
-    }
-
     /// Performs `child` on this job's queue as a child of this job: it is
     /// cancelled when this job is cancelled, and `handler` is called on the
     /// thread that completes it, or through the queue if `hopsToQueue`.
@@ -274,14 +268,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         hopsToQueue: Bool,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
-        let key = table.reserveKey()
-        let childState = JobState<Child>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
-            detach(key)
-            handler(outcome)
-        }
-        attach(.node(childState), key: key)
-        childState.start(child.body)
-        return childState
+        table.perform(child, on: queue, hopsToQueue: hopsToQueue, keep: { attach($0, key: $1) }, then: handler)
     }
 
     // MARK: Snapshots
