@@ -468,13 +468,7 @@ struct GroupTests {
         // run, or at once, never lost.
         for _ in 0..<500 {
             let (handle, controller) = try parkedChild(of: combinator)
-            let runs = LockedValue(0)
-            race {
-                handle.cancel()
-            } _: {
-                controller.onCancel { runs.withValue { $0 += 1 } }
-            }
-            #expect(runs.value == 1)
+            #expect(runsOfAnOnCancelRacing(withCancelOf: handle, controller) == 1)
         }
     }
 

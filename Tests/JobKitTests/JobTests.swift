@@ -244,13 +244,7 @@ struct JobTests {
             let kept = LockedValue<Job<Void>.Controller?>(nil)
             let handle = Job<Void> { kept.setValue($0) }.perform(on: ImmediateQueue()) { _ in }
             let controller = try #require(kept.value)
-            let runs = LockedValue(0)
-            race {
-                handle.cancel()
-            } _: {
-                controller.onCancel { runs.withValue { $0 += 1 } }
-            }
-            #expect(runs.value == 1)
+            #expect(runsOfAnOnCancelRacing(withCancelOf: handle, controller) == 1)
         }
     }
 

@@ -28,6 +28,18 @@ func race(_ first: @Sendable () -> Void, _ second: @Sendable () -> Void) {
     }
 }
 
+/// Races `handle.cancel()` with a first `onCancel` of `controller`'s job,
+/// and returns how many times that block ran: once, whichever came first.
+func runsOfAnOnCancelRacing(withCancelOf handle: JobHandle, _ controller: Job<Void>.Controller) -> Int {
+    let runs = LockedValue(0)
+    race {
+        handle.cancel()
+    } _: {
+        controller.onCancel { runs.withValue { $0 += 1 } }
+    }
+    return runs.value
+}
+
 /// Records the outcomes a handler receives, in order.
 final class Recorder<T: Sendable>: Sendable {
     private let box = LockedValue<[Job<T>.Outcome]>([])
