@@ -99,7 +99,15 @@ public enum Trampoline {
 
     /// Makes the work held back meanwhile, and the work held back while
     /// making it, in order.
+    @inline(__always)
     private static func drain(_ thread: UnsafeMutablePointer<ThreadState>) {
+        // Most calls hold nothing back (a dispatch queue never runs the
+        // work it is given at once): they leave without a call.
+        if thread.pointee.holdsNothing { return }
+        drainHeld(thread)
+    }
+
+    private static func drainHeld(_ thread: UnsafeMutablePointer<ThreadState>) {
         while let next = thread.pointee.popFirst() {
             if let queue = next.queue {
                 enqueueNow(next.work, on: queue, thread: thread)
@@ -125,6 +133,10 @@ public enum Trampoline {
         var runsEnqueuedWorkInline = false
         var held: [HeldWork] = []
         var head = 0
+
+        /// Whether no work is held back: outside `drain`, all of it has
+        /// been made and `held` emptied.
+        var holdsNothing: Bool { held.isEmpty }
 
         mutating func popFirst() -> HeldWork? {
             guard head < held.count else {
