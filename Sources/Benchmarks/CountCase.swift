@@ -40,6 +40,12 @@ enum CountCase {
             chosen: .value, variant: "the same inside withTaskCancellationHandler (hand-written, cancellable)",
             title: "3. await: hand-written, cancellable", isJobKit: false),
         Target(
+            chosen: .value, variant: "withUnsafeThrowingContinuation inside withTaskCancellationHandler (hand-written)",
+            title: "3. await: hand-written, unsafe continuation, cancellable", isJobKit: false),
+        Target(
+            chosen: .value, variant: "the same, keeping what job.value keeps (hand-written model)",
+            title: "3. await: hand-written model of what job.value keeps", isJobKit: false),
+        Target(
             chosen: .asyncGroup, variant: "JobKit `Job.group`, children finishing on a serial queue",
             title: "8. group, async children (serial queue): JobKit", isJobKit: true),
         Target(

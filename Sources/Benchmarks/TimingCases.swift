@@ -127,6 +127,28 @@ enum TimingCases {
                     }
                 }
             },
+            // The cheaper continuation, which `job.value` uses: the floor of
+            // a cancellable await by hand.
+            Variant(name: "withUnsafeThrowingContinuation inside withTaskCancellationHandler (hand-written)") { n in
+                try blockingAwait {
+                    for _ in 0..<n {
+                        try await withTaskCancellationHandler {
+                            try await withUnsafeThrowingContinuation {
+                                (continuation: UnsafeContinuation<Void, any Error>) in
+                                queue.async { continuation.resume() }
+                            }
+                        } onCancel: {
+                        }
+                    }
+                }
+            },
+            // That floor plus the objects and atomics `job.value`'s
+            // guarantees need, and nothing else of JobKit's path.
+            Variant(name: "the same, keeping what job.value keeps (hand-written model)") { n in
+                try blockingAwait {
+                    for _ in 0..<n { try await AwaitModel.value(on: queue) { $0.finish() } }
+                }
+            },
         ]
         return CaseReport(
             title: "3. `try await` a no-op job \(n) times in a loop",
@@ -144,9 +166,16 @@ enum TimingCases {
                 "`job.value` hops to the queue once (the body) and resumes the awaiting task from "
                     + "the completing thread, like the hand-written continuation. Propagating the awaiting "
                     + "task's cancellation to the job takes `withTaskCancellationHandler`, whose own cost the "
-                    + "last row shows. `value` is inlinable, so the caller's module specializes it for the "
+                    + "third row shows. `value` is inlinable, so the caller's module specializes it for the "
                     + "job's value type (no type metadata looked up per call), and the job's state holds the "
-                    + "continuation (allocated: that state, the controllers' token and the queue's work item)."
+                    + "continuation (allocated: that state, the controllers' token and the queue's work item).",
+                "The last two rows are floors, not goals: the cancellable await by hand with the unsafe "
+                    + "continuation `job.value` uses, then the same keeping what `job.value`'s guarantees need "
+                    + "(a state holding the continuation, a latch and the body until it runs, a token that "
+                    + "fails the await if the work is dropped, the same atomic hand-over, the body called with "
+                    + "the token) and nothing else of JobKit's path. JobKit ÷ the model is what the rest of that "
+                    + "path costs: the queue as `any JobQueue` through `Trampoline`, the controller, and the "
+                    + "completion path shared with handlers and attachments.",
             ]
         )
     }
