@@ -243,15 +243,15 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     /// Says the job is a group, how far it is, and adds its running
     /// children.
     func describe(into owner: inout JobSnapshot) {
-        let progress = lock.withLock { storage -> (done: Int, running: [(Int, AttachmentTable?)])? in
+        let progress = lock.withLock { storage -> (done: Int, running: [AttachmentTable?])? in
             guard let (done, running) = storage.machine.progress else { return nil }
             let tables = tables.existing
-            return (done, running.map { ($0, tables?.table(at: $0)) })
+            return (done, running.map { tables?.table(at: $0) })
         }
         guard let (done, running) = progress else { return }
         owner.kind = .group(done: done, running: running.count, count: count)
         // Described here, outside the lock the children complete through.
-        for (_, table) in running {
+        for table in running {
             let attachments = table?.entries ?? []
             owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
         }
