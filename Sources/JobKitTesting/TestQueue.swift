@@ -171,6 +171,16 @@ public final class TestQueue: JobQueue, Sendable {
         return DelayedWork { [weak self] in self?.cancelDelayedWork(ticket) }
     }
 
+    /// Queues `work` to run once the clock reaches `instant`, or now if it
+    /// already has: after every item already due by then.
+    /// - Returns: A handle that removes `work` from the queue.
+    func enqueue(at instant: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        let ticket = lock.withLock { state in
+            state.items.insertCancellable(due: max(instant, state.now), work: work)
+        }
+        return DelayedWork { [weak self] in self?.cancelDelayedWork(ticket) }
+    }
+
     private func cancelDelayedWork(_ ticket: ItemStore.Ticket) {
         let work = lock.withLock { $0.items.remove(ticket) }
         _ = work  // released here, outside the lock

@@ -842,4 +842,37 @@ extension JobKitDocExamplesTests {
         }
         handle.cancel()
     }
+
+    @Test func testQueueTaskExecutorExample() throws {
+        // BEGIN DOC
+        let queue = TestQueue()
+        let log = LockedValue<[String]>([])
+        Task(executorPreference: queue) {
+            log.withValue { $0.append("started") }
+            await Task.yield()
+            log.withValue { $0.append("resumed") }
+        }
+        #expect(log.value == [])  // nothing runs until the test says so
+        queue.runNext()
+        #expect(log.value == ["started"])
+        try queue.run()
+        #expect(log.value == ["started", "resumed"])
+        // END DOC
+    }
+
+    @Test func testQueueClockExample() throws {
+        // BEGIN DOC
+        let queue = TestQueue()
+        let clock = queue.clock
+        let woke = LockedValue<Duration?>(nil)
+        queue.schedule {
+            try await clock.sleep(for: .seconds(3600))
+            woke.setValue(queue.now)
+        }
+        try queue.run()
+        #expect(woke.value == nil)  // asleep
+        try queue.advance(by: .seconds(3600))
+        #expect(woke.value == .seconds(3600))
+        // END DOC
+    }
 }
