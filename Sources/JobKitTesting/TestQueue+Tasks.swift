@@ -7,8 +7,7 @@ extension TestQueue: TaskExecutor {
     /// next suspension) as an item due now, like any other work.
     ///
     /// Tasks prefer the queue when they are started with
-    /// `Task(executorPreference: queue)`, inside
-    /// `withTaskExecutorPreference(queue)`, or through the queue's own
+    /// `Task(executorPreference: queue)` or through the queue's own
     /// ``schedule(name:priority:operation:)``. Their nonisolated code, the
     /// child tasks they start with `async let` or a task group, and the
     /// default actors they call, then run only when the test calls
