@@ -52,6 +52,7 @@ enum TestQueueCases {
         let itemsPerSecond = 1e9 / rows[3].median
         let shuffledItemsPerSecond = 1e9 / rows[5].median
         let delayedItemsPerSecond = 1e9 / rows[6].median
+        let sleepers = try sleepingTasks(count: tenth, rounds: max(schedule.rounds, 1))
         return CaseReport(
             title: "5. \(million) synchronous jobs on the test queues",
             unit: "ns/job",
@@ -65,6 +66,12 @@ enum TestQueueCases {
                 "TestQueue throughput: " + format(itemsPerSecond / 1e6, digits: 2) + " million items/s in FIFO order, "
                     + format(shuffledItemsPerSecond / 1e6, digits: 2) + " million shuffled, "
                     + format(delayedItemsPerSecond / 1e6, digits: 2) + " million delayed (half of them cancelled).",
+                "Tasks on `queue.clock`: \(tenth) tasks asleep for a second wake in one `advance(by:)` in "
+                    + format(sleepers.wake * 1e3, digits: 1) + " ms, "
+                    + format(Double(tenth * sleepers.itemsPerWake) / sleepers.wake / 1e6, digits: 2)
+                    + " million items/s (\(sleepers.itemsPerWake) items a wake: the sleep's and the task's); "
+                    + "starting them and putting them to sleep took "
+                    + format(sleepers.start * 1e3, digits: 1) + " ms (medians of \(max(schedule.rounds, 1)) rounds).",
             ]
         )
     }
@@ -94,6 +101,52 @@ enum TestQueueCases {
         guard counter.value == n / 2, queue.isIdle else {
             throw BenchmarkFailure("TestQueue ran \(counter.value) of \(n / 2) delayed items")
         }
+    }
+
+    /// Starts `count` tasks on a test queue that each sleep a second on
+    /// `queue.clock`, runs the queue until they all sleep, and wakes them
+    /// with one `advance(by:)`, `rounds` times. Returns the medians of the
+    /// seconds taken to start them and to wake them, and the items one
+    /// wake runs (counted apart, on a few tasks whose deadline has
+    /// passed). Throws unless every task woke and left the queue idle.
+    static func sleepingTasks(count: Int, rounds: Int) throws -> (start: Double, wake: Double, itemsPerWake: Int) {
+        var starts: [Double] = []
+        var wakes: [Double] = []
+        for _ in 0..<rounds {
+            let queue = TestQueue(maxSteps: .max)
+            let clock = queue.clock
+            let counter = Counter()
+            let start = now()
+            for _ in 0..<count {
+                queue.schedule {
+                    try await clock.sleep(for: .seconds(1))
+                    counter.increment()
+                }
+            }
+            try queue.run()
+            let asleep = now()
+            guard counter.value == 0, queue.pendingCount == count else {
+                throw BenchmarkFailure("\(queue.pendingCount) of \(count) tasks asleep on the clock")
+            }
+            try queue.advance(by: .seconds(1))
+            let woken = now()
+            guard counter.value == count, queue.isIdle else {
+                throw BenchmarkFailure("\(counter.value) of \(count) tasks woke on the clock")
+            }
+            starts.append(Double(asleep - start) / 1e9)
+            wakes.append(Double(woken - asleep) / 1e9)
+        }
+        // Items per wake: tasks whose deadline has passed sleep until an
+        // item due now, so `runNext()` counts what a wake runs.
+        let queue = TestQueue()
+        let tasks = 100
+        for _ in 0..<tasks {
+            queue.schedule { try await queue.clock.sleep(until: queue.clock.now) }
+        }
+        for _ in 0..<tasks { queue.runNext() }
+        var items = 0
+        while queue.runNext() { items += 1 }
+        return (starts.median, wakes.median, items / tasks)
     }
 
     /// Performs `job` on an `ImmediateQueue`, so it completes before this
