@@ -10,6 +10,8 @@ enum BenchmarkSuite {
         case asyncSequence = "async-sequence"
         case counts
         case checksums
+        /// Not run unless named: two minutes of real-time waits.
+        case debounce
     }
 
     struct Options: Sendable {
@@ -26,7 +28,9 @@ enum BenchmarkSuite {
         var memoryRounds = 3
         /// The file's size in case 12, in MiB.
         var checksumMegabytes = 64
-        var cases = Case.allCases
+        /// Runs of each variant in case 13.
+        var debounceRuns = 100
+        var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
         var showsHelp = false
@@ -74,6 +78,7 @@ enum BenchmarkSuite {
                 case "--count-n": countN = try count(for: argument, minimum: 1)
                 case "--count-rounds": countRounds = try count(for: argument, minimum: 1)
                 case "--checksum-mib": checksumMegabytes = try count(for: argument, minimum: 1)
+                case "--debounce-runs": debounceRuns = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
@@ -102,7 +107,7 @@ enum BenchmarkSuite {
     static let usage = """
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
                                                [--warmups W] [--memory-rounds R] [--count-n C] [--count-rounds K]
-                                               [--checksum-mib S] [--case NAME,...]
+                                               [--checksum-mib S] [--debounce-runs D] [--case NAME,...]
                                                [--only TEXT] [--variant NAME]
 
         Runs JobKit and hand-written GCD side by side, interleaved, in one process,
@@ -117,7 +122,9 @@ enum BenchmarkSuite {
           --count-n C        jobs per valgrind run in cases 10-11, and 2C (default 10000)
           --count-rounds K   times case 10 counts each variant's instructions (default 3)
           --checksum-mib S   the file's size in case 12, in MiB (default 64; needs node)
+          --debounce-runs D  runs of each test in case 13 (default 100)
           --case NAME,...    only these cases: \(Options.caseNames)
+                             (debounce, about two minutes of real time, runs only when named)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
           --variant NAME     only the variant named exactly NAME
         """
@@ -167,6 +174,7 @@ enum BenchmarkSuite {
         case .asyncSequence: try TimingCases.asyncSequence(n: options.n, schedule: options.schedule)
         case .counts: try CountCase.run(n: options.countN, rounds: options.countRounds, executable: executable)[0]
         case .checksums: try ChecksumCase.run(megabytes: options.checksumMegabytes, schedule: options.schedule)
+        case .debounce: try DebounceCase.run(runs: options.debounceRuns)
         }
     }
 

@@ -67,6 +67,17 @@ struct BenchmarkSmokeTests {
         #expect(alone.rows.count == 1)
     }
 
+    /// Case 13 runs only when named; its virtual-time test passes every
+    /// run (the real-time one may fail: that is what it measures).
+    @Test func debounceCaseRunsBothTestsOnlyWhenNamed() async throws {
+        #expect(!BenchmarkSuite.Options().cases.contains(.debounce))
+        #expect(try BenchmarkSuite.Options(parsing: ["--case", "debounce"]).cases == [.debounce])
+        let report = try await onOwnThread { try DebounceCase.run(runs: 2) }
+        #expect(report.rows.count == 2)
+        #expect(report.rows.allSatisfy { $0.samples.count == 2 && $0.samples.allSatisfy { $0 > 0 } })
+        #expect(report.notes.first?.hasPrefix("Failed runs: 0 of 2 in virtual time") == true)
+    }
+
     @Test func checksumCaseUploadsWithAndWithoutChecks() async throws {
         let report = try await onOwnThread { try ChecksumCase.run(megabytes: 10, schedule: Self.tiny) }
         #expect(
