@@ -31,6 +31,11 @@ import JobKit
 /// instead of hanging the test: work that keeps enqueueing work, or a run
 /// longer than the limit (raise it with `TestQueue(maxSteps:)`).
 ///
+/// It drives async code the same way: the queue is a `TaskExecutor`, and
+/// tasks that prefer it (started with
+/// ``schedule(name:priority:operation:)``, for one) run as its items; the
+/// sleeps of its ``clock`` end when ``advance(by:)`` reaches them.
+///
 /// Thread-safe: work can be enqueued from any thread. Work runs on the
 /// thread that calls ``run()`` or ``advance(by:)``, outside the queue's lock.
 public final class TestQueue: JobQueue, Sendable {
