@@ -1,4 +1,3 @@
-import Dispatch
 import JobKit
 import JobKitTesting
 import Synchronization
@@ -18,7 +17,7 @@ enum DebounceCase {
         for _ in 0..<runs {
             for variant in 0..<2 {
                 let start = now()
-                let passed = variant == 0 ? try virtualTime() : try blocking { try await realTime() }
+                let passed = variant == 0 ? try virtualTime() : try blockingAwait { try await realTime() }
                 times[variant].append(Double(now() - start) / 1e3)
                 if !passed { failures[variant] += 1 }
             }
@@ -81,19 +80,6 @@ enum DebounceCase {
         guard searched.value.isEmpty else { return false }
         try await Task.sleep(for: .milliseconds(250))
         return searched.value == ["swi"] && model.results == ["swi"]
-    }
-
-    /// Runs `operation` in a task and blocks the calling thread, which is
-    /// not one of the cooperative pool's, until it returns.
-    static func blocking<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
-        let result = LockedValue<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do { result.setValue(.success(try await operation())) } catch { result.setValue(.failure(error)) }
-            done.signal()
-        }
-        done.wait()
-        return try result.value!.get()
     }
 }
 
