@@ -120,11 +120,10 @@ private final class Sleep: Sendable {
     private enum State {
         /// Before the continuation is stored.
         case starting
-        /// The task was cancelled before its continuation was stored.
-        case cancelledEarly
         /// Suspended, until the item (stored once it is queued) runs.
         case sleeping(UnsafeContinuation<Void, any Error>, DelayedWork?)
-        /// Resumed.
+        /// Resumed, or cancelled before its continuation was stored (which
+        /// `begin` then resumes with `CancellationError`).
         case ended
     }
 
@@ -164,14 +163,12 @@ private final class Sleep: Sendable {
     func cancel() {
         let sleeping = state.withLock { state -> (UnsafeContinuation<Void, any Error>, DelayedWork?)? in
             switch state {
-            case .starting:
-                state = .cancelledEarly
+            case .starting, .ended:
+                state = .ended
                 return nil
             case .sleeping(let continuation, let item):
                 state = .ended
                 return (continuation, item)
-            case .cancelledEarly, .ended:
-                return nil
             }
         }
         guard let (continuation, item) = sleeping else { return }

@@ -170,18 +170,25 @@ public final class TestQueue: JobQueue, Sendable {
     ///   (``pendingCount`` drops), and it is released at once.
     @discardableResult
     public func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-        let ticket = lock.withLock { state in
-            state.items.insertCancellable(due: state.now + max(delay, .zero), work: work)
-        }
-        return DelayedWork { [weak self] in self?.cancelDelayedWork(ticket) }
+        enqueueCancellable(work) { now in now + max(delay, .zero) }
     }
 
     /// Queues `work` to run once the clock reaches `instant`, or now if it
     /// already has: after every item already due by then.
     /// - Returns: A handle that removes `work` from the queue.
     func enqueue(at instant: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        enqueueCancellable(work) { now in max(instant, now) }
+    }
+
+    /// Queues `work` to run at the time `due` gives for the clock's current
+    /// time, and returns the handle that cancels it.
+    @inline(__always)
+    private func enqueueCancellable(
+        _ work: @escaping @Sendable () -> Void,
+        due: (Duration) -> Duration
+    ) -> DelayedWork {
         let ticket = lock.withLock { state in
-            state.items.insertCancellable(due: max(instant, state.now), work: work)
+            state.items.insertCancellable(due: due(state.now), work: work)
         }
         return DelayedWork { [weak self] in self?.cancelDelayedWork(ticket) }
     }
