@@ -30,7 +30,7 @@ struct TestClockTests {
         let queue = TestQueue()
         let woke = LockedValue(false)
         queue.schedule {
-            try await queue.clock.sleep(until: .init(offset: .seconds(3600)))
+            try await queue.clock.sleep(until: .init(offset: .seconds(3600)))  // allowed: queue.clock, virtual time
             woke.setValue(true)
         }
         try queue.advance(by: .seconds(3600) - .nanoseconds(1))
@@ -59,7 +59,7 @@ struct TestClockTests {
         let log = LockedValue<[String]>([])
         for seconds in [3, 1, 2] {
             queue.schedule {
-                try await clock.sleep(for: .seconds(seconds))
+                try await clock.sleep(for: .seconds(seconds))  // allowed: queue.clock, virtual time
                 log.withValue { $0.append("\(seconds)s at \(queue.now)") }
             }
         }
@@ -74,7 +74,7 @@ struct TestClockTests {
             let log = LockedValue<[Int]>([])
             for index in 0..<4 {
                 queue.schedule {
-                    try await Task.sleep(for: .seconds(1), clock: queue.clock)
+                    try await Task.sleep(for: .seconds(1), clock: queue.clock)  // allowed: queue.clock, virtual time
                     log.withValue { $0.append(index) }
                 }
             }
@@ -92,7 +92,7 @@ struct TestClockTests {
         let queue = TestQueue()
         let woke = LockedValue(false)
         queue.schedule {
-            try await queue.clock.sleep(for: .nanoseconds(1))
+            try await queue.clock.sleep(for: .nanoseconds(1))  // allowed: queue.clock, virtual time
             woke.setValue(true)
         }
         try queue.run()
@@ -107,7 +107,9 @@ struct TestClockTests {
     /// the queue: advancing past its deadline runs nothing.
     @Test func cancellingASleepingTaskEndsItsSleepAndLeavesNothingQueued() throws {
         let queue = TestQueue()
-        let (task, outcome) = scheduleRecordingOutcome(on: queue) { try await queue.clock.sleep(for: .seconds(60)) }
+        let (task, outcome) = scheduleRecordingOutcome(on: queue) {
+            try await queue.clock.sleep(for: .seconds(60))  // allowed: queue.clock, virtual time
+        }
         try queue.run()
         #expect(queue.pendingCount == 1)
         task.cancel()
@@ -122,7 +124,9 @@ struct TestClockTests {
 
     @Test func aTaskCancelledBeforeItSleepsThrowsWithoutSuspending() throws {
         let queue = TestQueue()
-        let (task, outcome) = scheduleRecordingOutcome(on: queue) { try await queue.clock.sleep(for: .seconds(60)) }
+        let (task, outcome) = scheduleRecordingOutcome(on: queue) {
+            try await queue.clock.sleep(for: .seconds(60))  // allowed: queue.clock, virtual time
+        }
         task.cancel()
         #expect(queue.runNext())
         #expect(queue.isIdle)
@@ -136,7 +140,8 @@ struct TestClockTests {
         let log = LockedValue<[String]>([])
         queue.schedule {
             queue.enqueue { log.withValue { $0.append("work due") } }
-            try await queue.clock.sleep(until: queue.clock.now.advanced(by: .seconds(-1)))
+            let passed = queue.clock.now.advanced(by: .seconds(-1))
+            try await queue.clock.sleep(until: passed)  // allowed: queue.clock, virtual time
             log.withValue { $0.append("after the sleep") }
         }
         #expect(queue.runNext())
@@ -153,7 +158,9 @@ struct TestClockTests {
         var outcomes: [String: Int] = [:]
         for _ in 0..<300 {
             let queue = TestQueue()
-            let (task, outcome) = scheduleRecordingOutcome(on: queue) { try await queue.clock.sleep(for: .seconds(1)) }
+            let (task, outcome) = scheduleRecordingOutcome(on: queue) {
+                try await queue.clock.sleep(for: .seconds(1))  // allowed: queue.clock, virtual time
+            }
             try queue.run()
             let cancelled = DispatchGroup()
             DispatchQueue.global().async(group: cancelled) { task.cancel() }
@@ -177,7 +184,9 @@ struct TestClockTests {
     @Test func aCancellationRacingTheStartOfASleepLeavesNothingQueued() throws {
         for _ in 0..<300 {
             let queue = TestQueue()
-            let (task, outcome) = scheduleRecordingOutcome(on: queue) { try await queue.clock.sleep(for: .seconds(1)) }
+            let (task, outcome) = scheduleRecordingOutcome(on: queue) {
+                try await queue.clock.sleep(for: .seconds(1))  // allowed: queue.clock, virtual time
+            }
             let cancelled = DispatchGroup()
             DispatchQueue.global().async(group: cancelled) { task.cancel() }
             try queue.run()
