@@ -94,9 +94,18 @@ extension Job {
     /// reports through a callback needs no task: use ``init(_:)`` and its
     /// controller.
     ///
+    /// With the default scheduler, a job performed on a queue that is also
+    /// a `TaskExecutor` starts its task with that queue as its executor
+    /// preference. A `TestQueue` is one: the body's nonisolated code then
+    /// runs as the queue's items, and sleeps on the queue's `clock` end
+    /// when the test advances it, so `timeout` and `retry` around the job
+    /// run wholly in virtual time. On any other queue (a `DispatchQueue`,
+    /// an `ImmediateQueue`) the task runs on the global concurrent
+    /// executor.
+    ///
     /// In tests, inject a scheduler from `JobKitTesting` to control when the
     /// task runs (`ManualTaskScheduler`) or to wait for it
-    /// (`RecordingTaskScheduler`).
+    /// (`RecordingTaskScheduler`); an injected scheduler is always used.
     ///
     /// - Parameters:
     ///   - scheduler: Starts the task. A ``DefaultTaskScheduler`` by default.
@@ -111,12 +120,20 @@ extension Job {
         _ body: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> Job {
         Job { controller in
-            let task = scheduler.schedule(name: nil, priority: priority) {
+            let operation: @Sendable () async throws -> Void = {
                 do {
                     controller.finish(with: try await body())
                 } catch {
                     controller.fail(with: error)
                 }
+            }
+            let task: ScheduledTask<Void>
+            if scheduler is DefaultTaskScheduler, let executor = controller.queue as? any TaskExecutor {
+                // The queue runs tasks too (a `TestQueue`): the body runs
+                // there, in the queue's order and on its clock.
+                task = ScheduledTask(Task(executorPreference: executor, priority: priority, operation: operation))
+            } else {
+                task = scheduler.schedule(name: nil, priority: priority, operation: operation)
             }
             controller.onCancel { task.cancel() }
         }
