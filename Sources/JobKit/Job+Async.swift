@@ -95,13 +95,13 @@ extension Job {
     /// controller.
     ///
     /// With the default scheduler, a job performed on a queue that is also
-    /// a `TaskExecutor` starts its task with that queue as its executor
-    /// preference. A `TestQueue` is one: the body's nonisolated code then
-    /// runs as the queue's items, and sleeps on the queue's `clock` end
-    /// when the test advances it, so `timeout` and `retry` around the job
-    /// run wholly in virtual time. On any other queue (a `DispatchQueue`,
-    /// an `ImmediateQueue`) the task runs on the global concurrent
-    /// executor.
+    /// a ``TaskScheduling`` starts its task through that queue. A
+    /// `TestQueue` is one, whose tasks run as its items: the body's
+    /// nonisolated code runs when the test runs the queue, its sleeps on
+    /// the queue's `clock` end when the test advances it, so `timeout` and
+    /// `retry` around the job run wholly in virtual time, and the job's
+    /// snapshots say where its task waits. On any other queue (a
+    /// `DispatchQueue`, an `ImmediateQueue`) the task is a plain `Task`.
     ///
     /// In tests, inject a scheduler from `JobKitTesting` to control when the
     /// task runs (`ManualTaskScheduler`) or to wait for it
@@ -127,15 +127,15 @@ extension Job {
                     controller.fail(with: error)
                 }
             }
-            let task: ScheduledTask<Void>
-            if scheduler is DefaultTaskScheduler, let executor = controller.queue as? any TaskExecutor {
-                // The queue runs tasks too (a `TestQueue`): the body runs
-                // there, in the queue's order and on its clock.
-                task = ScheduledTask(Task(executorPreference: executor, priority: priority, operation: operation))
-            } else {
-                task = scheduler.schedule(name: nil, priority: priority, operation: operation)
-            }
+            // A queue that starts tasks itself (a `TestQueue`) runs the
+            // body in its order and on its clock, unless a scheduler was
+            // injected.
+            let queueScheduler = scheduler is DefaultTaskScheduler ? controller.queue as? any TaskScheduling : nil
+            let task = (queueScheduler ?? scheduler).schedule(name: nil, priority: priority, operation: operation)
             controller.onCancel { task.cancel() }
+            if let status = task.status {
+                controller.onDescribe { "its task \(status())" }
+            }
         }
     }
 

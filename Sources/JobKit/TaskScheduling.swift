@@ -163,10 +163,22 @@ public struct ScheduledTask<Success: Sendable>: Sendable {
 
     private let storage: Storage
 
+    /// Where the task is, in words that follow "its task" ("is asleep on
+    /// queue.clock until 3.0 seconds"), for the snapshots of the job that
+    /// started it; `nil` when the scheduler cannot tell.
+    package let status: (@Sendable () -> String)?
+
     /// Wraps a real task.
     /// - Parameter task: The task this handle cancels and awaits.
     public init(_ task: Task<Success, any Error>) {
         storage = .task(task)
+        status = nil
+    }
+
+    /// Wraps a real task whose scheduler can say where it is.
+    package init(_ task: Task<Success, any Error>, status: @escaping @Sendable () -> String) {
+        storage = .task(task)
+        self.status = status
     }
 
     /// Creates a handle from two closures, for schedulers that do not start
@@ -182,6 +194,7 @@ public struct ScheduledTask<Success: Sendable>: Sendable {
         result: @escaping @Sendable () async -> Result<Success, any Error>
     ) {
         storage = .custom(cancel: cancel, result: result)
+        status = nil
     }
 
     /// Cancels the task. An operation that has not started yet never

@@ -95,6 +95,8 @@ extension TestQueue {
         ///   while it sleeps.
         public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
             let sleep = Sleep()
+            let note = queue.noteSleep(until: deadline.offset)
+            defer { note.map(queue.endSleep) }
             try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation { continuation in
                     sleep.begin(continuation, on: queue, until: deadline.offset)

@@ -72,7 +72,7 @@ extension TestQueue: TaskScheduling {
         priority: TaskPriority?,
         operation: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> ScheduledTask<Success> {
-        ScheduledTask(Task(name: name, executorPreference: self, priority: priority) { try await operation() })
+        startTask(detached: false, name: name, priority: priority, operation: operation)
     }
 
     /// Starts `operation` in a new detached task that prefers this queue,
@@ -91,6 +91,200 @@ extension TestQueue: TaskScheduling {
         priority: TaskPriority?,
         operation: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> ScheduledTask<Success> {
-        ScheduledTask(Task.detached(name: name, executorPreference: self, priority: priority) { try await operation() })
+        startTask(detached: true, name: name, priority: priority, operation: operation)
+    }
+}
+
+// MARK: - Unfinished tasks
+
+extension TestQueue {
+    /// A task the queue started that has not finished, and where it waits.
+    ///
+    /// Read ``TestQueue/unfinishedTasks`` after ``TestQueue/run()`` or
+    /// ``TestQueue/advance(by:)``: a task that is not asleep on the
+    /// queue's ``TestQueue/clock`` waits for something else, and once the
+    /// queue holds no work, for something the queue does not run.
+    public struct UnfinishedTask: Sendable, Equatable, CustomStringConvertible {
+        /// Where an unfinished task waits.
+        public enum State: Sendable, Equatable, CustomStringConvertible {
+            /// Asleep on the queue's clock (or one of its child tasks
+            /// is): ``TestQueue/advance(by:)`` to `deadline` wakes it.
+            case asleep(until: Clock.Instant)
+            /// Not asleep on the clock, while the queue holds work, due
+            /// or later, that may be what it waits for.
+            case waiting
+            /// Not asleep on the clock, and the queue holds no work:
+            /// nothing the queue runs can resume it. It waits for
+            /// something outside the queue: an actor with an executor of
+            /// its own (the main actor), real time (`Task.sleep` on
+            /// `ContinuousClock`), real I/O, a continuation nobody has
+            /// resumed yet, or a task that does not prefer the queue.
+            case stranded
+
+            /// Where the task waits, in words: "asleep on queue.clock
+            /// until 3.0 seconds".
+            public var description: String {
+                switch self {
+                case .asleep(let deadline): "asleep on queue.clock until \(deadline.offset)"
+                case .waiting: "suspended, not on queue.clock, while the queue holds other work"
+                case .stranded: "suspended outside the queue: nothing left on it can resume the task"
+                }
+            }
+        }
+
+        /// The order in which the queue started the task, from 1.
+        public let number: Int
+        /// The name the task was started with, if any.
+        public let name: String?
+        /// Where it waits.
+        public let state: State
+
+        /// The task and where it waits, in one line:
+        /// `task 2 "search": asleep on queue.clock until 0.3 seconds`.
+        public var description: String {
+            "task \(number)\(name.map { " \"\($0)\"" } ?? ""): \(state)"
+        }
+    }
+
+    /// The tasks this queue started (through
+    /// ``schedule(name:priority:operation:)``, ``scheduleDetached(name:priority:operation:)``
+    /// or a `Job.task` performed on it) that have not finished, in the
+    /// order they were started.
+    ///
+    /// Work that escapes the queue is silent otherwise: ``run()`` returns,
+    /// ``isIdle`` is `true`, and a task is still suspended on something the
+    /// queue does not run. Expect none at the end of a test:
+    ///
+    /// ```swift
+    /// try queue.advance(by: .seconds(1))
+    /// #expect(queue.unfinishedTasks.isEmpty)
+    /// ```
+    ///
+    /// and a failure says which task waits where:
+    /// `task 1 "refresh": suspended outside the queue: nothing left on it
+    /// can resume the task`. Tasks started with `Task(executorPreference:)`
+    /// are not known to the queue, nor are the child tasks of those it
+    /// started (their sleeps count as their parent's).
+    public var unfinishedTasks: [UnfinishedTask] {
+        let records = tasks.withLock { $0.unfinished }
+        let holdsWork = !isIdle
+        return records.map { record in
+            UnfinishedTask(
+                number: record.number, name: record.name,
+                state: state(asleepUntil: record.asleepUntil, holdsWork: holdsWork))
+        }
+    }
+
+    private func state(asleepUntil deadline: Duration?, holdsWork: Bool) -> UnfinishedTask.State {
+        if let deadline {
+            .asleep(until: Clock.Instant(offset: deadline))
+        } else if holdsWork {
+            .waiting
+        } else {
+            .stranded
+        }
+    }
+
+    /// Where the task numbered `number` waits, for the snapshots of the
+    /// job that started it: words that follow "its task".
+    private func status(ofTask number: Int) -> String {
+        guard let record = tasks.withLock({ $0.record(number) }) else { return "has finished" }
+        return "is \(state(asleepUntil: record.asleepUntil, holdsWork: !isIdle))"
+    }
+
+    /// Starts a task that prefers this queue, known to it until it
+    /// finishes.
+    func startTask<Success: Sendable>(
+        detached: Bool,
+        name: String?,
+        priority: TaskPriority?,
+        operation: @escaping @Sendable @isolated(any) () async throws -> Success
+    ) -> ScheduledTask<Success> {
+        let number = tasks.withLock { $0.start(name: name) }
+        let tag = TaskTag(queue: ObjectIdentifier(self), number: number)
+        let run: @Sendable () async throws -> Success = { [self] in
+            defer { tasks.withLock { $0.finish(number) } }
+            return try await TestQueue.$currentTask.withValue(tag) { try await operation() }
+        }
+        let task =
+            detached
+            ? Task.detached(name: name, executorPreference: self, priority: priority, operation: run)
+            : Task(name: name, executorPreference: self, priority: priority, operation: run)
+        return ScheduledTask(task) { [weak self] in self?.status(ofTask: number) ?? "has finished" }
+    }
+
+    /// Notes that the current task, if the queue started it (or it is a
+    /// child of one it started), is asleep on the clock until `deadline`.
+    /// - Returns: What ends the note, or `nil` if there is nothing to note.
+    func noteSleep(until deadline: Duration) -> (number: Int, sleep: Int)? {
+        guard let tag = TestQueue.currentTask, tag.queue == ObjectIdentifier(self) else { return nil }
+        return tasks.withLock { $0.beginSleep(of: tag.number, until: deadline) }.map { (tag.number, $0) }
+    }
+
+    /// Ends a note of ``noteSleep(until:)``.
+    func endSleep(_ note: (number: Int, sleep: Int)) {
+        tasks.withLock { $0.endSleep(note.sleep, of: note.number) }
+    }
+
+    /// The task of a queue that the current task is, or is a child of.
+    @TaskLocal static var currentTask: TaskTag?
+}
+
+/// A task a test queue started, as its task-local value.
+struct TaskTag: Sendable {
+    /// The queue that started it.
+    let queue: ObjectIdentifier
+    /// Its number on that queue.
+    let number: Int
+}
+
+/// The tasks a test queue started that have not finished, with the sleeps
+/// on its clock that they (or their child tasks) are in.
+struct TaskRegistry: Sendable {
+    struct Record: Sendable {
+        var number: Int
+        var name: String?
+        /// The sleeps going on, by their number, with their deadlines.
+        var sleeps: [(sleep: Int, deadline: Duration)] = []
+
+        /// The earliest deadline of the sleeps going on, if any.
+        var asleepUntil: Duration? { sleeps.lazy.map(\.deadline).min() }
+    }
+
+    private var records: [Int: Record] = [:]
+    private var lastNumber = 0
+    private var lastSleep = 0
+
+    /// Records a task starting, and returns its number.
+    mutating func start(name: String?) -> Int {
+        lastNumber += 1
+        records[lastNumber] = Record(number: lastNumber, name: name)
+        return lastNumber
+    }
+
+    mutating func finish(_ number: Int) {
+        records[number] = nil
+    }
+
+    func record(_ number: Int) -> Record? {
+        records[number]
+    }
+
+    /// The unfinished tasks, in the order they started.
+    var unfinished: [Record] {
+        records.values.sorted { $0.number < $1.number }
+    }
+
+    /// Records a sleep of the task `number`, if it has not finished, and
+    /// returns the sleep's number.
+    mutating func beginSleep(of number: Int, until deadline: Duration) -> Int? {
+        guard records[number] != nil else { return nil }
+        lastSleep += 1
+        records[number]?.sleeps.append((lastSleep, deadline))
+        return lastSleep
+    }
+
+    mutating func endSleep(_ sleep: Int, of number: Int) {
+        records[number]?.sleeps.removeAll { $0.sleep == sleep }
     }
 }

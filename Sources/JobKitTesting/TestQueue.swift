@@ -34,7 +34,8 @@ import JobKit
 /// It drives async code the same way: the queue is a `TaskExecutor`, and
 /// tasks that prefer it (started with
 /// ``schedule(name:priority:operation:)``, for one) run as its items; the
-/// sleeps of its ``clock`` end when ``advance(by:)`` reaches them.
+/// sleeps of its ``clock`` end when ``advance(by:)`` reaches them, and
+/// ``unfinishedTasks`` says where the tasks it started still wait.
 ///
 /// Thread-safe: work can be enqueued from any thread. Work runs on the
 /// thread that calls ``run()`` or ``advance(by:)``, outside the queue's lock.
@@ -106,6 +107,9 @@ public final class TestQueue: JobQueue, Sendable {
     }
 
     private let lock: Lock<State>
+
+    /// The tasks the queue started that have not finished.
+    let tasks = Lock(TaskRegistry())
 
     /// The most items one call to ``run()`` or ``advance(by:)`` runs before
     /// it throws ``RunawayError``.

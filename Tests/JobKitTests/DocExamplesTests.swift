@@ -860,6 +860,18 @@ extension JobKitDocExamplesTests {
         // END DOC
     }
 
+    @Test func testQueueUnfinishedTasksExample() throws {
+        let queue = TestQueue()
+        queue.schedule(name: "refresh", priority: nil) { try await queue.clock.sleep(for: .seconds(1)) }
+        try queue.run()
+        #expect(
+            queue.unfinishedTasks.map(\.description) == [#"task 1 "refresh": asleep on queue.clock until 1.0 seconds"#])
+        // BEGIN DOC
+        try queue.advance(by: .seconds(1))
+        #expect(queue.unfinishedTasks.isEmpty)
+        // END DOC
+    }
+
     @Test func testQueueClockExample() throws {
         // BEGIN DOC
         let queue = TestQueue()

@@ -1,0 +1,209 @@
+import JobKit
+import JobKitTesting
+import Testing
+
+/// A continuation a task waits on, which the test resumes when it chooses:
+/// what the queue sees of real I/O, or of any work it does not run.
+private final class OutsideWork: Sendable {
+    private let continuation = LockedValue<CheckedContinuation<Void, Never>?>(nil)
+
+    /// Suspends the calling task until ``finish()``.
+    func wait() async {
+        await withCheckedContinuation { continuation.setValue($0) }
+    }
+
+    /// Resumes the waiting task; `false` if none waits yet.
+    @discardableResult
+    func finish() -> Bool {
+        guard let waiting = continuation.withValue({ $0.take() }) else { return false }
+        waiting.resume()
+        return true
+    }
+}
+
+@Suite("TestQueue.unfinishedTasks", .timeLimit(.minutes(1)))
+struct UnfinishedTasksTests {
+    @Test func aTaskAsleepOnTheClockSaysUntilWhen() throws {
+        let queue = TestQueue()
+        queue.schedule(name: "poll", priority: nil) {
+            try await queue.clock.sleep(for: .seconds(3))  // allowed: queue.clock, virtual time
+        }
+        try queue.run()
+
+        let tasks = queue.unfinishedTasks
+        #expect(tasks.map(\.number) == [1])
+        #expect(tasks.map(\.name) == ["poll"])
+        #expect(tasks.map(\.state) == [.asleep(until: .init(offset: .seconds(3)))])
+        #expect(tasks.map(\.description) == [#"task 1 "poll": asleep on queue.clock until 3.0 seconds"#])
+        try queue.advance(by: .seconds(3))
+        #expect(queue.unfinishedTasks.isEmpty)
+    }
+
+    /// The silent case: the queue is idle, `run()` returned, and the task
+    /// is suspended on work the queue does not run.
+    @Test func aTaskSuspendedOnOutsideWorkIsStrandedWhileTheQueueIsIdle() async throws {
+        let queue = TestQueue()
+        let outside = OutsideWork()
+        let finished = LockedValue(false)
+        queue.schedule(name: "fetch", priority: nil) {
+            await outside.wait()
+            finished.setValue(true)
+        }
+        try queue.run()
+
+        #expect(queue.isIdle)
+        #expect(queue.unfinishedTasks.map(\.state) == [.stranded])
+        #expect(
+            queue.unfinishedTasks.map(\.description) == [
+                #"task 1 "fetch": suspended outside the queue: nothing left on it can resume the task"#
+            ])
+        #expect(outside.finish())
+        // The continuation comes back to the queue as an item, from this thread.
+        try queue.run()
+        #expect(finished.value)
+        #expect(queue.unfinishedTasks.isEmpty)
+    }
+
+    @Test func whileTheQueueHoldsOtherWorkAnUnsleepingTaskIsWaiting() throws {
+        let queue = TestQueue()
+        let outside = OutsideWork()
+        queue.schedule { await outside.wait() }
+        queue.schedule(name: "tick", priority: nil) {
+            try await queue.clock.sleep(for: .seconds(5))  // allowed: queue.clock, virtual time
+        }
+        #expect(queue.unfinishedTasks.map(\.state) == [.waiting, .waiting], "not started yet: work is due")
+
+        try queue.run()
+        #expect(queue.unfinishedTasks.map(\.state) == [.waiting, .asleep(until: .init(offset: .seconds(5)))])
+        #expect(
+            queue.unfinishedTasks.map(\.description).first
+                == "task 1: suspended, not on queue.clock, while the queue holds other work")
+        try queue.advance(by: .seconds(5))
+        #expect(queue.unfinishedTasks.map(\.state) == [.stranded])
+
+        outside.finish()
+        try queue.run()
+        #expect(queue.unfinishedTasks.isEmpty)
+    }
+
+    @Test func aChildTasksSleepCountsAsItsParents() throws {
+        let queue = TestQueue()
+        queue.schedule(name: "parent", priority: nil) {
+            async let child: Void = queue.clock.sleep(for: .seconds(2))  // allowed: queue.clock, virtual time
+            try await queue.clock.sleep(for: .seconds(7))  // allowed: queue.clock, virtual time
+            try await child
+        }
+        try queue.run()
+        #expect(queue.unfinishedTasks.map(\.state) == [.asleep(until: .init(offset: .seconds(2)))])
+        try queue.advance(by: .seconds(2))
+        #expect(queue.unfinishedTasks.map(\.state) == [.asleep(until: .init(offset: .seconds(7)))])
+        try queue.advance(by: .seconds(5))
+        #expect(queue.unfinishedTasks.isEmpty)
+    }
+
+    @Test func aCancelledSleepNoLongerCounts() throws {
+        let queue = TestQueue()
+        let outside = OutsideWork()
+        let task = queue.schedule {
+            try? await queue.clock.sleep(for: .seconds(60))  // allowed: queue.clock, virtual time
+            await outside.wait()
+        }
+        try queue.run()
+        #expect(queue.unfinishedTasks.map(\.state) == [.asleep(until: .init(offset: .seconds(60)))])
+        task.cancel()
+        try queue.run()
+        #expect(queue.unfinishedTasks.map(\.state) == [.stranded])
+        outside.finish()
+        try queue.run()
+        #expect(queue.unfinishedTasks.isEmpty)
+    }
+
+    /// Tasks of many deadlines, started and woken in an order drawn from
+    /// each seed: after each step, exactly those whose deadline is still
+    /// ahead are unfinished, each asleep until its own deadline.
+    @Test(arguments: 0..<20 as Range<UInt64>)
+    func exactlyTheSleepersNotYetWokenAreUnfinished(seed: UInt64) throws {
+        let queue = TestQueue(ordering: .shuffled(seed: seed))
+        let deadlines = (1...12).map { Duration.seconds($0 % 4 + 1) }
+        for (index, deadline) in deadlines.enumerated() {
+            queue.schedule(name: "\(index)", priority: nil) {
+                try await queue.clock.sleep(for: deadline)  // allowed: queue.clock, virtual time
+            }
+        }
+        try queue.run()
+        for now in 0...4 {
+            if now > 0 { try queue.advance(by: .seconds(1)) }
+            let unfinished = queue.unfinishedTasks
+            let expected = deadlines.indices.filter { deadlines[$0] > .seconds(now) }
+            #expect(unfinished.map(\.name) == expected.map { "\($0)" })
+            #expect(unfinished.map(\.state) == expected.map { .asleep(until: .init(offset: deadlines[$0])) })
+        }
+    }
+
+    @Test func tasksNotStartedByTheQueueAreNotItsToKnow() throws {
+        let queue = TestQueue()
+        let finished = LockedValue(false)
+        Task(executorPreference: queue) {
+            try await queue.clock.sleep(for: .seconds(1))  // allowed: queue.clock, virtual time
+            finished.setValue(true)
+        }
+        try queue.run()
+        #expect(queue.unfinishedTasks.isEmpty)
+        try queue.advance(by: .seconds(1))
+        #expect(finished.value)
+    }
+}
+
+/// The stall report of a `Job.task` performed on a `TestQueue` says where
+/// its task waits.
+@Suite("Job.task's stall report on a TestQueue", .timeLimit(.minutes(1)))
+struct JobTaskStallReportTests {
+    @Test func saysWhenTheTaskIsAsleepOnTheClock() throws {
+        let queue = TestQueue()
+        let handle = Job.task {
+            try await queue.clock.sleep(for: .seconds(10))  // allowed: queue.clock, virtual time
+        }
+        .named("poll")
+        .perform(on: queue) { _ in }
+        try queue.run()
+
+        #expect(handle.snapshot().detail == "its task is asleep on queue.clock until 10.0 seconds")
+        #expect(
+            handle.stallReport()?.contains("poll (running, its task is asleep on queue.clock until 10.0 seconds)")
+                == true)
+        try queue.advance(by: .seconds(10))
+        #expect(handle.stallReport() == nil)
+    }
+
+    @Test func namesTheTaskStrandedOutsideTheQueue() throws {
+        let queue = TestQueue()
+        let outside = OutsideWork()
+        let outcome = LockedValue<Result<Void, any Error>?>(nil)
+        let profile = Job.task { await outside.wait() }.named("profile")
+        let handle = Job.group([profile, .succeeded]).named("load").perform(on: queue) { outcome.setValue($0) }
+        try queue.run()
+
+        #expect(queue.isIdle)
+        let report = handle.stallReport() ?? ""
+        #expect(
+            report.hasPrefix(
+                "1 job has not completed:\n  load: group 1/2 ▸ profile (running, its task is suspended outside "
+                    + "the queue: nothing left on it can resume the task)\n"),
+            "\(report)")
+        outside.finish()
+        try queue.run()
+        #expect(throws: Never.self) { try outcome.value?.get() }
+        #expect(handle.stallReport() == nil)
+    }
+
+    /// On a queue that does not start tasks, the job says nothing of its task.
+    @Test func onOtherQueuesTheJobHasNoDetail() {
+        let handle = Job.task {
+            try await Task.sleep(for: .seconds(3600))  // allowed: cancelled, never waited for
+        }
+        .perform(on: ImmediateQueue()) { _ in }
+        #expect(handle.snapshot().detail == nil)
+        #expect(handle.snapshot().state.isPending)
+        handle.cancel()
+    }
+}
