@@ -51,12 +51,17 @@ public final class TestQueue: JobQueue, Sendable {
         public let now: Duration
         /// The number of items still waiting.
         public let pendingCount: Int
+        /// The tasks the queue started that had not finished: the one
+        /// that keeps the queue busy, if a task does, is among them.
+        public internal(set) var unfinishedTasks: [UnfinishedTask] = []
 
-        /// What happened, in one line: what is known, and how to go on.
+        /// What happened, in one line: what is known, and how to go on;
+        /// then the unfinished tasks, one per line.
         public var description: String {
             "TestQueue stopped after running \(steps) items in one call, its step limit (maxSteps), with work "
                 + "still due (now \(now), \(pendingCount) pending): either some work keeps enqueueing work, "
                 + "or the run is longer than the limit; raise it with TestQueue(maxSteps:)"
+                + unfinishedTasks.map { "\n  \($0)" }.joined()
         }
     }
 
@@ -231,14 +236,21 @@ public final class TestQueue: JobQueue, Sendable {
     private func runItems(until target: Duration?) throws(RunawayError) {
         var steps = 0
         while true {
-            let item = try lock.withLock { (state) throws(RunawayError) -> ItemStore.Item? in
-                guard let item = try state.removeNext(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps)
-                else {
-                    if let target { state.now = max(state.now, target) }
-                    return nil
+            let item: ItemStore.Item?
+            do {
+                item = try lock.withLock { (state) throws(RunawayError) -> ItemStore.Item? in
+                    guard let item = try state.removeNext(dueBy: target ?? state.now, steps: steps, maxSteps: maxSteps)
+                    else {
+                        if let target { state.now = max(state.now, target) }
+                        return nil
+                    }
+                    state.now = max(state.now, item.due)
+                    return item
                 }
-                state.now = max(state.now, item.due)
-                return item
+            } catch {
+                var runaway = error
+                runaway.unfinishedTasks = unfinishedTasks  // outside the lock, which reading them takes
+                throw runaway
             }
             guard let item else { return }
             steps += 1

@@ -144,12 +144,17 @@ struct TaskExecutorTests {
 
     @Test func maxStepsStopsATaskThatYieldsForever() throws {
         let queue = TestQueue(maxSteps: 100)
-        let task = Task(executorPreference: queue) {
+        let task = queue.schedule(name: "poller", priority: nil) {
             while !Task.isCancelled { await Task.yield() }
         }
         let error = #expect(throws: TestQueue.RunawayError.self) { try queue.run() }
         #expect(error?.steps == 100)
         #expect(error?.pendingCount == 1)
+        #expect(error?.unfinishedTasks.map(\.name) == ["poller"])
+        #expect(
+            error?.description.hasSuffix(
+                "TestQueue(maxSteps:)\n  task 1 \"poller\": suspended, not on queue.clock, while the queue holds other work"
+            ) == true)
         task.cancel()
         try queue.run()
         #expect(queue.isIdle)
