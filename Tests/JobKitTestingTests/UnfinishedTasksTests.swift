@@ -64,6 +64,21 @@ struct UnfinishedTasksTests {
         #expect(queue.unfinishedTasks.isEmpty)
     }
 
+    /// The escape the README warns of: code that sleeps on the continuous
+    /// clock instead of the injected one.
+    @Test func aTaskInARealSleepIsStranded() throws {
+        let queue = TestQueue()
+        let task = queue.schedule(name: "debounce", priority: nil) {
+            try await Task.sleep(for: .seconds(3600))  // allowed: cancelled, never waited for
+        }
+        try queue.advance(by: .seconds(3600))
+        #expect(queue.isIdle)
+        #expect(queue.unfinishedTasks.map(\.state) == [.stranded])
+        // Its cancelled sleep comes back to the queue later, from another
+        // thread; the test does not wait for it.
+        task.cancel()
+    }
+
     @Test func whileTheQueueHoldsOtherWorkAnUnsleepingTaskIsWaiting() throws {
         let queue = TestQueue()
         let outside = OutsideWork()
