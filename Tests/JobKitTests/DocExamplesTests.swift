@@ -888,3 +888,89 @@ extension JobKitDocExamplesTests {
         // END DOC
     }
 }
+
+// MARK: - The article "Testing main-actor code" (JobKitTesting)
+
+// BEGIN DOC
+/// Loads the account's name, trying once more a second after a failure.
+struct AccountLoader: Sendable {
+    var clock: any Clock<Duration> = ContinuousClock()
+    var fetch: @Sendable () async throws -> String
+
+    func load() async throws -> String {
+        do {
+            return try await fetch()
+        } catch {
+            try await clock.sleep(for: .seconds(1))
+            return try await fetch()
+        }
+    }
+}
+
+@MainActor
+final class AccountModel {
+    private(set) var name = "…"
+    private let loader: AccountLoader
+    private let scheduler: any TaskScheduling
+
+    init(loader: AccountLoader, scheduler: any TaskScheduling = DefaultTaskScheduler()) {
+        (self.loader, self.scheduler) = (loader, scheduler)
+    }
+
+    func appeared() {
+        scheduler.schedule { [loader] in
+            let name = (try? await loader.load()) ?? "unavailable"
+            await self.show(name)
+        }
+    }
+
+    private func show(_ name: String) { self.name = name }
+}
+// END DOC
+
+/// The error of a fetch that fails, in the article's loader test.
+private struct Unreachable: Error {}
+
+@Suite("Doc examples: testing main-actor code", .timeLimit(.minutes(1)))
+struct MainActorArticleTests {
+    // BEGIN DOC
+    @Test func theLoaderTriesOnceMoreAfterASecond() throws {
+        let queue = TestQueue()
+        let fetches = LockedValue(0)
+        let loader = AccountLoader(clock: queue.clock) {
+            let fetch = fetches.withValue { $0 += 1; return $0 }
+            if fetch == 1 { throw Unreachable() }
+            return "Ada"
+        }
+        let name = LockedValue<String?>(nil)
+        queue.schedule { name.setValue(try await loader.load()) }
+        try queue.run()
+        #expect(name.value == nil)  // failed once, waiting a second
+        try queue.advance(by: .seconds(1))
+        #expect(name.value == "Ada")
+        #expect(queue.unfinishedTasks.isEmpty)
+    }
+    // END DOC
+
+    // BEGIN DOC
+    @Test @MainActor func theModelShowsTheLoadedName() async {
+        let scheduler = ManualTaskScheduler()
+        let model = AccountModel(loader: AccountLoader { "Ada" }, scheduler: scheduler)
+        model.appeared()
+        #expect(model.name == "…")
+        await scheduler.runAll()
+        #expect(model.name == "Ada")
+    }
+    // END DOC
+
+    // BEGIN DOC
+    @Test @MainActor func theQueueDoesNotRunTheMainActorsPart() throws {
+        let queue = TestQueue()
+        let model = AccountModel(loader: AccountLoader(clock: queue.clock) { "Ada" }, scheduler: queue)
+        model.appeared()
+        try queue.run()
+        #expect(model.name == "…")
+        #expect(queue.unfinishedTasks.map(\.state) == [.stranded])  // waits for the main actor
+    }
+    // END DOC
+}
