@@ -938,7 +938,10 @@ struct MainActorArticleTests {
         let queue = TestQueue()
         let fetches = LockedValue(0)
         let loader = AccountLoader(clock: queue.clock) {
-            let fetch = fetches.withValue { $0 += 1; return $0 }
+            let fetch = fetches.withValue { count in
+                count += 1
+                return count
+            }
             if fetch == 1 { throw Unreachable() }
             return "Ada"
         }
