@@ -100,12 +100,15 @@ extension Job {
     /// nonisolated code runs when the test runs the queue, its sleeps on
     /// the queue's `clock` end when the test advances it, so `timeout` and
     /// `retry` around the job run wholly in virtual time, and the job's
-    /// snapshots say where its task waits. On any other queue (a
-    /// `DispatchQueue`, an `ImmediateQueue`) the task is a plain `Task`.
+    /// snapshots say where its task waits (unless the job has a detail of
+    /// its own, from ``named(_:detail:)`` or ``Controller/onDescribe(_:)``).
+    /// On any other queue (a `DispatchQueue`, an `ImmediateQueue`) the task
+    /// is a plain `Task`.
     ///
     /// In tests, inject a scheduler from `JobKitTesting` to control when the
     /// task runs (`ManualTaskScheduler`) or to wait for it
-    /// (`RecordingTaskScheduler`); an injected scheduler is always used.
+    /// (`RecordingTaskScheduler`): any scheduler but a
+    /// ``DefaultTaskScheduler`` is used whatever the queue.
     ///
     /// - Parameters:
     ///   - scheduler: Starts the task. A ``DefaultTaskScheduler`` by default.
@@ -134,7 +137,9 @@ extension Job {
             let task = (queueScheduler ?? scheduler).schedule(name: nil, priority: priority, operation: operation)
             controller.onCancel { task.cancel() }
             if let status = task.status {
-                controller.onDescribe { "its task \(status())" }
+                // Beneath a detail of the job's own, which tests must see
+                // as the app does.
+                controller.token.attach(.taskStatus { "its task \(status())" })
             }
         }
     }

@@ -94,9 +94,10 @@ extension TestQueue {
         /// - Throws: `CancellationError` if the task is cancelled before or
         ///   while it sleeps.
         public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-            let sleep = Sleep()
             let note = queue.noteSleep(until: deadline.offset)
-            defer { note.map(queue.endSleep) }
+            var ending: (@Sendable () -> Void)?
+            if let note { ending = { [queue] in queue.endSleep(note) } }
+            let sleep = Sleep(ending: ending)
             try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation { continuation in
                     sleep.begin(continuation, on: queue, until: deadline.offset)
@@ -130,6 +131,13 @@ private final class Sleep: Sendable {
     }
 
     private let state = Lock(State.starting)
+    /// Ends the queue's note that the task is asleep, once the sleep ends:
+    /// woken, or cancelled (then before the task runs again).
+    private let ending: (@Sendable () -> Void)?
+
+    init(ending: (@Sendable () -> Void)?) {
+        self.ending = ending
+    }
 
     /// Stores the task's continuation and queues the item that wakes it at
     /// `deadline`, unless the task was cancelled first.
@@ -159,10 +167,13 @@ private final class Sleep: Sendable {
             state = .ended
             return continuation
         }
-        continuation?.resume()
+        guard let continuation else { return }
+        ending?()
+        continuation.resume()
     }
 
     func cancel() {
+        ending?()  // at once, and again after a wake: it ends the note once
         let sleeping = state.withLock { state -> (UnsafeContinuation<Void, any Error>, DelayedWork?)? in
             switch state {
             case .starting, .ended:

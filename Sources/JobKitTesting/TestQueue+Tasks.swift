@@ -107,6 +107,9 @@ extension TestQueue {
     public struct UnfinishedTask: Sendable, Equatable, CustomStringConvertible {
         /// Where an unfinished task waits.
         public enum State: Sendable, Equatable, CustomStringConvertible {
+            /// Not started yet: its first item is due on the queue, and
+            /// ``TestQueue/run()`` starts it.
+            case notStarted
             /// Asleep on the queue's clock (or one of its child tasks
             /// is): ``TestQueue/advance(by:)`` to `deadline` wakes it.
             case asleep(until: Clock.Instant)
@@ -125,8 +128,9 @@ extension TestQueue {
             /// until 3.0 seconds".
             public var description: String {
                 switch self {
+                case .notStarted: "not started: its first item is due on the queue"
                 case .asleep(let deadline): "asleep on queue.clock until \(deadline.offset)"
-                case .waiting: "suspended, not on queue.clock, while the queue holds other work"
+                case .waiting: "suspended, not on queue.clock, while the queue holds work"
                 case .stranded: "suspended outside the queue: nothing left on it can resume the task"
                 }
             }
@@ -164,19 +168,20 @@ extension TestQueue {
     /// `task 1 "refresh": suspended outside the queue: nothing left on it
     /// can resume the task`. Tasks started with `Task(executorPreference:)`
     /// are not known to the queue, nor are the child tasks of those it
-    /// started (their sleeps count as their parent's).
+    /// started, nor the tasks those start with `Task { }`: their sleeps
+    /// count as the started task's.
     public var unfinishedTasks: [UnfinishedTask] {
         let records = tasks.withLock { $0.unfinished }
         let holdsWork = !isIdle
         return records.map { record in
-            UnfinishedTask(
-                number: record.number, name: record.name,
-                state: state(asleepUntil: record.asleepUntil, holdsWork: holdsWork))
+            UnfinishedTask(number: record.number, name: record.name, state: state(of: record, holdsWork: holdsWork))
         }
     }
 
-    private func state(asleepUntil deadline: Duration?, holdsWork: Bool) -> UnfinishedTask.State {
-        if let deadline {
+    private func state(of record: TaskRegistry.Record, holdsWork: Bool) -> UnfinishedTask.State {
+        if !record.started {
+            .notStarted
+        } else if let deadline = record.asleepUntil {
             .asleep(until: Clock.Instant(offset: deadline))
         } else if holdsWork {
             .waiting
@@ -189,7 +194,7 @@ extension TestQueue {
     /// job that started it: words that follow "its task".
     private func status(ofTask number: Int) -> String {
         guard let record = tasks.withLock({ $0.record(number) }) else { return "has finished" }
-        return "is \(state(asleepUntil: record.asleepUntil, holdsWork: !isIdle))"
+        return "is \(state(of: record, holdsWork: !isIdle))"
     }
 
     /// Starts a task that prefers this queue, known to it until it
@@ -201,8 +206,9 @@ extension TestQueue {
         operation: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> ScheduledTask<Success> {
         let number = tasks.withLock { $0.start(name: name) }
-        let tag = TaskTag(queue: ObjectIdentifier(self), number: number)
+        let tag = TaskTag(queue: id, number: number)
         let run: @Sendable () async throws -> Success = { [self] in
+            tasks.withLock { $0.markStarted(number) }
             defer { tasks.withLock { $0.finish(number) } }
             return try await TestQueue.$currentTask.withValue(tag) { try await operation() }
         }
@@ -217,23 +223,24 @@ extension TestQueue {
     /// child of one it started), is asleep on the clock until `deadline`.
     /// - Returns: What ends the note, or `nil` if there is nothing to note.
     func noteSleep(until deadline: Duration) -> (number: Int, sleep: Int)? {
-        guard let tag = TestQueue.currentTask, tag.queue == ObjectIdentifier(self) else { return nil }
+        guard let tag = TestQueue.currentTask, tag.queue == id else { return nil }
         return tasks.withLock { $0.beginSleep(of: tag.number, until: deadline) }.map { (tag.number, $0) }
     }
 
-    /// Ends a note of ``noteSleep(until:)``.
+    /// Ends a note of ``noteSleep(until:)``; ending it again does nothing.
     func endSleep(_ note: (number: Int, sleep: Int)) {
         tasks.withLock { $0.endSleep(note.sleep, of: note.number) }
     }
 
-    /// The task of a queue that the current task is, or is a child of.
+    /// The task of a queue that the current task is, or is a child of, or
+    /// was started by with `Task { }` (which copies task-local values).
     @TaskLocal static var currentTask: TaskTag?
 }
 
 /// A task a test queue started, as its task-local value.
 struct TaskTag: Sendable {
-    /// The queue that started it.
-    let queue: ObjectIdentifier
+    /// The ``TestQueue/id`` of the queue that started it.
+    let queue: Int
     /// Its number on that queue.
     let number: Int
 }
@@ -244,6 +251,8 @@ struct TaskRegistry: Sendable {
     struct Record: Sendable {
         var number: Int
         var name: String?
+        /// Whether its first item ran.
+        var started = false
         /// The sleeps going on, by their number, with their deadlines.
         var sleeps: [(sleep: Int, deadline: Duration)] = []
 
@@ -260,6 +269,10 @@ struct TaskRegistry: Sendable {
         lastNumber += 1
         records[lastNumber] = Record(number: lastNumber, name: name)
         return lastNumber
+    }
+
+    mutating func markStarted(_ number: Int) {
+        records[number]?.started = true
     }
 
     mutating func finish(_ number: Int) {

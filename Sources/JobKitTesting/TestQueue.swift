@@ -1,4 +1,5 @@
 import JobKit
+import Synchronization
 
 /// A queue that runs nothing until the test says so, with a virtual clock:
 /// the *test* double of a `DispatchQueue`.
@@ -115,6 +116,11 @@ public final class TestQueue: JobQueue, Sendable {
 
     /// The tasks the queue started that have not finished.
     let tasks = Lock(TaskRegistry())
+
+    /// Tells this queue's tasks from another's, in their task-local tags:
+    /// unlike an `ObjectIdentifier`, never reused by a later queue.
+    let id = TestQueue.lastID.add(1, ordering: .relaxed).newValue
+    private static let lastID = Atomic<Int>(0)
 
     /// The most items one call to ``run()`` or ``advance(by:)`` runs before
     /// it throws ``RunawayError``.

@@ -153,7 +153,7 @@ struct TaskExecutorTests {
         #expect(error?.unfinishedTasks.map(\.name) == ["poller"])
         #expect(
             error?.description.hasSuffix(
-                "TestQueue(maxSteps:)\n  task 1 \"poller\": suspended, not on queue.clock, while the queue holds other work"
+                "TestQueue(maxSteps:)\n  task 1 \"poller\": suspended, not on queue.clock, while the queue holds work"
             ) == true)
         task.cancel()
         try queue.run()

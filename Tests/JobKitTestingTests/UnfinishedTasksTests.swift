@@ -86,13 +86,16 @@ struct UnfinishedTasksTests {
         queue.schedule(name: "tick", priority: nil) {
             try await queue.clock.sleep(for: .seconds(5))  // allowed: queue.clock, virtual time
         }
-        #expect(queue.unfinishedTasks.map(\.state) == [.waiting, .waiting], "not started yet: work is due")
+        #expect(queue.unfinishedTasks.map(\.state) == [.notStarted, .notStarted])
+        #expect(
+            queue.unfinishedTasks.map(\.description).last
+                == #"task 2 "tick": not started: its first item is due on the queue"#)
 
         try queue.run()
         #expect(queue.unfinishedTasks.map(\.state) == [.waiting, .asleep(until: .init(offset: .seconds(5)))])
         #expect(
             queue.unfinishedTasks.map(\.description).first
-                == "task 1: suspended, not on queue.clock, while the queue holds other work")
+                == "task 1: suspended, not on queue.clock, while the queue holds work")
         try queue.advance(by: .seconds(5))
         #expect(queue.unfinishedTasks.map(\.state) == [.stranded])
 
@@ -126,6 +129,7 @@ struct UnfinishedTasksTests {
         try queue.run()
         #expect(queue.unfinishedTasks.map(\.state) == [.asleep(until: .init(offset: .seconds(60)))])
         task.cancel()
+        #expect(queue.unfinishedTasks.map(\.state) == [.waiting], "no longer asleep: its continuation is due")
         try queue.run()
         #expect(queue.unfinishedTasks.map(\.state) == [.stranded])
         outside.finish()
@@ -153,6 +157,23 @@ struct UnfinishedTasksTests {
             #expect(unfinished.map(\.name) == expected.map { "\($0)" })
             #expect(unfinished.map(\.state) == expected.map { .asleep(until: .init(offset: deadlines[$0])) })
         }
+    }
+
+    @Test func tasksEndedEveryWayAreNoLongerListed() throws {
+        let queue = TestQueue()
+        queue.schedule { throw TestError() }
+        queue.scheduleDetached(name: "detached", priority: nil) {
+            try await queue.clock.sleep(for: .seconds(1))  // allowed: queue.clock, virtual time
+        }
+        queue.schedule { try await queue.clock.sleep(for: .seconds(1)) }  // allowed: queue.clock, virtual time
+            .cancel()  // before it starts
+        Job<Void>.task { throw TestError() }.perform(on: queue) { _ in }
+        #expect(queue.unfinishedTasks.map(\.state) == [.notStarted, .notStarted, .notStarted])
+        try queue.run()
+        #expect(queue.unfinishedTasks.map(\.name) == ["detached"])
+        #expect(queue.unfinishedTasks.map(\.number) == [2])
+        try queue.advance(by: .seconds(1))
+        #expect(queue.unfinishedTasks.isEmpty)
     }
 
     @Test func tasksNotStartedByTheQueueAreNotItsToKnow() throws {
@@ -209,6 +230,21 @@ struct JobTaskStallReportTests {
         try queue.run()
         #expect(throws: Never.self) { try outcome.value?.get() }
         #expect(handle.stallReport() == nil)
+    }
+
+    /// A detail of the job's own shows on a test queue as in the app.
+    @Test func aDetailOfTheJobsOwnWins() throws {
+        let queue = TestQueue()
+        let handle = Job.task {
+            try await queue.clock.sleep(for: .seconds(10))  // allowed: queue.clock, virtual time
+        }
+        .named("upload") { "3 of 9 MB sent" }
+        .perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().detail == "3 of 9 MB sent")
+        handle.cancel()
+        try queue.run()
+        #expect(queue.unfinishedTasks.isEmpty)
     }
 
     /// On a queue that does not start tasks, the job says nothing of its task.

@@ -31,6 +31,9 @@ enum Attachment: Sendable {
     case name(String)
     /// What the job says about its progress, asked when a snapshot is taken.
     case detail(@Sendable () -> String)
+    /// Where a `Job.task`'s task waits, asked when a snapshot is taken and
+    /// shown only when the job has no ``detail(_:)``.
+    case taskStatus(@Sendable () -> String)
     /// The error the job failed with (`cancel` aside); kept after it
     /// completed, for its snapshots.
     case failure(any Error)
@@ -41,7 +44,7 @@ enum Attachment: Sendable {
         switch self {
         case .onCancel(let run): run()
         case .node(let node): node.cancelWithOwner()
-        case .name, .detail, .failure: break
+        case .name, .detail, .taskStatus, .failure: break
         }
     }
 }

@@ -1,14 +1,18 @@
 extension JobSnapshot {
     /// A snapshot of a job in `state` that holds `attachments`: its name,
-    /// its detail (asked now) and what its nodes describe.
+    /// its detail (asked now; else its task's status) and what its nodes
+    /// describe.
     init(state: State, attachments: [(key: Int, attachment: Attachment)]) {
         self.init(state: state)
+        var taskStatus: (@Sendable () -> String)?
+        defer { if detail == nil, let taskStatus { detail = taskStatus() } }
         for (_, attachment) in attachments {
             switch attachment {
             case .onCancel: break
             case .node(let node): node.describe(into: &self)
             case .name(let name): if self.name == nil { self.name = name }
             case .detail(let describe): self.detail = describe()
+            case .taskStatus(let describe): taskStatus = describe
             case .failure: break
             }
         }
