@@ -94,13 +94,10 @@ extension TestQueue {
         /// - Throws: `CancellationError` if the task is cancelled before or
         ///   while it sleeps.
         public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-            let note = queue.noteSleep(until: deadline.offset)
-            var ending: (@Sendable () -> Void)?
-            if let note { ending = { [queue] in queue.endSleep(note) } }
-            let sleep = Sleep(ending: ending)
+            let sleep = Sleep(on: queue, until: deadline.offset)
             try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation { continuation in
-                    sleep.begin(continuation, on: queue, until: deadline.offset)
+                    sleep.begin(continuation)
                 }
             } onCancel: {
                 sleep.cancel()
@@ -131,17 +128,21 @@ private final class Sleep: Sendable {
     }
 
     private let state = Lock(State.starting)
-    /// Ends the queue's note that the task is asleep, once the sleep ends:
-    /// woken, or cancelled (then before the task runs again).
-    private let ending: (@Sendable () -> Void)?
+    private let queue: TestQueue
+    private let deadline: Duration
+    /// The queue's note that the task is asleep, if the queue started it:
+    /// ended once the sleep ends, woken or cancelled, before the task runs
+    /// again.
+    private let note: (number: Int, sleep: Int)?
 
-    init(ending: (@Sendable () -> Void)?) {
-        self.ending = ending
+    init(on queue: TestQueue, until deadline: Duration) {
+        (self.queue, self.deadline) = (queue, deadline)
+        note = queue.noteSleep(until: deadline)
     }
 
     /// Stores the task's continuation and queues the item that wakes it at
     /// `deadline`, unless the task was cancelled first.
-    func begin(_ continuation: UnsafeContinuation<Void, any Error>, on queue: TestQueue, until deadline: Duration) {
+    func begin(_ continuation: UnsafeContinuation<Void, any Error>) {
         let cancelled = state.withLock { state in
             guard case .starting = state else { return true }
             state = .sleeping(continuation, nil)
@@ -168,12 +169,12 @@ private final class Sleep: Sendable {
             return continuation
         }
         guard let continuation else { return }
-        ending?()
+        note.map(queue.endSleep)
         continuation.resume()
     }
 
     func cancel() {
-        ending?()  // at once, and again after a wake: it ends the note once
+        note.map(queue.endSleep)  // at once, and again after a wake: it ends the note once
         let sleeping = state.withLock { state -> (UnsafeContinuation<Void, any Error>, DelayedWork?)? in
             switch state {
             case .starting, .ended:
