@@ -30,6 +30,13 @@ public struct Media: Sendable, Hashable {
     public var destination: URL
     /// The MIME type sent with the bytes, such as `image/jpeg`.
     public var contentType: String
+    /// The key that names this upload to a server that stores each upload
+    /// once (the `Idempotency-Key` header of ``URLSessionUploader``), so
+    /// that sending it again, after a lost answer or in the next launch of
+    /// the app, does not store it twice; `nil` (the default) lets the
+    /// uploader make one per upload. An `Outbox` keeps one per upload in
+    /// its journal.
+    public var idempotencyKey: String?
 
     /// Creates media from bytes in memory.
     public init(bytes: Data, destination: URL, contentType: String) {

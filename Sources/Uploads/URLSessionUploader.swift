@@ -31,7 +31,9 @@ import FoundationNetworking
 /// Each upload carries an `Idempotency-Key` header (the IETF HTTP APIs
 /// working group's draft of that name), the same on every attempt of the
 /// same upload: a `POST` retried after its answer was lost can be stored
-/// twice, and a server that honours the key stores it once.
+/// twice, and a server that honours the key stores it once. The key is
+/// the media's ``Media/idempotencyKey`` when it has one, so that it stays
+/// the same across launches of the app.
 ///
 /// Progress comes from the session's delegate, on the session's delegate
 /// queue. Cancelling the job cancels the `URLSessionTask`; a job cancelled
@@ -82,11 +84,12 @@ public final class URLSessionUploader: Uploader, Sendable {
     /// finishes with the server's receipt.
     ///
     /// Every performance of the returned job sends the same
-    /// `Idempotency-Key` header, a new UUID per call of this method, so a
-    /// server that honours it stores a retried upload once even when the
-    /// answer to an earlier attempt was lost.
+    /// `Idempotency-Key` header, the media's ``Media/idempotencyKey`` or
+    /// else a new UUID per call of this method, so a server that honours
+    /// it stores a retried upload once even when the answer to an earlier
+    /// attempt was lost.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        let idempotencyKey = UUID().uuidString
+        let idempotencyKey = media.idempotencyKey ?? UUID().uuidString
         return Job { [self] controller in
             let size: Int64
             do {

@@ -167,6 +167,21 @@ struct URLSessionUploaderTests {
         }
     }
 
+    @Test func sendsTheMediasOwnIdempotencyKeyOnEveryUploadOfIt() async throws {
+        try await FixtureServer.with { server in
+            var kept = Photo(bytes: Data("kept".utf8), destination: server.url("media/kept.jpg"))
+            kept.media.idempotencyKey = "post-42-photo-0"
+            let photo = kept
+            let uploader = URLSessionUploader(method: .post)
+            for _ in 0..<2 {
+                _ = try await withTimeLimit(.seconds(20)) { try await Job.uploading(photo, using: uploader).value }
+            }
+            let keys = try await server.received().filter { $0.path == "/media/kept.jpg" }
+                .map { $0.headers["idempotency-key"] }
+            #expect(keys == ["post-42-photo-0", "post-42-photo-0"], "two uploads of it, as after a relaunch")
+        }
+    }
+
     @Test func postsAFileStreamedFromDiskAndReportsProgress() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
