@@ -49,6 +49,26 @@ struct UploadsDocExamplesTests {
         #expect(error == .fileNotFound(URL(fileURLWithPath: "/videos/surf.mov")))
     }
 
+    @Test func outboxExample() async throws {
+        let temporary = try TemporaryFolder()
+        defer { temporary.remove() }
+        let applicationSupport = temporary.url
+        let uploader = InMemoryUploader()
+        let post = Post(
+            text: "Surf's up", photos: [Self.photo("beach")],
+            destination: URL(string: "https://uploads.example.com/posts/42.json")!)
+        // BEGIN DOC
+        let outbox = try Outbox(folder: applicationSupport.appendingPathComponent("outbox"), uploader: uploader)
+        try outbox.add(post, priority: .high)
+        for await posts in outbox.changes {
+            print(posts.map { "\($0.id): \($0.state)" })
+            if posts.allSatisfy({ $0.state == .published }) { break }
+        }
+        // END DOC
+        #expect(uploader.uploads.map(\.destination) == [post.photos[0].media.destination, post.destination!])
+        outbox.close()
+    }
+
     @Test func postAndInMemoryUploaderExamples() throws {
         let beach = Self.photo("beach")
         let sunset = Self.photo("sunset")

@@ -30,13 +30,24 @@ final class Handoff<State: Sendable, Value: Sendable>: Sendable {
     private let guarded: Lock<Guarded>
     /// What to act on, made from the state under the lock.
     private let take: @Sendable (inout State) -> Value
-    private let act: @Sendable (Value) -> Void
+    private let act: @Sendable (Value, Handoff) -> Void
 
     /// Keeps `initial`; `take` makes what `act` is given from it.
-    init(
+    convenience init(
         _ initial: State,
         take: @escaping @Sendable (inout State) -> Value,
         act: @escaping @Sendable (Value) -> Void
+    ) {
+        self.init(initial, take: take, actingOn: { value, _ in act(value) })
+    }
+
+    /// Keeps `initial`; `take` makes what `act` is given from it, with
+    /// this handoff, which `act` may change (its change is then acted on
+    /// next, by the same thread).
+    init(
+        _ initial: State,
+        take: @escaping @Sendable (inout State) -> Value,
+        actingOn act: @escaping @Sendable (Value, Handoff) -> Void
     ) {
         guarded = Lock(Guarded(state: initial))
         self.take = take
@@ -94,7 +105,7 @@ final class Handoff<State: Sendable, Value: Sendable>: Sendable {
                 guarded.isPending = false
                 return (take(&guarded.state), guarded.afterActions)
             }
-            if let value { act(value) }
+            if let value { act(value, self) }
             for body in waited { body() }
             if value == nil { return }
         }

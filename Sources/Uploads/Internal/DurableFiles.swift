@@ -1,0 +1,110 @@
+import Foundation
+import JobKit
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How an outbox's journal puts bytes on disk: a new file written whole and
+/// synced to the disk before it is renamed into place. Tests inject one
+/// that fails (a full disk) or stops half-way.
+struct DurableFileWriter: Sendable {
+    /// Writes `data` to a new file at the URL and syncs it, or throws.
+    var writeNewFile: @Sendable (_ data: Data, _ file: URL) throws -> Void
+
+    /// The writer of the real file system.
+    static let system = DurableFileWriter { data, file in try DurableFiles.writeNewFile(data, to: file) }
+}
+
+/// The POSIX calls an atomic, durable replacement of a file needs, which
+/// Foundation's `.atomic` write does not make: `fsync` of the file before
+/// its rename, and of its folder after.
+enum DurableFiles {
+    /// A failed system call: what it was doing, and the system's message.
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+
+        init(_ doing: String, errno code: Int32 = errno) {
+            description = "\(doing): \(String(cString: strerror(code)))"
+        }
+    }
+
+    /// Creates `file` (which must not exist), writes `data` to it and syncs
+    /// it to the disk.
+    static func writeNewFile(_ data: Data, to file: URL) throws {
+        let descriptor = open(file.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw Failure("cannot create it") }
+        defer { close(descriptor) }
+        try data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw Failure("cannot write it")
+                }
+                offset += written
+            }
+        }
+        guard fsync(descriptor) == 0 else { throw Failure("cannot sync it to the disk") }
+    }
+
+    /// Renames `source` over `target`, in one step.
+    static func rename(_ source: URL, over target: URL) throws {
+        guard Foundation.rename(source.path, target.path) == 0 else { throw Failure("cannot rename it into place") }
+    }
+
+    /// Syncs `folder`'s entries to the disk, so that a rename in it
+    /// survives a power cut.
+    static func syncFolder(_ folder: URL) throws {
+        let descriptor = open(folder.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Failure("cannot open its folder") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw Failure("cannot sync its folder to the disk") }
+    }
+
+    /// An exclusive lock on `file`, created if needed, held until
+    /// ``FolderLock/release()`` or the end of the process; `nil` when
+    /// another holds it, in this process or in another.
+    static func lock(_ file: URL) throws -> FolderLock? {
+        let descriptor = open(file.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw Failure("cannot create \(file.lastPathComponent)") }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(descriptor)
+            if code == EWOULDBLOCK { return nil }
+            throw Failure("cannot lock \(file.lastPathComponent)", errno: code)
+        }
+        return FolderLock(descriptor: descriptor)
+    }
+}
+
+/// An open, locked lock file: `flock` locks belong to the open file, so a
+/// second open of the same file, in this process or another, cannot take
+/// it, and the system releases it when the process ends, killed or not.
+final class FolderLock: Sendable {
+    private let descriptor: Int32
+    private let isHeld = Lock(true)
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    /// Releases the lock; later calls do nothing.
+    func release() {
+        let wasHeld = isHeld.withLock { isHeld in
+            defer { isHeld = false }
+            return isHeld
+        }
+        // Closing the file releases its lock.
+        if wasHeld { close(descriptor) }
+    }
+
+    deinit {
+        release()
+    }
+}

@@ -1,0 +1,267 @@
+import Foundation
+import JobKit
+
+/// What an ``Outbox`` knows of its posts, kept behind its lock: every
+/// decision is made here, and what it leaves to do (a record to write, an
+/// upload to start, observers to tell) is done after the lock, by
+/// ``Outbox``.
+struct OutboxBook: Sendable {
+    /// A post as this launch sees it.
+    struct Tracked: Sendable {
+        var record: OutboxRecord
+        /// The post, rebuilt once from its record.
+        let post: Post
+        var phase: Phase
+        /// The uploads in flight: medium index (the media's count for the
+        /// document) to upload.
+        var running: [Int: Running] = [:]
+        /// The size of the post's document, once built.
+        var documentSize: Int64 = 0
+
+        init(_ record: OutboxRecord) {
+            self.record = record
+            post = record.post
+            phase =
+                switch record.status {
+                case .pending: .ready
+                case .failed: .failed(OutboxError.failedInEarlierLaunch(reason: record.error ?? "it failed"))
+                case .published: .published
+                }
+        }
+    }
+
+    /// Where a post is in this launch.
+    enum Phase: Sendable {
+        /// Its uploads start when the budget and the posts before it allow.
+        case ready
+        /// It waits for the network, after this transient failure.
+        case waitingForNetwork(any Error)
+        /// It failed for good, with this error.
+        case failed(any Error)
+        case published
+
+        var isReady: Bool {
+            if case .ready = self { true } else { false }
+        }
+
+        var isOver: Bool {
+            switch self {
+            case .failed, .published: true
+            case .ready, .waitingForNetwork: false
+            }
+        }
+    }
+
+    /// One upload in flight.
+    struct Running: Sendable {
+        /// Tells this upload from a later one of the same medium.
+        let token: Int
+        /// Set once the upload is performed; `nil` before.
+        var handle: JobHandle?
+        var bytesSent: Int64 = 0
+    }
+
+    /// An upload decided under the lock, started after it.
+    struct Start: Sendable {
+        let destination: URL
+        /// The medium's index; the media's count for the document.
+        let index: Int
+        let token: Int
+        /// The record when the upload was decided: the medium to send, or
+        /// the receipts to build the document from.
+        let record: OutboxRecord
+
+        var isDocument: Bool { index == record.media.count }
+    }
+
+    /// What the lock's holder leaves to do, in this order.
+    struct Effects: Sendable {
+        var writes: [OutboxRecord] = []
+        var removedCopies: [OutboxRecord] = []
+        var snapshot: [Outbox.Entry]?
+        var observers: [AsyncStream<[Outbox.Entry]>.Continuation] = []
+    }
+
+    var posts: [URL: Tracked] = [:]
+    /// Posts whose first record is being written.
+    var adding: Set<URL> = []
+    var nextSequence = 0
+    var nextToken = 0
+    var isClosed = false
+    /// Whether a queue item that starts uploads waits to run.
+    var isPumpScheduled = false
+    /// Records to write, newest of each post.
+    var toWrite: [URL: OutboxRecord] = [:]
+    var toRemoveCopies: [OutboxRecord] = []
+    /// Whether the observers have not seen the latest change.
+    var isChanged = false
+    var observers: [Int: AsyncStream<[Outbox.Entry]>.Continuation] = [:]
+    var nextObserver = 0
+
+    /// Takes what is left to do.
+    mutating func takeEffects() -> Effects {
+        var effects = Effects()
+        effects.writes = toWrite.values.sorted { $0.sequence < $1.sequence }
+        effects.removedCopies = toRemoveCopies
+        toWrite = [:]
+        toRemoveCopies = []
+        if isChanged, !observers.isEmpty {
+            effects.snapshot = entries
+            effects.observers = Array(observers.values)
+        }
+        isChanged = false
+        return effects
+    }
+
+    /// The posts in the order they go: by priority, then first added first.
+    var ordered: [Tracked] {
+        posts.values.sorted {
+            $0.record.priority != $1.record.priority
+                ? $0.record.priority > $1.record.priority : $0.record.sequence < $1.record.sequence
+        }
+    }
+
+    /// Every post as the app sees it, in the order they go.
+    var entries: [Outbox.Entry] {
+        ordered.map(Self.entry)
+    }
+
+    static func entry(_ tracked: Tracked) -> Outbox.Entry {
+        let record = tracked.record
+        let stored = record.media.filter { $0.receipt != nil }
+        let storedBytes = stored.reduce(Int64(0)) { $0 + $1.size }
+        let inFlight = tracked.running.filter { $0.key < record.media.count }.values.reduce(Int64(0)) {
+            $0 + $1.bytesSent
+        }
+        let mediaBytes = record.media.reduce(Int64(0)) { $0 + $1.size }
+        let isPublished = record.status == .published
+        let documentSent = isPublished ? tracked.documentSize : (tracked.running[record.media.count]?.bytesSent ?? 0)
+        let state: Outbox.State
+        var error: (any Error)?
+        switch tracked.phase {
+        case .published:
+            state = .published
+        case .failed(let failure):
+            state = .failed
+            error = failure
+        case .waitingForNetwork(let failure):
+            state = .waitingForNetwork
+            error = failure
+        case .ready:
+            state = tracked.running.isEmpty ? .queued : .uploading
+        }
+        return Outbox.Entry(
+            id: Outbox.PostID(record.destination),
+            post: tracked.post,
+            priority: record.priority,
+            state: state,
+            bytesSent: storedBytes + inFlight + documentSent,
+            bytesTotal: mediaBytes + tracked.documentSize,
+            storedMediaCount: stored.count,
+            error: error,
+            receipt: record.postReceipt.map { post in
+                PublishReceipt(media: record.media.compactMap { $0.receipt?.receipt }, post: post.receipt)
+            }
+        )
+    }
+
+    // MARK: - Decisions
+
+    /// The uploads to start now, at most `limit` in flight in all: the
+    /// media of the posts that go first, then each post's document once
+    /// its media are stored. Marks them running.
+    mutating func starts(limit: Int) -> [Start] {
+        guard !isClosed else { return [] }
+        var free = limit - posts.values.reduce(0) { $0 + $1.running.count }
+        var starts: [Start] = []
+        for tracked in ordered where free > 0 && tracked.phase.isReady {
+            let record = tracked.record
+            var indices = record.media.indices.filter { record.media[$0].receipt == nil && tracked.running[$0] == nil }
+            if indices.isEmpty, tracked.running.isEmpty {
+                indices = [record.media.count]
+            }
+            for index in indices.prefix(free) {
+                starts.append(Start(destination: record.destination, index: index, token: nextToken, record: record))
+                posts[record.destination]?.running[index] = Running(token: nextToken)
+                nextToken += 1
+                free -= 1
+            }
+        }
+        return starts
+    }
+
+    /// Keeps the handle of a started upload; `false` when the upload is no
+    /// longer wanted (it ended already, or the outbox closed).
+    mutating func attach(_ handle: JobHandle, to start: Start) -> Bool {
+        guard !isClosed, posts[start.destination]?.running[start.index]?.token == start.token else { return false }
+        posts[start.destination]?.running[start.index]?.handle = handle
+        return true
+    }
+
+    /// Records what the servers have of an upload in flight.
+    mutating func progressed(_ start: Start, bytesSent: Int64) -> Bool {
+        guard posts[start.destination]?.running[start.index]?.token == start.token else { return false }
+        posts[start.destination]?.running[start.index]?.bytesSent = bytesSent
+        isChanged = true
+        return !observers.isEmpty
+    }
+
+    /// Records the document's size once built.
+    mutating func built(_ start: Start, size: Int64) {
+        guard posts[start.destination]?.running[start.index]?.token == start.token else { return }
+        posts[start.destination]?.documentSize = size
+    }
+
+    /// Records how an upload ended: a medium's receipt, the post
+    /// published, or the post waiting or failed. `false` when the upload
+    /// was no longer wanted.
+    mutating func finish(_ start: Start, with outcome: Result<UploadReceipt, any Error>) -> Bool {
+        guard !isClosed, var tracked = posts[start.destination], tracked.running[start.index]?.token == start.token
+        else { return false }
+        tracked.running[start.index] = nil
+        switch outcome {
+        case .success(let receipt) where start.isDocument:
+            tracked.record.status = .published
+            tracked.record.postReceipt = OutboxRecord.Receipt(receipt)
+            tracked.record.error = nil
+            tracked.phase = .published
+            toWrite[start.destination] = tracked.record
+            toRemoveCopies.append(tracked.record)
+        case .success(let receipt):
+            tracked.record.media[start.index].receipt = OutboxRecord.Receipt(receipt)
+            toWrite[start.destination] = tracked.record
+        case .failure(let error) where tracked.phase.isOver:
+            _ = error
+        case .failure(let error) where Self.canPass(error):
+            tracked.phase = .waitingForNetwork(error)
+        case .failure(let error):
+            tracked.phase = .failed(error)
+            tracked.record.status = .failed
+            tracked.record.error = error.localizedDescription
+            toWrite[start.destination] = tracked.record
+        }
+        posts[start.destination] = tracked
+        isChanged = true
+        return true
+    }
+
+    /// Marks the post to `destination` failed because its record could
+    /// not be written.
+    mutating func failWriting(_ destination: URL, _ error: OutboxError) {
+        guard posts[destination] != nil else { return }
+        posts[destination]?.phase = .failed(error)
+        isChanged = true
+    }
+
+    /// Whether a failure that outlived its retries is the network's, which
+    /// waits rather than fails: a transient upload error, a lost
+    /// connection, or a cancellation the outbox did not ask for.
+    static func canPass(_ error: any Error) -> Bool {
+        switch error {
+        case let error as UploadError: error.isTransient
+        case let error as URLError: UploadError.transientNetworkCodes.contains(error.code)
+        case is CancellationError: true
+        default: false
+        }
+    }
+}

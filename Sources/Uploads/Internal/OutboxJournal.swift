@@ -1,0 +1,194 @@
+import Foundation
+
+/// An outbox's folder on disk:
+///
+/// - `posts/`: one record per post, `<hash of its destination>.json`, each
+///   replaced atomically: written whole and synced under a temporary
+///   name (`.<name>.<uuid>.tmp`), renamed over the old one, the folder
+///   synced. A kill at any instant leaves the old record or the new one;
+///   a temporary file left by a kill is removed at the next opening.
+/// - `media/`: the outbox's copies of photos and videos given as bytes in
+///   memory, until their post is published.
+/// - `corrupt/`: files of `posts/` that were not records, moved aside.
+/// - `lock`: locked while an outbox has the folder open.
+final class OutboxJournal: Sendable {
+    let folder: URL
+    let records: URL
+    let copies: URL
+    let corrupt: URL
+    private let lock: FolderLock
+    private let writer: DurableFileWriter
+
+    /// Opens `folder`, creating it if needed, and locks it.
+    /// - Throws: ``OutboxError/folderNotWritable(_:reason:)``,
+    ///   ``OutboxError/alreadyOpen(_:)``.
+    init(folder: URL, writer: DurableFileWriter) throws(OutboxError) {
+        self.folder = folder
+        records = folder.appendingPathComponent("posts", isDirectory: true)
+        copies = folder.appendingPathComponent("media", isDirectory: true)
+        corrupt = folder.appendingPathComponent("corrupt", isDirectory: true)
+        self.writer = writer
+        let lock: FolderLock?
+        do {
+            try FileManager.default.createDirectory(at: records, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: copies, withIntermediateDirectories: true)
+            lock = try DurableFiles.lock(folder.appendingPathComponent("lock"))
+        } catch {
+            throw .folderNotWritable(folder, reason: Self.reason(error))
+        }
+        guard let lock else { throw .alreadyOpen(folder) }
+        self.lock = lock
+        // A record that could not be written later is caught here, before
+        // the app hands the outbox a post.
+        let probe = records.appendingPathComponent(".probe.\(UUID().uuidString).tmp")
+        do {
+            try writer.writeNewFile(Data(), probe)
+            try? FileManager.default.removeItem(at: probe)
+        } catch {
+            try? FileManager.default.removeItem(at: probe)
+            lock.release()
+            throw .folderNotWritable(folder, reason: Self.reason(error))
+        }
+    }
+
+    /// Releases the folder for another outbox.
+    func close() {
+        lock.release()
+    }
+
+    /// Every record, and the files that were not records, which are moved
+    /// to `corrupt/`. Temporary files that a kill left are removed.
+    func load() -> (records: [OutboxRecord], corrupt: [Outbox.CorruptRecord]) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: records.path)) ?? []
+        var loaded: [OutboxRecord] = []
+        var setAside: [Outbox.CorruptRecord] = []
+        for name in names.sorted() {
+            let file = records.appendingPathComponent(name)
+            if name.hasSuffix(".tmp") {
+                try? FileManager.default.removeItem(at: file)
+                continue
+            }
+            do {
+                let record = try JSONDecoder().decode(OutboxRecord.self, from: Data(contentsOf: file))
+                guard record.version == OutboxRecord.currentVersion else {
+                    throw Unreadable(
+                        reason: "its format is version \(record.version), not \(OutboxRecord.currentVersion)")
+                }
+                loaded.append(record)
+            } catch {
+                setAside.append(moveAside(file, reason: Self.reason(error)))
+            }
+        }
+        return (loaded, setAside)
+    }
+
+    /// Where the record of the post to `destination` lives.
+    func location(of destination: URL) -> URL {
+        records.appendingPathComponent("\(stableName(of: destination.absoluteString)).json")
+    }
+
+    /// Replaces the record of `record`'s post, atomically and durably.
+    /// - Throws: ``OutboxError/writeFailed(_:reason:)``, with the record
+    ///   as it was before left whole.
+    func save(_ record: OutboxRecord) throws(OutboxError) {
+        let target = location(of: record.destination)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            try replace(target, with: try encoder.encode(record))
+        } catch {
+            throw .writeFailed(target, reason: Self.reason(error))
+        }
+    }
+
+    /// Removes the record of the post to `destination`.
+    func removeRecord(of destination: URL) {
+        try? FileManager.default.removeItem(at: location(of: destination))
+        try? DurableFiles.syncFolder(records)
+    }
+
+    /// Keeps `bytes` in a file of the outbox's own for medium `index` of
+    /// the post to `destination`, written atomically and durably.
+    func copy(_ bytes: Data, medium index: Int, of destination: URL) throws(OutboxError) -> URL {
+        let target = copies.appendingPathComponent("\(stableName(of: destination.absoluteString))-\(index)")
+        do {
+            try replace(target, with: bytes)
+        } catch {
+            throw .writeFailed(target, reason: Self.reason(error))
+        }
+        return target
+    }
+
+    /// Removes the outbox's copies among `record`'s media.
+    func removeCopies(of record: OutboxRecord) {
+        for medium in record.media where medium.isCopy {
+            try? FileManager.default.removeItem(at: medium.file)
+        }
+    }
+
+    /// Writes `data` beside `target`, syncs it, renames it over `target`
+    /// and syncs the folder; on failure, removes what it wrote.
+    private func replace(_ target: URL, with data: Data) throws {
+        let folder = target.deletingLastPathComponent()
+        let temporary = folder.appendingPathComponent(".\(target.lastPathComponent).\(UUID().uuidString).tmp")
+        do {
+            try writer.writeNewFile(data, temporary)
+            try DurableFiles.rename(temporary, over: target)
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw error
+        }
+        try DurableFiles.syncFolder(folder)
+    }
+
+    /// Moves `file` to `corrupt/`, under a name no earlier file there has.
+    private func moveAside(_ file: URL, reason: String) -> Outbox.CorruptRecord {
+        try? FileManager.default.createDirectory(at: corrupt, withIntermediateDirectories: true)
+        var target = corrupt.appendingPathComponent(file.lastPathComponent)
+        var copy = 1
+        while FileManager.default.fileExists(atPath: target.path) {
+            copy += 1
+            target = corrupt.appendingPathComponent("\(file.deletingPathExtension().lastPathComponent)-\(copy).json")
+        }
+        do {
+            try FileManager.default.moveItem(at: file, to: target)
+        } catch {
+            return Outbox.CorruptRecord(file: file, reason: "\(reason); it could not be moved aside")
+        }
+        return Outbox.CorruptRecord(file: target, reason: reason)
+    }
+
+    private struct Unreadable: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { reason }
+    }
+
+    /// What went wrong, in a few words.
+    private static func reason(_ error: any Error) -> String {
+        switch error {
+        case let error as DecodingError:
+            switch error {
+            case .dataCorrupted(let context) where context.codingPath.isEmpty:
+                return "it is not JSON"
+            case .keyNotFound(let key, let context):
+                return "it has no \(path(context.codingPath + [key]))"
+            case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+                return "its \(path(context.codingPath)) is not valid"
+            @unknown default:
+                return "it is not a record"
+            }
+        case let failure as DurableFiles.Failure:
+            return failure.description
+        case let unreadable as Unreadable:
+            return unreadable.reason
+        default:
+            return error.localizedDescription
+        }
+    }
+
+    /// `"media[2].receipt"`.
+    private static func path(_ keys: [any CodingKey]) -> String {
+        let path = keys.map { key in key.intValue.map { "[\($0)]" } ?? ".\(key.stringValue)" }.joined()
+        return "\"" + path.drop(while: { $0 == "." }) + "\""
+    }
+}

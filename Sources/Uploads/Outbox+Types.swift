@@ -1,0 +1,144 @@
+import Foundation
+
+extension Outbox {
+    /// Which posts go first: `.high` before `.normal` before `.low`, and
+    /// among equals, the first added first.
+    public enum Priority: String, Sendable, Hashable, CaseIterable, Comparable, Codable {
+        /// After every other post.
+        case low
+        /// The default.
+        case normal
+        /// Before every other post.
+        case high
+
+        /// Whether `lhs` goes after `rhs`.
+        public static func < (lhs: Priority, rhs: Priority) -> Bool {
+            lhs.rank < rhs.rank
+        }
+
+        private var rank: Int {
+            switch self {
+            case .low: 0
+            case .normal: 1
+            case .high: 2
+            }
+        }
+    }
+
+    /// A post in an outbox, named by its destination: one destination, one
+    /// post.
+    public struct PostID: Sendable, Hashable, CustomStringConvertible {
+        /// The destination of the post's document.
+        public let destination: URL
+
+        /// The post whose document goes to `destination`.
+        public init(_ destination: URL) {
+            self.destination = destination
+        }
+
+        /// The destination, as a user would name it.
+        public var description: String { UploadError.name(of: destination) }
+    }
+
+    /// Where a post of an outbox is.
+    public enum State: Sendable, Hashable {
+        /// Waiting its turn: other posts go first, or the budget is spent.
+        case queued
+        /// Some of its uploads are in flight.
+        case uploading
+        /// An upload failed in a way that can pass (no network, a server
+        /// answering 503) more often than the retry policy allows. It is
+        /// tried again when the app calls ``Outbox/networkDidChange()``.
+        case waitingForNetwork
+        /// An upload failed for good (a missing file, a 403); its record is
+        /// kept, and ``Outbox/retry(_:)`` starts it again.
+        case failed
+        /// Every medium and the post's document are stored. It is never
+        /// uploaded again.
+        case published
+    }
+
+    /// One post of an outbox as it is now: what a list of posts shows.
+    public struct Entry: Sendable {
+        /// The post's name in the outbox.
+        public var id: PostID
+        /// The post. Photos and videos given as bytes in memory are read
+        /// from the outbox's copy of them, in its folder.
+        public var post: Post
+        /// Its priority.
+        public var priority: Priority
+        /// Where it is.
+        public var state: State
+        /// Bytes of it that the servers hold: its stored media whole, and
+        /// what its uploads in flight have sent.
+        public var bytesSent: Int64
+        /// The bytes of its media, and of its document once built.
+        public var bytesTotal: Int64
+        /// How many of its photos and videos are stored.
+        public var storedMediaCount: Int
+        /// Why it is ``State/failed`` or ``State/waitingForNetwork``; `nil`
+        /// otherwise. After a relaunch, a failure of an earlier launch is
+        /// ``OutboxError/failedInEarlierLaunch(reason:)``.
+        public var error: (any Error)?
+        /// What the servers answered, once it is ``State/published``.
+        public var receipt: PublishReceipt?
+
+        /// The share sent, from 0 to 1.
+        public var fractionCompleted: Double {
+            bytesTotal > 0 ? min(Double(bytesSent) / Double(bytesTotal), 1) : (state == .published ? 1 : 0)
+        }
+    }
+
+    /// A file of the journal that is not a record this outbox can read,
+    /// moved aside to the `corrupt` folder when the outbox opened.
+    public struct CorruptRecord: Sendable, Hashable, CustomStringConvertible {
+        /// Where the file is now, in the `corrupt` folder.
+        public var file: URL
+        /// Why it could not be read.
+        public var reason: String
+
+        /// One sentence: which file, why, and where it went.
+        public var description: String {
+            "\(file.lastPathComponent): not a record this outbox can read (\(reason)); moved to \(file.path)"
+        }
+    }
+
+    /// How an outbox uploads: how many uploads at once, which failures to
+    /// retry, how long an attempt may take, what a post's document says.
+    public struct Options: Sendable {
+        /// The most uploads in flight at any moment, across every post; at
+        /// least 1.
+        public var maxConcurrentUploads: Int
+        /// Which failed uploads are tried again at once, how often, after
+        /// how long. An upload whose transient failures outlast it waits
+        /// for the network; a permanent failure fails its post.
+        public var retry: RetryPolicy
+        /// How long one attempt may take; no limit when `nil`.
+        public var uploadTimeout: Duration?
+        /// Builds a post's document from the receipts of its media;
+        /// ``Post/document(receipts:)`` when `nil`.
+        public var document: PublishOptions.DocumentBuilder?
+
+        /// Creates options.
+        /// - Parameters:
+        ///   - maxConcurrentUploads: The most uploads at once, across
+        ///     posts; 4 by default.
+        ///   - retry: The retry policy of each upload; by default up to 3
+        ///     attempts, for transient failures only.
+        ///   - uploadTimeout: The time limit of one attempt; none by
+        ///     default.
+        ///   - document: Builds a post's document; the default document by
+        ///     default.
+        public init(
+            maxConcurrentUploads: Int = 4,
+            retry: RetryPolicy = RetryPolicy(),
+            uploadTimeout: Duration? = nil,
+            document: PublishOptions.DocumentBuilder? = nil
+        ) {
+            self.maxConcurrentUploads = maxConcurrentUploads
+            self.retry = retry
+            self.uploadTimeout = uploadTimeout
+            self.document = document
+        }
+    }
+}

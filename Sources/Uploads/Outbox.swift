@@ -1,0 +1,410 @@
+import Foundation
+import JobKit
+
+/// Publishing that survives the app: posts kept in a folder until they are
+/// published, across kills, relaunches and lost networks.
+///
+/// An outbox keeps a journal in the folder the app gives it: one small
+/// record per post, replaced atomically as its media are stored, so that a
+/// kill at any instant leaves every record whole. Opening the outbox again
+/// resumes every post where it was:
+///
+/// - A photo or video whose receipt is recorded is never sent again. An
+///   ``S3Uploader`` resumes a multipart upload of the same file through
+///   its own manifest, sending only the parts the storage lacks.
+/// - A post's document is uploaded once, after every medium, with the same
+///   `Idempotency-Key` on every attempt and in every launch.
+/// - A post recorded as published is never uploaded again.
+///
+/// ```swift
+/// let outbox = try Outbox(folder: applicationSupport.appendingPathComponent("outbox"), uploader: uploader)
+/// try outbox.add(post, priority: .high)
+/// for await posts in outbox.changes {
+///     print(posts.map { "\($0.id): \($0.state)" })
+///     if posts.allSatisfy({ $0.state == .published }) { break }
+/// }
+/// ```
+///
+/// Posts go by priority (``Priority``), then in the order they were added.
+/// At most ``Options/maxConcurrentUploads`` uploads are in flight across
+/// every post; a post added with a higher priority does not interrupt
+/// them, it goes next. An upload that keeps failing in a way that can pass
+/// (no network) leaves its post waiting for the network
+/// (``State/waitingForNetwork``), tried again when the app calls
+/// ``networkDidChange()``; a failure for good (a missing file, a 403)
+/// leaves it ``State/failed``, its record kept, until ``retry(_:)``.
+///
+/// Its uploads run on the queue it is given, which tests replace with a
+/// `TestQueue`. One folder has one outbox at a time: a second one on the
+/// same folder, in this process or another, is refused with
+/// ``OutboxError/alreadyOpen(_:)``.
+public final class Outbox: Sendable {
+    /// The folder that holds the journal.
+    public let folder: URL
+    /// Where the posts go.
+    public let uploader: any Uploader
+    /// How they go.
+    public let options: Options
+    /// The files of the journal that were not records this outbox could
+    /// read, when it opened: each moved to the folder's `corrupt` folder,
+    /// while every other post loaded.
+    public let corruptRecords: [CorruptRecord]
+    private let queue: any JobQueue
+    private let journal: OutboxJournal
+    private let book: Handoff<OutboxBook, OutboxBook.Effects>
+
+    /// Opens the outbox kept in `folder`, creating it if needed, and
+    /// resumes every post its journal holds.
+    /// - Parameters:
+    ///   - folder: A folder of the app's own that outlives the process,
+    ///     such as one in Application Support.
+    ///   - uploader: Where posts go.
+    ///   - options: How many uploads at once, retries, time limits.
+    ///   - queue: Where uploads run; the global concurrent queue by
+    ///     default. Tests give a `TestQueue`.
+    /// - Throws: ``OutboxError/folderNotWritable(_:reason:)`` when the
+    ///   folder cannot be written, ``OutboxError/alreadyOpen(_:)`` when
+    ///   another outbox has it open, ``OutboxError/invalidOptions(_:)``.
+    ///   Nothing in the folder changes then.
+    public convenience init(
+        folder: URL,
+        uploader: any Uploader,
+        options: Options = Options(),
+        queue: any JobQueue = DispatchQueue.global()
+    ) throws(OutboxError) {
+        try self.init(folder: folder, uploader: uploader, options: options, queue: queue, writer: .system)
+    }
+
+    /// Opens the outbox with `writer` writing its files.
+    init(
+        folder: URL,
+        uploader: any Uploader,
+        options: Options,
+        queue: any JobQueue,
+        writer: DurableFileWriter
+    ) throws(OutboxError) {
+        try options.validate()
+        let journal = try OutboxJournal(folder: folder, writer: writer)
+        let (records, corrupt) = journal.load()
+        var book = OutboxBook()
+        for record in records {
+            book.posts[record.destination] = OutboxBook.Tracked(record)
+            book.nextSequence = max(book.nextSequence, record.sequence + 1)
+            // A kill between the published record and the removal of
+            // its copies left them.
+            if record.status == .published { journal.removeCopies(of: record) }
+        }
+        self.folder = folder
+        self.uploader = uploader
+        self.options = options
+        self.queue = queue
+        self.journal = journal
+        corruptRecords = corrupt
+        self.book = Handoff(
+            book, take: { $0.takeEffects() },
+            actingOn: { [journal] effects, book in
+                Self.carryOut(effects, journal: journal, book: book)
+            })
+        schedulePump()
+    }
+
+    // MARK: - Posts
+
+    /// Adds `post`, to be published when its turn comes, and returns its
+    /// name in the outbox; when the outbox already has a post with its
+    /// destination, that post is kept as it is, and its name returned.
+    ///
+    /// The post's record is on disk when this returns. Photos and videos
+    /// given as bytes in memory are copied into the outbox's folder first;
+    /// files are read from where they are when their upload starts, so
+    /// keep them until the post is published.
+    ///
+    /// - Throws: ``UploadError/missingDestination`` for a post without a
+    ///   destination, ``UploadError/invalidDestination(_:reason:)`` for a
+    ///   destination the uploader refuses,
+    ///   ``UploadError/fileNotFound(_:)`` or
+    ///   ``UploadError/unreadableFile(_:reason:)`` for a medium's file,
+    ///   ``OutboxError/writeFailed(_:reason:)`` when its record cannot be
+    ///   written, ``OutboxError/closed(_:)``. Nothing is added then.
+    @discardableResult
+    public func add(_ post: Post, priority: Priority = .normal) throws -> PostID {
+        guard let destination = post.destination else { throw UploadError.missingDestination }
+        for media in post.media + [try post.document()] {
+            try uploader.validate(destination: media.destination)
+        }
+        let sizes = try post.media.map { media throws(UploadError) in try media.byteCount() }
+        let reserved = book.update { book -> (Result<Int, OutboxError>?, actOn: Bool) in
+            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+            guard book.posts[destination] == nil, !book.adding.contains(destination) else { return (nil, false) }
+            book.adding.insert(destination)
+            defer { book.nextSequence += 1 }
+            return (.success(book.nextSequence), false)
+        }
+        guard let reserved else { return PostID(destination) }
+        var copies: [URL] = []
+        do {
+            let sequence = try reserved.get()
+            var media: [OutboxRecord.Medium] = []
+            for (index, medium) in post.media.enumerated() {
+                let file: URL
+                switch medium.content {
+                case .file(let url):
+                    file = url
+                case .bytes(let bytes):
+                    file = try journal.copy(bytes, medium: index, of: destination)
+                    copies.append(file)
+                }
+                media.append(
+                    OutboxRecord.Medium(
+                        file: file, destination: medium.destination, contentType: medium.contentType,
+                        size: sizes[index], isCopy: medium.content.isBytes, idempotencyKey: UUID().uuidString))
+            }
+            let record = OutboxRecord(
+                destination: destination, text: post.text, photoCount: post.photos.count, media: media,
+                priority: priority, sequence: sequence, status: .pending, idempotencyKey: UUID().uuidString)
+            try journal.save(record)
+            book.update { book in
+                book.adding.remove(destination)
+                book.posts[destination] = OutboxBook.Tracked(record)
+                book.isChanged = true
+                return true
+            }
+        } catch {
+            for copy in copies { try? FileManager.default.removeItem(at: copy) }
+            book.update { book in
+                book.adding.remove(destination)
+                return false
+            }
+            throw error
+        }
+        schedulePump()
+        return PostID(destination)
+    }
+
+    /// Every post, in the order they go: by priority, then first added
+    /// first.
+    public var posts: [Entry] {
+        book.read { $0.entries }
+    }
+
+    /// The post named `id` as it is now; `nil` when the outbox has none.
+    public func entry(_ id: PostID) -> Entry? {
+        book.read { book in book.posts[id.destination].map(OutboxBook.entry) }
+    }
+
+    /// Every post (``posts``) now and after each change, until the outbox
+    /// closes.
+    ///
+    /// A slow reader gets the newest list and skips the older ones it
+    /// missed, so a list of posts can follow it at a display's pace
+    /// however fast the uploads report. Each call makes a new sequence.
+    public var changes: AsyncStream<[Entry]> {
+        let (stream, continuation) = AsyncStream.makeStream(of: [Entry].self, bufferingPolicy: .bufferingNewest(1))
+        let observer = book.update { book -> (Int?, actOn: Bool) in
+            guard !book.isClosed else { return (nil, false) }
+            defer { book.nextObserver += 1 }
+            book.observers[book.nextObserver] = continuation
+            book.isChanged = true
+            return (book.nextObserver, true)
+        }
+        guard let observer else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [book] _ in
+            book.update { book in
+                book.observers[observer] = nil
+                return false
+            }
+        }
+        return stream
+    }
+
+    // MARK: - Control
+
+    /// Starts the post named `id` again after it failed, or waited for the
+    /// network; does nothing to a post in any other state.
+    /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
+    public func retry(_ id: PostID) throws(OutboxError) {
+        try book.update { book -> (Result<Void, OutboxError>, actOn: Bool) in
+            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+            guard var tracked = book.posts[id.destination] else {
+                return (.failure(.unknownPost(id.destination)), false)
+            }
+            switch tracked.phase {
+            case .failed, .waitingForNetwork:
+                tracked.phase = .ready
+                if tracked.record.status == .failed {
+                    tracked.record.status = .pending
+                    tracked.record.error = nil
+                    book.toWrite[id.destination] = tracked.record
+                }
+                book.posts[id.destination] = tracked
+                book.isChanged = true
+                return (.success(()), true)
+            case .ready, .published:
+                return (.success(()), false)
+            }
+        }.get()
+        book.afterActions { [self] in schedulePump() }
+    }
+
+    /// Tries again every post waiting for the network. Call it when the
+    /// network comes back (from `NWPathMonitor`'s update handler, say): it
+    /// checks nothing itself, and sending is what tells.
+    public func networkDidChange() {
+        book.update { book in
+            var changed = false
+            for (destination, tracked) in book.posts {
+                guard case .waitingForNetwork = tracked.phase else { continue }
+                book.posts[destination]?.phase = .ready
+                changed = true
+            }
+            book.isChanged = book.isChanged || changed
+            return changed
+        }
+        book.afterActions { [self] in schedulePump() }
+    }
+
+    /// Stops every upload in flight, ends every ``changes`` sequence and
+    /// releases the folder for another outbox. What is stored stays
+    /// recorded: a later outbox on the folder resumes from there.
+    public func close() {
+        let (handles, observers) = book.update {
+            book -> (([JobHandle], [AsyncStream<[Entry]>.Continuation]), actOn: Bool) in
+            guard !book.isClosed else { return (([], []), false) }
+            book.isClosed = true
+            let handles = book.posts.values.flatMap { $0.running.values.compactMap(\.handle) }
+            for destination in book.posts.keys { book.posts[destination]?.running = [:] }
+            defer { book.observers = [:] }
+            return ((handles, Array(book.observers.values)), false)
+        }
+        for handle in handles { handle.cancel() }
+        for observer in observers { observer.finish() }
+        book.afterActions { [journal] in journal.close() }
+    }
+
+    // MARK: - Uploads
+
+    /// Starts the uploads the budget allows, from the queue: so the posts
+    /// added in one go start in priority order, whatever order they were
+    /// added in.
+    private func schedulePump() {
+        let schedules = book.update { book in
+            defer { book.isPumpScheduled = true }
+            return (!book.isPumpScheduled, actOn: false)
+        }
+        guard schedules else { return }
+        queue.enqueue { [self] in
+            book.update { book in
+                book.isPumpScheduled = false
+                return false
+            }
+            pump()
+        }
+    }
+
+    /// Starts the uploads the budget allows.
+    private func pump() {
+        let starts = book.update { book in (book.starts(limit: options.maxConcurrentUploads), actOn: false) }
+        for start in starts { launch(start) }
+    }
+
+    /// Performs one upload decided by ``pump()``.
+    private func launch(_ start: OutboxBook.Start) {
+        let media: Media
+        do {
+            media = try upload(for: start)
+        } catch {
+            finish(start, .failure(error))
+            return
+        }
+        let attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
+        let handle = uploader.upload(media, attempts: attempts) { [book] progress in
+            book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }
+        }
+        .perform(on: queue) { [self] outcome in finish(start, outcome) }
+        if !book.update({ book in (book.attach(handle, to: start), actOn: false) }) {
+            handle.cancel()
+        }
+    }
+
+    /// What `start` sends: a medium from its file, or the post's document
+    /// built from the receipts of its media.
+    private func upload(for start: OutboxBook.Start) throws -> Media {
+        let record = start.record
+        guard start.isDocument else { return record.upload(start.index) }
+        let receipts = record.media.compactMap { $0.receipt?.receipt }
+        var document: Media
+        if let build = options.document {
+            document = Media(
+                bytes: try build(record.post, receipts), destination: record.destination,
+                contentType: "application/json")
+        } else {
+            document = try record.post.document(receipts: receipts)
+        }
+        document.idempotencyKey = record.idempotencyKey
+        let size = (try? document.byteCount()) ?? 0
+        book.update { book in
+            book.built(start, size: size)
+            return false
+        }
+        return document
+    }
+
+    private func finish(_ start: OutboxBook.Start, _ outcome: Result<UploadReceipt, any Error>) {
+        book.update { book in book.finish(start, with: outcome) }
+        book.afterActions { [self] in pump() }
+    }
+
+    /// Writes the records, removes the copies of published posts, then
+    /// tells the observers: on one thread at a time, outside the lock.
+    private static func carryOut(
+        _ effects: OutboxBook.Effects,
+        journal: OutboxJournal,
+        book: Handoff<OutboxBook, OutboxBook.Effects>
+    ) {
+        var failed: [(URL, OutboxError)] = []
+        for record in effects.writes {
+            do {
+                try journal.save(record)
+            } catch {
+                failed.append((record.destination, error))
+            }
+        }
+        for record in effects.removedCopies where !failed.contains(where: { $0.0 == record.destination }) {
+            journal.removeCopies(of: record)
+        }
+        if let snapshot = effects.snapshot {
+            for observer in effects.observers { observer.yield(snapshot) }
+        }
+        if !failed.isEmpty {
+            book.update { book in
+                for (destination, error) in failed { book.failWriting(destination, error) }
+                return true
+            }
+        }
+    }
+}
+
+extension Outbox.Options {
+    /// Checks the options before the outbox opens.
+    func validate() throws(OutboxError) {
+        guard maxConcurrentUploads >= 1 else {
+            throw .invalidOptions("maxConcurrentUploads must be at least 1, got \(maxConcurrentUploads)")
+        }
+        guard retry.attempts >= 1 else {
+            throw .invalidOptions("retry.attempts must be at least 1, got \(retry.attempts)")
+        }
+        if let limit = uploadTimeout, limit <= .zero {
+            throw .invalidOptions("uploadTimeout must be above zero, got \(limit)")
+        }
+    }
+}
+
+extension Media.Content {
+    /// Whether the bytes are in memory.
+    var isBytes: Bool {
+        if case .bytes = self { true } else { false }
+    }
+}

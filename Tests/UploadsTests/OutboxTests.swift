@@ -1,0 +1,410 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import UploadsTesting
+
+@testable import Uploads
+
+/// A post named `name`, its photos and videos in memory, `size` bytes each,
+/// every destination its own.
+func outboxPost(_ name: String, photos: Int = 2, videos: Int = 1, size: Int = 100) -> Post {
+    Post(
+        text: "post \(name)",
+        photos: (0..<photos).map {
+            Photo(bytes: patternedBytes(size, seed: UInt8($0)), destination: destination("\(name)/photo-\($0).jpg"))
+        },
+        videos: (0..<videos).map {
+            Video(
+                bytes: patternedBytes(size, seed: UInt8(50 + $0)), destination: destination("\(name)/video-\($0).mp4"))
+        },
+        destination: destination("\(name)/post.json"))
+}
+
+/// The bytes of `post`'s default document, named after `receipts`.
+func documentBytes(_ post: Post, _ receipts: [UploadReceipt]) -> Data? {
+    guard case .bytes(let bytes) = try? post.document(receipts: receipts).content else { return nil }
+    return bytes
+}
+
+/// An uploader that records every attempt it is asked for (destination and
+/// idempotency key) and hands it to an `InMemoryUploader`.
+final class KeyRecordingUploader: Uploader {
+    let base: InMemoryUploader
+    private let attempts = LockedValue<[(destination: URL, key: String?)]>([])
+
+    init(_ base: InMemoryUploader) {
+        self.base = base
+    }
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        let upload = base.upload(media, progress: progress)
+        return Job { [attempts] controller in
+            attempts.withValue { $0.append((media.destination, media.idempotencyKey)) }
+            controller.perform(upload) { controller.complete(with: $0) }
+        }
+    }
+
+    /// The keys sent to `destination`, one per attempt.
+    func keys(for destination: URL?) -> [String?] {
+        attempts.value.filter { $0.destination == destination }.map(\.key)
+    }
+}
+
+/// A writer whose writes fail, as on a full disk, once `failing` says so.
+final class FailingWriter: Sendable {
+    let failing = LockedValue(false)
+    let writes = LockedValue(0)
+
+    var writer: DurableFileWriter {
+        DurableFileWriter { [failing, writes] data, file in
+            if failing.value { throw DurableFiles.Failure("cannot write it", errno: ENOSPC) }
+            writes.withValue { $0 += 1 }
+            try DurableFiles.writeNewFile(data, to: file)
+        }
+    }
+}
+
+@Suite("Outbox", .timeLimit(.minutes(1)))
+struct OutboxTests {
+    let folder: TemporaryFolder
+    let queue = TestQueue()
+
+    init() throws {
+        folder = try TemporaryFolder()
+    }
+
+    func open(
+        _ uploader: any Uploader,
+        maxConcurrentUploads: Int = 4,
+        retry: RetryPolicy = RetryPolicy(attempts: 1),
+        writer: DurableFileWriter = .system
+    ) throws -> Outbox {
+        try Outbox(
+            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
+            options: Outbox.Options(maxConcurrentUploads: maxConcurrentUploads, retry: retry), queue: queue,
+            writer: writer)
+    }
+
+    /// The record of `post` on disk.
+    func record(of post: Post) throws -> OutboxRecord {
+        let file = folder.url.appendingPathComponent(
+            "outbox/posts/\(stableName(of: post.destination!.absoluteString)).json")
+        return try JSONDecoder().decode(OutboxRecord.self, from: Data(contentsOf: file))
+    }
+
+    @Test func publishesAPostItsMediaFirstAndKeepsItsRecord() throws {
+        defer { folder.remove() }
+        let uploader = InMemoryUploader()
+        let outbox = try open(uploader)
+        let post = outboxPost("a")
+        let id = try outbox.add(post)
+        #expect(uploader.startedDestinations.isEmpty, "nothing runs until the queue does")
+        #expect(try record(of: post).status == .pending, "the record is on disk when add returns")
+
+        try queue.run()
+        #expect(uploader.uploads.map(\.destination) == post.media.map(\.destination) + [post.destination!])
+        let entry = try #require(outbox.entry(id))
+        #expect(entry.state == .published)
+        #expect(entry.storedMediaCount == 3 && entry.bytesSent == entry.bytesTotal && entry.fractionCompleted == 1)
+        #expect(entry.receipt?.media.count == 3)
+        let record = try record(of: post)
+        #expect(record.status == .published && record.media.allSatisfy { $0.receipt != nil })
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.url.path + "/outbox/media").isEmpty,
+            "the copies of its in-memory media are gone once it is published")
+        #expect(uploader.uploads.last?.bytes == documentBytes(post, record.media.compactMap { $0.receipt?.receipt }))
+        outbox.close()
+    }
+
+    @Test func aRelaunchSendsOnlyWhatIsNotStored() throws {
+        defer { folder.remove() }
+        let first = InMemoryUploader(latency: .seconds(1))
+        let post = outboxPost("a", photos: 3, videos: 1)
+        var outbox = try open(first, maxConcurrentUploads: 1)
+        try outbox.add(post)
+        try queue.advance(by: .seconds(2))
+        #expect(first.uploads.count == 2)
+        outbox.close()  // as a kill would: the third upload stops half-way
+        #expect(first.cancelledDestinations == [post.media[2].destination])
+
+        let second = InMemoryUploader(latency: .seconds(1))
+        outbox = try open(second, maxConcurrentUploads: 1)
+        #expect(outbox.posts.map(\.storedMediaCount) == [2])
+        try queue.advance(by: .seconds(10))
+        #expect(
+            second.startedDestinations == [post.media[2].destination, post.media[3].destination, post.destination!],
+            "no stored medium is sent again")
+        let receipts = try record(of: post).media.compactMap { $0.receipt?.receipt }
+        #expect(second.uploads.last?.bytes == documentBytes(post, receipts))
+        #expect(outbox.posts.map(\.state) == [.published])
+        outbox.close()
+    }
+
+    @Test func aPublishedPostIsNeverUploadedAgainNorAddedTwice() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a")
+        var outbox = try open(InMemoryUploader())
+        let id = try outbox.add(post)
+        #expect(try outbox.add(post) == id)
+        #expect(outbox.posts.count == 1, "the same post added twice is one entry")
+        try queue.run()
+        outbox.close()
+
+        let again = InMemoryUploader()
+        outbox = try open(again)
+        #expect(try outbox.add(post, priority: .high) == id)
+        try queue.run()
+        #expect(again.startedDestinations.isEmpty)
+        #expect(outbox.posts.map(\.state) == [.published] && outbox.posts.map(\.priority) == [.normal])
+        outbox.close()
+    }
+
+    @Test func theDocumentCarriesOneIdempotencyKeyOnEveryAttemptAndAcrossLaunches() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let first = KeyRecordingUploader(InMemoryUploader())
+        first.base.fail(post.destination!, with: URLError(.notConnectedToInternet))
+        var outbox = try open(first, retry: exactRetries(2, initial: .seconds(1)))
+        let id = try outbox.add(post)
+        try queue.advance(by: .seconds(5))
+        #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        #expect((outbox.entry(id)?.error as? UploadError)?.isTransient == true)
+        #expect(try record(of: post).status == .pending, "waiting is not failing")
+        outbox.close()
+
+        let second = KeyRecordingUploader(InMemoryUploader())
+        outbox = try open(second)
+        try queue.run()
+        #expect(outbox.entry(id)?.state == .published)
+        let keys = first.keys(for: post.destination) + second.keys(for: post.destination)
+        #expect(keys.count == 3 && Set(keys).count == 1 && keys.first! != nil, "\(keys)")
+        #expect(second.keys(for: post.media[0].destination).isEmpty)
+        #expect(try record(of: post).idempotencyKey == keys.first!)
+        outbox.close()
+    }
+
+    @Test func postsGoByPriorityThenFirstAddedFirst() throws {
+        defer { folder.remove() }
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try open(uploader, maxConcurrentUploads: 1)
+        let low = outboxPost("low", photos: 1, videos: 0)
+        let first = outboxPost("first", photos: 1, videos: 0)
+        let second = outboxPost("second", photos: 1, videos: 0)
+        let high = outboxPost("high", photos: 1, videos: 0)
+        try outbox.add(low, priority: .low)
+        try outbox.add(first)
+        try outbox.add(second)
+        try outbox.add(high, priority: .high)
+        #expect(outbox.posts.map(\.id.destination) == [high, first, second, low].map(\.destination))
+
+        try queue.advance(by: .seconds(20))
+        #expect(
+            uploader.startedDestinations
+                == [high, first, second, low].flatMap { $0.media.map(\.destination) + [$0.destination!] })
+        outbox.close()
+    }
+
+    @Test func aNewHighPriorityPostGoesNextWithoutInterruptingUploadsInFlight() throws {
+        defer { folder.remove() }
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try open(uploader, maxConcurrentUploads: 2)
+        let normal = outboxPost("normal", photos: 3, videos: 0)
+        let high = outboxPost("high", photos: 1, videos: 0)
+        try outbox.add(normal)
+        try queue.run()
+        #expect(uploader.runningCount == 2)
+        try outbox.add(high, priority: .high)
+        try queue.advance(by: .seconds(1))
+        #expect(uploader.cancelledDestinations.isEmpty)
+        #expect(
+            Array(uploader.startedDestinations.dropFirst(2).prefix(2))
+                == [high.media[0].destination, normal.media[2].destination],
+            "the first free slot goes to the new post, the next to the older one")
+        try queue.advance(by: .seconds(10))
+        #expect(outbox.posts.map(\.state) == [.published, .published])
+        #expect(uploader.maxRunningCount == 2)
+        outbox.close()
+    }
+
+    @Test func aMissingFileFailsThePostKeepsItsRecordAndRetryStartsItAgain() throws {
+        defer { folder.remove() }
+        let file = try folder.file("clip.mp4", bytes: patternedBytes(300))
+        let post = Post(
+            text: "clip", videos: [Video(file: file, destination: destination("clip/video.mp4"))],
+            destination: destination("clip/post.json"))
+        let uploader = InMemoryUploader()
+        let outbox = try open(uploader)
+        let id = try outbox.add(post)
+        try FileManager.default.removeItem(at: file)
+        try queue.run()
+
+        let entry = try #require(outbox.entry(id))
+        #expect(entry.state == .failed)
+        #expect(entry.error as? UploadError == .fileNotFound(file))
+        #expect(try record(of: post).status == .failed)
+        #expect(try record(of: post).error == UploadError.fileNotFound(file).localizedDescription)
+
+        _ = try folder.file("clip.mp4", bytes: patternedBytes(300))
+        try outbox.retry(id)
+        #expect(try record(of: post).status == .pending)
+        try queue.run()
+        #expect(outbox.entry(id)?.state == .published)
+        #expect(throws: OutboxError.unknownPost(destination("nowhere"))) {
+            try outbox.retry(Outbox.PostID(destination("nowhere")))
+        }
+        outbox.close()
+    }
+
+    @Test func aFailureOfAnEarlierLaunchLoadsAsFailedWithItsReason() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let uploader = InMemoryUploader()
+        uploader.fail(
+            post.media[0].destination,
+            with: UploadError.httpStatus(UploadReceipt(destination: post.media[0].destination, status: 403)))
+        var outbox = try open(uploader)
+        let id = try outbox.add(post)
+        try queue.run()
+        #expect(outbox.entry(id)?.state == .failed)
+        outbox.close()
+
+        outbox = try open(InMemoryUploader())
+        try queue.run()
+        let entry = try #require(outbox.entry(id))
+        #expect(entry.state == .failed)
+        #expect(
+            entry.error as? OutboxError
+                == .failedInEarlierLaunch(reason: "a/photo-0.jpg: the server answered 403 Forbidden"))
+        outbox.close()
+    }
+
+    @Test func anOfflinePostWaitsForTheNetworkNotFails() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 2, videos: 0)
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        uploader.fail(post.media[1].destination, with: URLError(.notConnectedToInternet), times: 3)
+        let outbox = try open(uploader, retry: exactRetries(3, initial: .seconds(1)))
+        let id = try outbox.add(post)
+        try queue.advance(by: .seconds(60))
+        #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        #expect(outbox.entry(id)?.storedMediaCount == 1, "the other medium is stored")
+        #expect(uploader.startedDestinations.filter { $0 == post.media[1].destination }.count == 3)
+
+        outbox.networkDidChange()
+        try queue.advance(by: .seconds(10))
+        #expect(outbox.entry(id)?.state == .published)
+        #expect(uploader.startedDestinations.filter { $0 == post.media[0].destination }.count == 1)
+        outbox.close()
+    }
+
+    @Test func badInputIsRefusedWithATypedErrorAndNothingAdded() throws {
+        defer { folder.remove() }
+        let outbox = try open(InMemoryUploader())
+        var post = outboxPost("a")
+        post.destination = nil
+        #expect(throws: UploadError.missingDestination) { try outbox.add(post) }
+        let gone = folder.url.appendingPathComponent("gone.mp4")
+        let missing = Post(
+            text: "", videos: [Video(file: gone, destination: destination("b/v.mp4"))],
+            destination: destination("b/post.json"))
+        #expect(throws: UploadError.fileNotFound(gone)) { try outbox.add(missing) }
+        #expect(outbox.posts.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.url.path + "/outbox/posts").isEmpty)
+
+        let file = try folder.file("plain", bytes: Data("not a folder".utf8))
+        let error = #expect(throws: OutboxError.self) {
+            try Outbox(folder: file.appendingPathComponent("outbox"), uploader: InMemoryUploader())
+        }
+        #expect(error?.localizedDescription.hasPrefix("\(file.path)/outbox: cannot keep an outbox here: ") == true)
+        #expect(throws: OutboxError.invalidOptions("maxConcurrentUploads must be at least 1, got 0")) {
+            try Outbox(
+                folder: folder.url.appendingPathComponent("other"), uploader: InMemoryUploader(),
+                options: Outbox.Options(maxConcurrentUploads: 0))
+        }
+        outbox.close()
+    }
+
+    @Test func aSecondOutboxOnTheSameFolderIsRefusedUntilTheFirstCloses() throws {
+        defer { folder.remove() }
+        let outbox = try open(InMemoryUploader())
+        let error = #expect(throws: OutboxError.self) { try open(InMemoryUploader()) }
+        #expect(error == .alreadyOpen(folder.url.appendingPathComponent("outbox")))
+        #expect(
+            error?.localizedDescription.hasSuffix("another Outbox has this folder open, in this process or in another")
+                == true)
+        outbox.close()
+        try open(InMemoryUploader()).close()
+    }
+
+    @Test func aCorruptRecordIsMovedAsideAndEveryOtherPostLoads() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a")
+        var outbox = try open(InMemoryUploader(latency: .seconds(1)))
+        try outbox.add(post)
+        outbox.close()
+        let posts = folder.url.appendingPathComponent("outbox/posts")
+        try Data("{\"version\":1,".utf8).write(to: posts.appendingPathComponent("torn.json"))
+        try Data("{\"version\":1}".utf8).write(to: posts.appendingPathComponent("empty.json"))
+        try Data("half a rec".utf8).write(to: posts.appendingPathComponent(".x.json.1234.tmp"))
+
+        outbox = try open(InMemoryUploader())
+        #expect(outbox.posts.map(\.id.destination) == [post.destination])
+        #expect(outbox.corruptRecords.map(\.file.lastPathComponent) == ["empty.json", "torn.json"])
+        #expect(outbox.corruptRecords.map(\.reason) == ["it has no \"destination\"", "it is not JSON"])
+        #expect(
+            outbox.corruptRecords.first?.description
+                == "empty.json: not a record this outbox can read (it has no \"destination\"); moved to \(folder.url.path)/outbox/corrupt/empty.json"
+        )
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: posts.path).count == 1,
+            "the torn temporary file is gone")
+        try queue.run()
+        #expect(outbox.posts.map(\.state) == [.published])
+        outbox.close()
+    }
+
+    @Test func aWriteThatFailsFailsLoudlyAndLosesNoEarlierRecord() throws {
+        defer { folder.remove() }
+        let faults = FailingWriter()
+        let first = outboxPost("first", photos: 2, videos: 0)
+        let second = outboxPost("second", photos: 1, videos: 0)
+        var outbox = try open(InMemoryUploader(latency: .seconds(1)), maxConcurrentUploads: 1, writer: faults.writer)
+        let id = try outbox.add(first)
+        try queue.advance(by: .seconds(1))
+        #expect(try record(of: first).media.map { $0.receipt != nil } == [true, false])
+
+        faults.failing.withValue { $0 = true }
+        let error = #expect(throws: OutboxError.self) { try outbox.add(second) }
+        guard case .writeFailed(_, let reason) = error else { Issue.record("\(String(describing: error))"); return }
+        #expect(reason.contains("cannot write it"))
+        #expect(outbox.posts.count == 1, "a post whose record was not written is not added")
+        try queue.advance(by: .seconds(1))
+        let entry = try #require(outbox.entry(id))
+        #expect(entry.state == .failed, "the second receipt could not be recorded")
+        #expect(entry.error.map { "\($0)" }?.contains("the outbox's record cannot be written") == true)
+        #expect(try record(of: first).media.map { $0.receipt != nil } == [true, false], "the earlier record is whole")
+        outbox.close()
+
+        faults.failing.withValue { $0 = false }
+        outbox = try open(InMemoryUploader(), writer: faults.writer)
+        #expect(outbox.posts.map(\.storedMediaCount) == [1])
+        try queue.run()
+        #expect(outbox.posts.map(\.state) == [.published])
+        outbox.close()
+    }
+
+    @Test func changesTellTheNewestListOfPostsUntilTheOutboxCloses() async throws {
+        defer { folder.remove() }
+        let outbox = try open(InMemoryUploader(latency: .seconds(1)))
+        let changes = outbox.changes
+        var iterator = changes.makeAsyncIterator()
+        #expect(await iterator.next()?.isEmpty == true, "the list as it is, at once")
+        try outbox.add(outboxPost("a"))
+        try queue.advance(by: .seconds(10))
+        let newest = await iterator.next()
+        #expect(newest?.map(\.state) == [.published], "the reader skipped the lists it missed")
+        outbox.close()
+        #expect(await iterator.next() == nil)
+    }
+}
