@@ -46,9 +46,14 @@ extension Outbox {
         case queued
         /// Some of its uploads are in flight.
         case uploading
+        /// The app paused it (``Outbox/pause(_:)``): nothing of it is sent
+        /// until ``Outbox/resume(_:)``, in this launch or a later one.
+        case paused
         /// An upload failed in a way that can pass (no network, a server
         /// answering 503) more often than the retry policy allows. It is
-        /// tried again when the app calls ``Outbox/networkDidChange()``.
+        /// tried again when the app calls ``Outbox/networkDidChange()``, or
+        /// after a wait that doubles each time (see
+        /// ``Outbox/Options/networkRetryDelay``).
         case waitingForNetwork
         /// An upload failed for good (a missing file, a 403); its record is
         /// kept, and ``Outbox/retry(_:)`` starts it again.
@@ -109,6 +114,19 @@ extension Outbox {
         /// The most uploads in flight at any moment, across every post; at
         /// least 1.
         public var maxConcurrentUploads: Int
+        /// The most bytes in flight at any moment, across every post: an
+        /// upload counts what its uploader can have in flight at once
+        /// (``Uploader/bytesInFlight(uploading:size:)``: the whole file
+        /// for one request, a part size for each part an ``S3Uploader``
+        /// sends at once). An upload larger than the budget still goes,
+        /// alone.
+        public var maxBytesInFlight: Int64
+        /// How long a post waiting for the network waits before it is tried
+        /// again, the first time; each wait in a row doubles it.
+        public var networkRetryDelay: Duration
+        /// The longest wait before a post waiting for the network is tried
+        /// again.
+        public var maxNetworkRetryDelay: Duration
         /// Which failed uploads are tried again at once, how often, after
         /// how long. An upload whose transient failures outlast it waits
         /// for the network; a permanent failure fails its post.
@@ -123,19 +141,31 @@ extension Outbox {
         /// - Parameters:
         ///   - maxConcurrentUploads: The most uploads at once, across
         ///     posts; 4 by default.
+        ///   - maxBytesInFlight: The most bytes in flight at once, across
+        ///     posts; 64 MiB by default.
         ///   - retry: The retry policy of each upload; by default up to 3
         ///     attempts, for transient failures only.
         ///   - uploadTimeout: The time limit of one attempt; none by
+        ///     default.
+        ///   - networkRetryDelay: The first wait before a post waiting for
+        ///     the network is tried again; 30 seconds by default.
+        ///   - maxNetworkRetryDelay: The longest such wait; 15 minutes by
         ///     default.
         ///   - document: Builds a post's document; the default document by
         ///     default.
         public init(
             maxConcurrentUploads: Int = 4,
+            maxBytesInFlight: Int64 = 64 * 1024 * 1024,
             retry: RetryPolicy = RetryPolicy(),
             uploadTimeout: Duration? = nil,
+            networkRetryDelay: Duration = .seconds(30),
+            maxNetworkRetryDelay: Duration = .seconds(15 * 60),
             document: PublishOptions.DocumentBuilder? = nil
         ) {
             self.maxConcurrentUploads = maxConcurrentUploads
+            self.maxBytesInFlight = maxBytesInFlight
+            self.networkRetryDelay = networkRetryDelay
+            self.maxNetworkRetryDelay = maxNetworkRetryDelay
             self.retry = retry
             self.uploadTimeout = uploadTimeout
             self.document = document

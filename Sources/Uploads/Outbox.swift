@@ -87,8 +87,12 @@ public final class Outbox: Sendable {
         let journal = try OutboxJournal(folder: folder, writer: writer)
         let (records, corrupt) = journal.load()
         var book = OutboxBook()
-        for record in records {
-            book.posts[record.destination] = OutboxBook.Tracked(record)
+        for record in records.sorted(by: { $0.sequence < $1.sequence }) {
+            // A kill between the removal of a post and its removal from
+            // disk, after it was added again, left two records: the newer
+            // one counts.
+            if let older = book.posts[record.destination] { journal.remove(older.record) }
+            book.posts[record.destination] = OutboxBook.Tracked(record, weights: Self.weights(of: record, uploader))
             book.nextSequence = max(book.nextSequence, record.sequence + 1)
             // A kill between the published record and the removal of
             // its copies left them.
@@ -142,6 +146,7 @@ public final class Outbox: Sendable {
         }
         guard let reserved else { return PostID(destination) }
         var copies: [URL] = []
+        let key = UUID().uuidString
         do {
             let sequence = try reserved.get()
             var media: [OutboxRecord.Medium] = []
@@ -151,7 +156,7 @@ public final class Outbox: Sendable {
                 case .file(let url):
                     file = url
                 case .bytes(let bytes):
-                    file = try journal.copy(bytes, medium: index, of: destination)
+                    file = try journal.copy(bytes, medium: index, key: key)
                     copies.append(file)
                 }
                 media.append(
@@ -161,11 +166,12 @@ public final class Outbox: Sendable {
             }
             let record = OutboxRecord(
                 destination: destination, text: post.text, photoCount: post.photos.count, media: media,
-                priority: priority, sequence: sequence, status: .pending, idempotencyKey: UUID().uuidString)
+                priority: priority, sequence: sequence, status: .pending, idempotencyKey: key)
             try journal.save(record)
+            let weights = Self.weights(of: record, uploader)
             book.update { book in
                 book.adding.remove(destination)
-                book.posts[destination] = OutboxBook.Tracked(record)
+                book.posts[destination] = OutboxBook.Tracked(record, weights: weights)
                 book.isChanged = true
                 return true
             }
@@ -222,17 +228,90 @@ public final class Outbox: Sendable {
 
     // MARK: - Control
 
+    /// Pauses the post named `id`: cancels its uploads in flight, and
+    /// starts none until ``resume(_:)``, in this launch and the next ones.
+    /// What is stored stays stored (with an ``S3Uploader``, the parts of a
+    /// multipart upload too), and resuming sends only the rest. A post
+    /// that failed or is published stays as it is.
+    /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
+    public func pause(_ id: PostID) throws(OutboxError) {
+        let cancels = try book.update { book -> (Result<[@Sendable () -> Void], OutboxError>, actOn: Bool) in
+            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+            guard book.posts[id.destination] != nil else { return (.failure(.unknownPost(id.destination)), false) }
+            let cancels = Self.pause(id.destination, in: &book)
+            return (.success(cancels), true)
+        }.get()
+        for cancel in cancels { cancel() }
+    }
+
+    /// Pauses every post that is not failed or published, as ``pause(_:)``
+    /// does. A post added later is not paused.
+    public func pauseAll() {
+        let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
+            guard !book.isClosed else { return ([], false) }
+            return (book.posts.keys.flatMap { Self.pause($0, in: &book) }, true)
+        }
+        for cancel in cancels { cancel() }
+    }
+
+    /// Resumes the post named `id` after ``pause(_:)``: it goes again in
+    /// its place by priority, and sends only what is not stored.
+    /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
+    public func resume(_ id: PostID) throws(OutboxError) {
+        try book.update { book -> (Result<Void, OutboxError>, actOn: Bool) in
+            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+            guard book.posts[id.destination] != nil else { return (.failure(.unknownPost(id.destination)), false) }
+            Self.resume(id.destination, in: &book)
+            return (.success(()), true)
+        }.get()
+        book.afterActions { [self] in schedulePump() }
+    }
+
+    /// Resumes every paused post.
+    public func resumeAll() {
+        book.update { book in
+            guard !book.isClosed else { return false }
+            for destination in book.posts.keys { Self.resume(destination, in: &book) }
+            return true
+        }
+        book.afterActions { [self] in schedulePump() }
+    }
+
+    /// Removes the post named `id`: cancels its uploads in flight and
+    /// deletes its record and the outbox's copies of its media. The media
+    /// the servers already stored stay there.
+    /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
+    public func remove(_ id: PostID) throws(OutboxError) {
+        let cancels = try book.update { book -> (Result<[@Sendable () -> Void], OutboxError>, actOn: Bool) in
+            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+            guard let tracked = book.posts[id.destination] else {
+                return (.failure(.unknownPost(id.destination)), false)
+            }
+            let cancels = book.stop(id.destination)
+            book.posts[id.destination] = nil
+            book.toWrite[id.destination] = nil
+            book.toRemove.append(tracked.record)
+            book.isChanged = true
+            return (.success(cancels), true)
+        }.get()
+        for cancel in cancels { cancel() }
+        book.afterActions { [self] in schedulePump() }
+    }
+
     /// Starts the post named `id` again after it failed, or waited for the
     /// network; does nothing to a post in any other state.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func retry(_ id: PostID) throws(OutboxError) {
-        try book.update { book -> (Result<Void, OutboxError>, actOn: Bool) in
+        let cancels = try book.update { book -> (Result<[@Sendable () -> Void], OutboxError>, actOn: Bool) in
             guard !book.isClosed else { return (.failure(.closed(folder)), false) }
             guard var tracked = book.posts[id.destination] else {
                 return (.failure(.unknownPost(id.destination)), false)
             }
             switch tracked.phase {
             case .failed, .waitingForNetwork:
+                let wake = tracked.wake
+                tracked.wake = nil
+                tracked.waits = 0
                 tracked.phase = .ready
                 if tracked.record.status == .failed {
                     tracked.record.status = .pending
@@ -241,28 +320,34 @@ public final class Outbox: Sendable {
                 }
                 book.posts[id.destination] = tracked
                 book.isChanged = true
-                return (.success(()), true)
-            case .ready, .published:
-                return (.success(()), false)
+                return (.success(wake.map { wake in [{ wake.cancel() }] } ?? []), true)
+            case .ready, .paused, .published:
+                return (.success([]), false)
             }
         }.get()
+        for cancel in cancels { cancel() }
         book.afterActions { [self] in schedulePump() }
     }
 
-    /// Tries again every post waiting for the network. Call it when the
-    /// network comes back (from `NWPathMonitor`'s update handler, say): it
-    /// checks nothing itself, and sending is what tells.
+    /// Tries again every post waiting for the network, at once. Call it
+    /// when the network comes back (from `NWPathMonitor`'s update handler,
+    /// say): it checks nothing itself, and sending is what tells. Without
+    /// it, a waiting post is tried again after
+    /// ``Options/networkRetryDelay``, doubled at each wait in a row up to
+    /// ``Options/maxNetworkRetryDelay``.
     public func networkDidChange() {
-        book.update { book in
-            var changed = false
+        let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
+            var cancels: [@Sendable () -> Void] = []
             for (destination, tracked) in book.posts {
                 guard case .waitingForNetwork = tracked.phase else { continue }
                 book.posts[destination]?.phase = .ready
-                changed = true
+                book.posts[destination]?.wake = nil
+                if let wake = tracked.wake { cancels.append { wake.cancel() } }
+                book.isChanged = true
             }
-            book.isChanged = book.isChanged || changed
-            return changed
+            return (cancels, book.isChanged)
         }
+        for cancel in cancels { cancel() }
         book.afterActions { [self] in schedulePump() }
     }
 
@@ -270,18 +355,40 @@ public final class Outbox: Sendable {
     /// releases the folder for another outbox. What is stored stays
     /// recorded: a later outbox on the folder resumes from there.
     public func close() {
-        let (handles, observers) = book.update {
-            book -> (([JobHandle], [AsyncStream<[Entry]>.Continuation]), actOn: Bool) in
+        let (cancels, observers) = book.update {
+            book -> (([@Sendable () -> Void], [AsyncStream<[Entry]>.Continuation]), actOn: Bool) in
             guard !book.isClosed else { return (([], []), false) }
+            let cancels = book.posts.keys.flatMap { book.stop($0) }
             book.isClosed = true
-            let handles = book.posts.values.flatMap { $0.running.values.compactMap(\.handle) }
-            for destination in book.posts.keys { book.posts[destination]?.running = [:] }
             defer { book.observers = [:] }
-            return ((handles, Array(book.observers.values)), false)
+            return ((cancels, Array(book.observers.values)), false)
         }
-        for handle in handles { handle.cancel() }
+        for cancel in cancels { cancel() }
         for observer in observers { observer.finish() }
         book.afterActions { [journal] in journal.close() }
+    }
+
+    /// Pauses the post to `destination` in `book`, unless it is over;
+    /// returns what cancels its uploads.
+    private static func pause(_ destination: URL, in book: inout OutboxBook) -> [@Sendable () -> Void] {
+        guard let tracked = book.posts[destination], !tracked.phase.isOver else { return [] }
+        if case .paused = tracked.phase { return [] }
+        let cancels = book.stop(destination)
+        book.posts[destination]?.phase = .paused
+        book.posts[destination]?.record.status = .paused
+        book.toWrite[destination] = book.posts[destination]?.record
+        book.isChanged = true
+        return cancels
+    }
+
+    /// Resumes the post to `destination` in `book` if it is paused.
+    private static func resume(_ destination: URL, in book: inout OutboxBook) {
+        guard case .paused = book.posts[destination]?.phase else { return }
+        book.posts[destination]?.phase = .ready
+        book.posts[destination]?.waits = 0
+        book.posts[destination]?.record.status = .pending
+        book.toWrite[destination] = book.posts[destination]?.record
+        book.isChanged = true
     }
 
     // MARK: - Uploads
@@ -306,7 +413,9 @@ public final class Outbox: Sendable {
 
     /// Starts the uploads the budget allows.
     private func pump() {
-        let starts = book.update { book in (book.starts(limit: options.maxConcurrentUploads), actOn: false) }
+        let starts = book.update { book in
+            (book.starts(limit: options.maxConcurrentUploads, budget: options.maxBytesInFlight), actOn: false)
+        }
         for start in starts { launch(start) }
     }
 
@@ -353,8 +462,38 @@ public final class Outbox: Sendable {
     }
 
     private func finish(_ start: OutboxBook.Start, _ outcome: Result<UploadReceipt, any Error>) {
-        book.update { book in book.finish(start, with: outcome) }
+        let waiting = book.update { book -> ([(URL, Int)], actOn: Bool) in
+            let acts = book.finish(start, with: outcome)
+            defer { book.waiting = [] }
+            return (
+                book.waiting.compactMap { destination in book.posts[destination].map { (destination, $0.waits) } }, acts
+            )
+        }
+        for (destination, waits) in waiting { scheduleWake(destination, after: waits) }
         book.afterActions { [self] in pump() }
+    }
+
+    /// Tries the post to `destination` again after its `waits`-th wait in
+    /// a row for the network, unless something else did meanwhile.
+    private func scheduleWake(_ destination: URL, after waits: Int) {
+        let wake = queue.enqueue(after: options.delayBeforeTry(afterWaits: waits)) { [self] in
+            let woke = book.update { book -> (Bool, actOn: Bool) in
+                guard case .waitingForNetwork = book.posts[destination]?.phase else { return (false, false) }
+                book.posts[destination]?.phase = .ready
+                book.posts[destination]?.wake = nil
+                book.isChanged = true
+                return (true, true)
+            }
+            if woke { book.afterActions { [self] in pump() } }
+        }
+        let kept = book.update { book -> (Bool, actOn: Bool) in
+            guard !book.isClosed, case .waitingForNetwork = book.posts[destination]?.phase,
+                book.posts[destination]?.waits == waits
+            else { return (false, false) }
+            book.posts[destination]?.wake = wake
+            return (true, false)
+        }
+        if !kept { wake.cancel() }
     }
 
     /// Writes the records, removes the copies of published posts, then
@@ -375,6 +514,7 @@ public final class Outbox: Sendable {
         for record in effects.removedCopies where !failed.contains(where: { $0.0 == record.destination }) {
             journal.removeCopies(of: record)
         }
+        for record in effects.removals { journal.remove(record) }
         if let snapshot = effects.snapshot {
             for observer in effects.observers { observer.yield(snapshot) }
         }
@@ -399,6 +539,33 @@ extension Outbox.Options {
         if let limit = uploadTimeout, limit <= .zero {
             throw .invalidOptions("uploadTimeout must be above zero, got \(limit)")
         }
+        guard maxBytesInFlight >= 1 else {
+            throw .invalidOptions("maxBytesInFlight must be at least 1, got \(maxBytesInFlight)")
+        }
+        guard networkRetryDelay > .zero, maxNetworkRetryDelay >= networkRetryDelay else {
+            throw .invalidOptions(
+                "networkRetryDelay must be above zero and at most maxNetworkRetryDelay, got \(networkRetryDelay) and \(maxNetworkRetryDelay)"
+            )
+        }
+    }
+
+    /// The wait before a post is tried again after its `waits`-th wait in a
+    /// row for the network: ``networkRetryDelay``, doubled each time, at
+    /// most ``maxNetworkRetryDelay``.
+    func delayBeforeTry(afterWaits waits: Int) -> Duration {
+        var delay = networkRetryDelay
+        for _ in 1..<max(waits, 1) where delay < maxNetworkRetryDelay {
+            delay *= 2
+        }
+        return min(delay, maxNetworkRetryDelay)
+    }
+}
+
+extension Outbox {
+    /// Each medium's weight against the budget of bytes in flight, asked of
+    /// `uploader` before any lock is taken.
+    static func weights(of record: OutboxRecord, _ uploader: any Uploader) -> [Int64] {
+        record.media.indices.map { uploader.bytesInFlight(uploading: record.upload($0), size: record.media[$0].size) }
     }
 }
 

@@ -156,6 +156,14 @@ public final class S3Uploader: Uploader, Sendable {
         }
     }
 
+    /// A part for each part sent at once, for a file sent as a multipart
+    /// upload; the whole size for one `PUT`.
+    public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {
+        guard case .file = media.content, size >= multipartThreshold else { return size }
+        let parts = (size + partSize - 1) / partSize
+        return min(parts, Int64(maxConcurrentParts)) * partSize
+    }
+
     /// A job that uploads `media` to the object its destination names, as
     /// one `PUT` or as a multipart upload, each request retried as
     /// ``retry`` says, and finishes with a receipt carrying the object's

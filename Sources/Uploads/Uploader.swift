@@ -26,7 +26,7 @@ import JobKit
 /// its own, as ``S3Uploader`` does, also implements
 /// ``upload(_:attempts:progress:)``: publishing hands it its retries there,
 /// and retries nothing around it. An uploader that wraps another forwards
-/// both methods.
+/// both methods, and ``bytesInFlight(uploading:size:)``.
 public protocol Uploader: Sendable {
     /// A job that uploads `media` to its destination.
     ///
@@ -69,11 +69,24 @@ public protocol Uploader: Sendable {
     /// so a bad one fails the post with nothing uploaded.
     /// - Throws: ``UploadError/invalidDestination(_:reason:)``.
     func validate(destination: URL) throws(UploadError)
+
+    /// The most bytes an upload of `media`, `size` bytes long, has in
+    /// flight at once: what an ``Outbox`` counts against its
+    /// ``Outbox/Options/maxBytesInFlight``.
+    ///
+    /// By default the whole size, as for one request; ``S3Uploader``
+    /// counts a part for each part it sends at once.
+    func bytesInFlight(uploading media: Media, size: Int64) -> Int64
 }
 
 extension Uploader {
     /// Accepts every destination.
     public func validate(destination: URL) throws(UploadError) {}
+
+    /// The whole size: one request sends it all.
+    public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {
+        size
+    }
 
     /// Retries ``upload(_:progress:)`` whole, as `attempts` says, named
     /// after the media.

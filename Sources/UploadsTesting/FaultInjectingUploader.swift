@@ -48,6 +48,11 @@ public final class FaultInjectingUploader: Uploader, Sendable {
         try base.validate(destination: destination)
     }
 
+    /// Forwards the question to the base uploader.
+    public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {
+        base.bytesInFlight(uploading: media, size: size)
+    }
+
     /// The default fault: the server answered 503 Service Unavailable, with
     /// "injected fault" for its body.
     public static func serviceUnavailable(_ media: Media) -> any Error {

@@ -32,6 +32,20 @@ struct MultipartPartsTests {
             ).maxConcurrentParts == 1)
     }
 
+    @Test func anUploadCountsAPartForEachPartInFlightAgainstAnOutboxsBudget() throws {
+        let uploader = S3Uploader(
+            presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"),
+            multipartThreshold: 8 * Self.mebibyte, partSize: 8 * Self.mebibyte, maxConcurrentParts: 4)
+        let file = Media(
+            file: URL(fileURLWithPath: "/videos/surf.mp4"), destination: destination("surf.mp4"),
+            contentType: "video/mp4")
+        #expect(uploader.bytesInFlight(uploading: file, size: 100 * Self.mebibyte) == 32 * Self.mebibyte)
+        #expect(uploader.bytesInFlight(uploading: file, size: 10 * Self.mebibyte) == 16 * Self.mebibyte, "two parts")
+        #expect(uploader.bytesInFlight(uploading: file, size: 7 * Self.mebibyte) == 7 * Self.mebibyte, "one PUT")
+        let bytes = Media(bytes: Data(count: 9), destination: destination("surf.mp4"), contentType: "video/mp4")
+        #expect(uploader.bytesInFlight(uploading: bytes, size: 100 * Self.mebibyte) == 100 * Self.mebibyte)
+    }
+
     @Test func aDestinationWithoutAPathNamesNoObjectAndIsRefusedBeforeAnyRequest() throws {
         let uploader = S3Uploader(presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"))
         for destination in ["https://media.example.com", "https://media.example.com/"] {

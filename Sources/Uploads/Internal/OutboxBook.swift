@@ -17,13 +17,24 @@ struct OutboxBook: Sendable {
         var running: [Int: Running] = [:]
         /// The size of the post's document, once built.
         var documentSize: Int64 = 0
+        /// How many times in a row it went to wait for the network, which
+        /// sets the wait before it is tried again.
+        var waits = 0
+        /// The try after a wait for the network, to cancel when the post
+        /// goes on before.
+        var wake: DelayedWork?
 
-        init(_ record: OutboxRecord) {
+        /// Each medium's weight against the budget of bytes in flight.
+        let weights: [Int64]
+
+        init(_ record: OutboxRecord, weights: [Int64]) {
             self.record = record
+            self.weights = weights
             post = record.post
             phase =
                 switch record.status {
                 case .pending: .ready
+                case .paused: .paused
                 case .failed: .failed(OutboxError.failedInEarlierLaunch(reason: record.error ?? "it failed"))
                 case .published: .published
                 }
@@ -36,6 +47,8 @@ struct OutboxBook: Sendable {
         case ready
         /// It waits for the network, after this transient failure.
         case waitingForNetwork(any Error)
+        /// The app paused it.
+        case paused
         /// It failed for good, with this error.
         case failed(any Error)
         case published
@@ -47,7 +60,7 @@ struct OutboxBook: Sendable {
         var isOver: Bool {
             switch self {
             case .failed, .published: true
-            case .ready, .waitingForNetwork: false
+            case .ready, .waitingForNetwork, .paused: false
             }
         }
     }
@@ -59,6 +72,8 @@ struct OutboxBook: Sendable {
         /// Set once the upload is performed; `nil` before.
         var handle: JobHandle?
         var bytesSent: Int64 = 0
+        /// The most bytes it has in flight, counted against the budget.
+        let weight: Int64
     }
 
     /// An upload decided under the lock, started after it.
@@ -78,6 +93,7 @@ struct OutboxBook: Sendable {
     struct Effects: Sendable {
         var writes: [OutboxRecord] = []
         var removedCopies: [OutboxRecord] = []
+        var removals: [OutboxRecord] = []
         var snapshot: [Outbox.Entry]?
         var observers: [AsyncStream<[Outbox.Entry]>.Continuation] = []
     }
@@ -93,18 +109,25 @@ struct OutboxBook: Sendable {
     /// Records to write, newest of each post.
     var toWrite: [URL: OutboxRecord] = [:]
     var toRemoveCopies: [OutboxRecord] = []
+    /// Records of removed posts, to delete after the writes taken before.
+    var toRemove: [OutboxRecord] = []
     /// Whether the observers have not seen the latest change.
     var isChanged = false
     var observers: [Int: AsyncStream<[Outbox.Entry]>.Continuation] = [:]
     var nextObserver = 0
+    /// Posts that went to wait for the network since the outbox last
+    /// scheduled their next try.
+    var waiting: [URL] = []
 
     /// Takes what is left to do.
     mutating func takeEffects() -> Effects {
         var effects = Effects()
         effects.writes = toWrite.values.sorted { $0.sequence < $1.sequence }
         effects.removedCopies = toRemoveCopies
+        effects.removals = toRemove
         toWrite = [:]
         toRemoveCopies = []
+        toRemove = []
         if isChanged, !observers.isEmpty {
             effects.snapshot = entries
             effects.observers = Array(observers.values)
@@ -147,6 +170,8 @@ struct OutboxBook: Sendable {
         case .waitingForNetwork(let failure):
             state = .waitingForNetwork
             error = failure
+        case .paused:
+            state = .paused
         case .ready:
             state = tracked.running.isEmpty ? .queued : .uploading
         }
@@ -167,27 +192,47 @@ struct OutboxBook: Sendable {
 
     // MARK: - Decisions
 
-    /// The uploads to start now, at most `limit` in flight in all: the
-    /// media of the posts that go first, then each post's document once
-    /// its media are stored. Marks them running.
-    mutating func starts(limit: Int) -> [Start] {
+    /// The uploads to start now, in the order posts go: each post's media,
+    /// then its document once they are stored. At most `limit` uploads
+    /// and `budget` bytes (each upload's `weight`) are in flight, but an
+    /// upload heavier than the budget goes when nothing else is in flight.
+    /// The first upload that does not fit stops the rest, so a large video
+    /// is not passed over forever by smaller ones. Marks them running.
+    mutating func starts(limit: Int, budget: Int64) -> [Start] {
         guard !isClosed else { return [] }
-        var free = limit - posts.values.reduce(0) { $0 + $1.running.count }
+        var running = posts.values.reduce(0) { $0 + $1.running.count }
+        var inFlight = posts.values.reduce(Int64(0)) { $0 + $1.running.values.reduce(0) { $0 + $1.weight } }
         var starts: [Start] = []
-        for tracked in ordered where free > 0 && tracked.phase.isReady {
+        for tracked in ordered where tracked.phase.isReady {
             let record = tracked.record
             var indices = record.media.indices.filter { record.media[$0].receipt == nil && tracked.running[$0] == nil }
             if indices.isEmpty, tracked.running.isEmpty {
                 indices = [record.media.count]
             }
-            for index in indices.prefix(free) {
+            for index in indices {
+                let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
+                guard running < limit, running == 0 || inFlight + upload <= budget else { return starts }
                 starts.append(Start(destination: record.destination, index: index, token: nextToken, record: record))
-                posts[record.destination]?.running[index] = Running(token: nextToken)
+                posts[record.destination]?.running[index] = Running(token: nextToken, weight: upload)
                 nextToken += 1
-                free -= 1
+                running += 1
+                inFlight += upload
             }
         }
         return starts
+    }
+
+    /// Stops the uploads of the post to `destination` and its next try
+    /// after a wait; returns what cancels them, to call after the lock.
+    mutating func stop(_ destination: URL) -> [@Sendable () -> Void] {
+        guard let tracked = posts[destination] else { return [] }
+        posts[destination]?.running = [:]
+        posts[destination]?.wake = nil
+        var cancels: [@Sendable () -> Void] = tracked.running.values.compactMap(\.handle).map { handle in
+            { handle.cancel() }
+        }
+        if let wake = tracked.wake { cancels.append { wake.cancel() } }
+        return cancels
     }
 
     /// Keeps the handle of a started upload; `false` when the upload is no
@@ -229,10 +274,15 @@ struct OutboxBook: Sendable {
             toRemoveCopies.append(tracked.record)
         case .success(let receipt):
             tracked.record.media[start.index].receipt = OutboxRecord.Receipt(receipt)
+            tracked.waits = 0
             toWrite[start.destination] = tracked.record
         case .failure(let error) where tracked.phase.isOver:
             _ = error
         case .failure(let error) where Self.canPass(error):
+            if case .ready = tracked.phase {
+                tracked.waits += 1
+                waiting.append(start.destination)
+            }
             tracked.phase = .waitingForNetwork(error)
         case .failure(let error):
             tracked.phase = .failed(error)

@@ -2,11 +2,13 @@ import Foundation
 
 /// An outbox's folder on disk:
 ///
-/// - `posts/`: one record per post, `<hash of its destination>.json`, each
-///   replaced atomically: written whole and synced under a temporary
-///   name (`.<name>.<uuid>.tmp`), renamed over the old one, the folder
-///   synced. A kill at any instant leaves the old record or the new one;
-///   a temporary file left by a kill is removed at the next opening.
+/// - `posts/`: one record per post, named by the post's idempotency key
+///   (`<key>.json`, so a post removed and added again never shares a
+///   file with its former self), each replaced atomically: written whole
+///   and synced under a temporary name (`.<name>.<uuid>.tmp`), renamed
+///   over the old one, the folder synced. A kill at any instant leaves the
+///   old record or the new one; a temporary file left by a kill is removed
+///   at the next opening.
 /// - `media/`: the outbox's copies of photos and videos given as bytes in
 ///   memory, until their post is published.
 /// - `corrupt/`: files of `posts/` that were not records, moved aside.
@@ -82,16 +84,16 @@ final class OutboxJournal: Sendable {
         return (loaded, setAside)
     }
 
-    /// Where the record of the post to `destination` lives.
-    func location(of destination: URL) -> URL {
-        records.appendingPathComponent("\(stableName(of: destination.absoluteString)).json")
+    /// Where `record` lives.
+    func location(of record: OutboxRecord) -> URL {
+        records.appendingPathComponent("\(record.idempotencyKey).json")
     }
 
     /// Replaces the record of `record`'s post, atomically and durably.
     /// - Throws: ``OutboxError/writeFailed(_:reason:)``, with the record
     ///   as it was before left whole.
     func save(_ record: OutboxRecord) throws(OutboxError) {
-        let target = location(of: record.destination)
+        let target = location(of: record)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         do {
@@ -101,16 +103,17 @@ final class OutboxJournal: Sendable {
         }
     }
 
-    /// Removes the record of the post to `destination`.
-    func removeRecord(of destination: URL) {
-        try? FileManager.default.removeItem(at: location(of: destination))
+    /// Removes `record` and the outbox's copies of its media.
+    func remove(_ record: OutboxRecord) {
+        try? FileManager.default.removeItem(at: location(of: record))
         try? DurableFiles.syncFolder(records)
+        removeCopies(of: record)
     }
 
     /// Keeps `bytes` in a file of the outbox's own for medium `index` of
-    /// the post to `destination`, written atomically and durably.
-    func copy(_ bytes: Data, medium index: Int, of destination: URL) throws(OutboxError) -> URL {
-        let target = copies.appendingPathComponent("\(stableName(of: destination.absoluteString))-\(index)")
+    /// the post whose key is `key`, written atomically and durably.
+    func copy(_ bytes: Data, medium index: Int, key: String) throws(OutboxError) -> URL {
+        let target = copies.appendingPathComponent("\(key)-\(index)")
         do {
             try replace(target, with: bytes)
         } catch {

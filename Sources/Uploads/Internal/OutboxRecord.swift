@@ -16,6 +16,7 @@ struct OutboxRecord: Codable, Sendable, Hashable {
     /// one launch only, recorded as pending.
     enum Status: String, Codable, Sendable {
         case pending
+        case paused
         case failed
         case published
     }
