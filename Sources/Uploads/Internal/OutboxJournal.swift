@@ -106,7 +106,7 @@ final class OutboxJournal: Sendable {
     /// Removes `record` and the outbox's copies of its media.
     func remove(_ record: OutboxRecord) {
         try? FileManager.default.removeItem(at: location(of: record))
-        try? DurableFiles.syncFolder(records)
+        try? writer.syncFolder(records)
         removeCopies(of: record)
     }
 
@@ -141,7 +141,7 @@ final class OutboxJournal: Sendable {
             try? FileManager.default.removeItem(at: temporary)
             throw error
         }
-        try DurableFiles.syncFolder(folder)
+        try writer.syncFolder(folder)
     }
 
     /// Moves `file` to `corrupt/`, under a name no earlier file there has.
