@@ -277,12 +277,15 @@ public final class Outbox: Sendable {
         book.afterActions { [self] in schedulePump() }
     }
 
-    /// Removes the post named `id`: cancels its uploads in flight and
-    /// deletes its record and the outbox's copies of its media. The media
-    /// the servers already stored stay there.
+    /// Removes the post named `id`: cancels its uploads in flight,
+    /// discards what they kept to resume (``Uploader/discardResumableUpload(of:)``:
+    /// an ``S3Uploader`` aborts its multipart uploads) and deletes its
+    /// record and the outbox's copies of its media. The media the servers
+    /// already stored stay there.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func remove(_ id: PostID) throws(OutboxError) {
-        let cancels = try book.update { book -> (Result<[@Sendable () -> Void], OutboxError>, actOn: Bool) in
+        let (cancels, record) = try book.update {
+            book -> (Result<([@Sendable () -> Void], OutboxRecord), OutboxError>, actOn: Bool) in
             guard !book.isClosed else { return (.failure(.closed(folder)), false) }
             guard let tracked = book.posts[id.destination] else {
                 return (.failure(.unknownPost(id.destination)), false)
@@ -292,9 +295,12 @@ public final class Outbox: Sendable {
             book.toWrite[id.destination] = nil
             book.toRemove.append(tracked.record)
             book.isChanged = true
-            return (.success(cancels), true)
+            return (.success((cancels, tracked.record)), true)
         }.get()
         for cancel in cancels { cancel() }
+        for index in record.media.indices where record.media[index].receipt == nil {
+            uploader.discardResumableUpload(of: record.upload(index)).perform(on: queue) { _ in }
+        }
         book.afterActions { [self] in schedulePump() }
     }
 
@@ -428,7 +434,9 @@ public final class Outbox: Sendable {
             finish(start, .failure(error))
             return
         }
-        let attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
+        var attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
+        // Pausing and closing keep what is stored of a multipart upload.
+        attempts.keepsStoredPartsWhenCancelled = true
         let handle = uploader.upload(media, attempts: attempts) { [book] progress in
             book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }
         }

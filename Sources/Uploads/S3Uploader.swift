@@ -48,6 +48,10 @@ import FoundationNetworking
 /// - It was cancelled, or failed for good (a refused URL, a part list the
 ///   storage rejects, a file that changed since the upload began): the
 ///   manifest is removed and the upload aborted, which discards its parts.
+///   (Unless it was cancelled with attempts that keep its stored parts,
+///   ``UploadAttempts/keepsStoredPartsWhenCancelled``, as an ``Outbox``'s
+///   are when it pauses a post: then it is kept, to resume, until
+///   ``discardResumableUpload(of:)``.)
 ///   An upload still being created when the job is cancelled is aborted
 ///   once the storage answers with its ID. An abort that fails leaves the
 ///   parts to the bucket's lifecycle rules (S3's
@@ -153,6 +157,25 @@ public final class S3Uploader: Uploader, Sendable {
     public func validate(destination: URL) throws(UploadError) {
         guard destination.path.contains(where: { $0 != "/" }) else {
             throw .invalidDestination(destination, reason: "it names no object (its path is empty)")
+        }
+    }
+
+    /// A job that removes the manifest of an unfinished multipart upload of
+    /// `media`, if there is one, and aborts the upload, in one attempt;
+    /// it finishes once done, whatever the storage answered (an abort that
+    /// fails leaves the parts to the bucket's lifecycle rules).
+    public func discardResumableUpload(of media: Media) -> Job<Void> {
+        guard case .file(let file) = media.content else { return .succeeded }
+        let location = MultipartManifest.location(in: manifestFolder, file: file, destination: media.destination)
+        return Job { [client] controller in
+            guard let manifest = MultipartManifest.load(from: location, file: file, destination: media.destination)
+            else {
+                controller.finish()
+                return
+            }
+            MultipartManifest.remove(at: location, ifItNames: manifest.uploadID)
+            let abort = client.abortMultipartUpload(media.destination, uploadID: manifest.uploadID).attempt
+            controller.perform(abort.recover { _ in }) { controller.complete(with: $0) }
         }
     }
 

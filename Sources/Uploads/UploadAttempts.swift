@@ -33,6 +33,14 @@ public struct UploadAttempts: Sendable {
     /// failed on, with the wait before the retry that follows it; the last
     /// one, which no retry follows, with none.
     public var onFailedAttempt: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
+    /// Whether cancelling the upload keeps what a resumable upload has
+    /// stored (an ``S3Uploader``'s multipart upload: its parts and its
+    /// manifest), so that a later upload of the same file to the same
+    /// destination resumes it; `false` (the default) discards it. An
+    /// ``Outbox`` keeps them when it pauses or closes, and discards them
+    /// through ``Uploader/discardResumableUpload(of:)`` when it removes a
+    /// post.
+    public var keepsStoredPartsWhenCancelled = false
     /// Runs before each attempt and fails it with the error it returns:
     /// the injected faults of `FaultInjectingUploader`.
     package var fault: (@Sendable (Media) -> (any Error)?)?

@@ -26,7 +26,8 @@ import JobKit
 /// its own, as ``S3Uploader`` does, also implements
 /// ``upload(_:attempts:progress:)``: publishing hands it its retries there,
 /// and retries nothing around it. An uploader that wraps another forwards
-/// both methods, and ``bytesInFlight(uploading:size:)``.
+/// both methods, ``bytesInFlight(uploading:size:)`` and
+/// ``discardResumableUpload(of:)``.
 public protocol Uploader: Sendable {
     /// A job that uploads `media` to its destination.
     ///
@@ -77,11 +78,25 @@ public protocol Uploader: Sendable {
     /// By default the whole size, as for one request; ``S3Uploader``
     /// counts a part for each part it sends at once.
     func bytesInFlight(uploading media: Media, size: Int64) -> Int64
+
+    /// A job that discards what an unfinished, resumable upload of `media`
+    /// kept for a later upload to resume (an ``S3Uploader``'s multipart
+    /// upload: its manifest, and the upload itself, aborted), and finishes
+    /// once done, whatever the storage answered. An ``Outbox`` calls it
+    /// when it removes a post.
+    ///
+    /// By default there is nothing to discard.
+    func discardResumableUpload(of media: Media) -> Job<Void>
 }
 
 extension Uploader {
     /// Accepts every destination.
     public func validate(destination: URL) throws(UploadError) {}
+
+    /// Nothing to discard: finishes at once.
+    public func discardResumableUpload(of media: Media) -> Job<Void> {
+        .succeeded
+    }
 
     /// The whole size: one request sends it all.
     public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {

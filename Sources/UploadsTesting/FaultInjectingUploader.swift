@@ -48,6 +48,11 @@ public final class FaultInjectingUploader: Uploader, Sendable {
         try base.validate(destination: destination)
     }
 
+    /// Forwards the discard to the base uploader.
+    public func discardResumableUpload(of media: Media) -> Job<Void> {
+        base.discardResumableUpload(of: media)
+    }
+
     /// Forwards the question to the base uploader.
     public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {
         base.bytesInFlight(uploading: media, size: size)

@@ -118,15 +118,18 @@ final class MultipartUpload: Sendable {
             return
         }
         let queue = controller.queue
+        let keeps = retries.attempts.keepsStoredPartsWhenCancelled
         controller.onCancel { [self] in
             // The steps in flight are cancelled with the job; the upload, if
-            // it has an ID yet, is then discarded in the background. (One
-            // still being created is discarded once its ID comes back.)
+            // it has an ID yet, is then discarded in the background, unless
+            // it is kept for a later upload to resume with its manifest.
+            // (One still being created is discarded once its ID comes back:
+            // it holds no part yet.)
             state.update { state in
                 state.cancelled = true
                 return false
             }
-            discard()?.perform(on: queue) { _ in }
+            if !keeps { discard()?.perform(on: queue) { _ in } }
         }
         let upload = prepare(identity).then { [self] plan in
             sendParts(plan, identity).then { [self] etags in complete(plan.uploadID, etags, identity) }
