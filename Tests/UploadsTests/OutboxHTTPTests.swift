@@ -1,0 +1,76 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An `Outbox` publishing with `URLSessionUploader` to the strict Node
+/// server (`Fixtures/upload_server.js`), which counts what it receives.
+@Suite("Outbox over HTTP", .timeLimit(.minutes(1)))
+struct OutboxHTTPTests {
+    /// The posts once `condition` holds of them (at most 30 seconds).
+    static func posts(
+        of outbox: Outbox, where condition: @escaping @Sendable ([Outbox.Entry]) -> Bool
+    ) async throws -> [Outbox.Entry] {
+        try await withTimeLimit(.seconds(30)) {
+            for await posts in outbox.changes where condition(posts) { return posts }
+            throw CancellationError()
+        }
+    }
+
+    @Test func postsGoByPriorityWithinTheBudgetAndAPausedOneSendsOnlyTheRest() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await FixtureServer.with { server in
+            func photo(_ path: String, seed: UInt8) -> Photo {
+                Photo(bytes: patternedBytes(100_000, seed: seed), destination: server.url(path))
+            }
+            let normal = Post(
+                text: "normal", photos: [photo("normal/0.jpg", seed: 1), photo("normal/1.jpg", seed: 2)],
+                destination: server.url("normal/post.json"))
+            let high = Post(
+                text: "high", photos: [photo("high/0.jpg", seed: 3)], destination: server.url("high/post.json"))
+            // The first photo is answered a second late, so the high post
+            // is added while it is in flight; the second, later still, so
+            // it is in flight when the post is paused.
+            try await server.setRule("normal/0.jpg", ["delay": 2.0])
+            try await server.setRule("normal/1.jpg", ["delay": 20.0])
+            // 100 kB photos, 150 kB in flight at most: one at a time.
+            let options = Outbox.Options(maxConcurrentUploads: 4, maxBytesInFlight: 150_000)
+            let outbox = try Outbox(
+                folder: folder.url.appendingPathComponent("outbox"), uploader: URLSessionUploader(), options: options)
+
+            let paused = try outbox.add(normal)
+            // Its body is in; its answer is not.
+            _ = try await server.waitForUpload(of: "normal/0.jpg")
+            try outbox.add(high, priority: .high)
+            _ = try await server.waitForUpload(of: "normal/1.jpg")
+            // The high post's document (0 bytes counted) may go beside it.
+            _ = try await Self.posts(of: outbox) { $0.first?.state == .published }
+            #expect(outbox.posts.map(\.state) == [.published, .uploading])
+            try outbox.pause(paused)
+            try await server.setRule("normal/1.jpg", ["delay": 0.0])
+            try outbox.resume(paused)
+            let published = try await Self.posts(of: outbox) { $0.allSatisfy { $0.state == .published } }
+            #expect(published.map(\.id.destination) == [high.destination, normal.destination])
+            outbox.close()
+
+            let received = try await server.received()
+            let paths = received.map(\.path)
+            #expect(
+                paths.prefix(2) == ["/normal/0.jpg", "/high/0.jpg"]
+                    && Set(paths.dropFirst(2).prefix(2)) == ["/high/post.json", "/normal/1.jpg"]
+                    && paths.dropFirst(4) == ["/normal/1.jpg", "/normal/post.json"],
+                "the high post went next, without stopping the upload in flight; the paused photo went again: \(paths)")
+            let photos = received.filter { $0.path.hasSuffix(".jpg") }
+            #expect(photos.map(\.length) == Array(repeating: 100_000, count: 4))
+            let document = try #require(received.last?.body)
+            #expect(document.contains(photos[0].md5) && document.contains(photos[3].md5), "named by their ETags")
+            #expect(received.last?.headers["idempotency-key"] != nil)
+        }
+    }
+}
