@@ -46,3 +46,6 @@ public struct ImmediateQueue: JobQueue {
         return DelayedWork { _ = waiting.withValue { $0.take() } }
     }
 }
+
+// Delayed work runs at once: a later try scheduled on it would never wait.
+extension ImmediateQueue: PassesDelaysAtOnce {}

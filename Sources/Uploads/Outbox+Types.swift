@@ -68,7 +68,8 @@ extension Outbox {
         /// The post's name in the outbox.
         public var id: PostID
         /// The post. Photos and videos given as bytes in memory are read
-        /// from the outbox's copy of them, in its folder.
+        /// from the outbox's copy of them, in its folder, which is removed
+        /// once the post is published.
         public var post: Post
         /// Its priority.
         public var priority: Priority
@@ -88,9 +89,12 @@ extension Outbox {
         /// What the servers answered, once it is ``State/published``.
         public var receipt: PublishReceipt?
 
-        /// The share sent, from 0 to 1.
+        /// The share sent, from 0 to 1; 1 only once the post is
+        /// published (its document counts only once built).
         public var fractionCompleted: Double {
-            bytesTotal > 0 ? min(Double(bytesSent) / Double(bytesTotal), 1) : (state == .published ? 1 : 0)
+            guard state != .published else { return 1 }
+            guard bytesTotal > 0 else { return 0 }
+            return min(Double(bytesSent) / Double(bytesTotal), 1.0.nextDown)
         }
     }
 
@@ -122,7 +126,9 @@ extension Outbox {
         /// alone.
         public var maxBytesInFlight: Int64
         /// How long a post waiting for the network waits before it is tried
-        /// again, the first time; each wait in a row doubles it.
+        /// again, the first time; each wait in a row doubles it. (On an
+        /// `ImmediateQueue`, where no time passes, a waiting post waits for
+        /// ``Outbox/networkDidChange()`` or ``Outbox/retry(_:)`` instead.)
         public var networkRetryDelay: Duration
         /// The longest wait before a post waiting for the network is tried
         /// again.

@@ -21,7 +21,7 @@ import JobKit
 /// try outbox.add(post, priority: .high)
 /// for await posts in outbox.changes {
 ///     print(posts.map { "\($0.id): \($0.state)" })
-///     if posts.allSatisfy({ $0.state == .published }) { break }
+///     if posts.allSatisfy({ [.published, .failed].contains($0.state) }) { break }
 /// }
 /// ```
 ///
@@ -52,6 +52,8 @@ public final class Outbox: Sendable {
     private let queue: any JobQueue
     private let journal: OutboxJournal
     private let book: Handoff<OutboxBook, OutboxBook.Effects>
+    /// Runs one ``add(_:priority:)`` at a time.
+    private let adds = DispatchQueue(label: "JobKit.Outbox.adds")
 
     /// Opens the outbox kept in `folder`, creating it if needed, and
     /// resumes every post its journal holds.
@@ -65,7 +67,7 @@ public final class Outbox: Sendable {
     /// - Throws: ``OutboxError/folderNotWritable(_:reason:)`` when the
     ///   folder cannot be written, ``OutboxError/alreadyOpen(_:)`` when
     ///   another outbox has it open, ``OutboxError/invalidOptions(_:)``.
-    ///   Nothing in the folder changes then.
+    ///   No record in the folder changes then.
     public convenience init(
         folder: URL,
         uploader: any Uploader,
@@ -137,18 +139,32 @@ public final class Outbox: Sendable {
             try uploader.validate(destination: media.destination)
         }
         let sizes = try post.media.map { media throws(UploadError) in try media.byteCount() }
-        let reserved = book.update { book -> (Result<Int, OutboxError>?, actOn: Bool) in
-            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-            guard book.posts[destination] == nil, !book.adding.contains(destination) else { return (nil, false) }
-            book.adding.insert(destination)
-            defer { book.nextSequence += 1 }
-            return (.success(book.nextSequence), false)
+        // One add at a time, and `close()` waits for the one in progress:
+        // an add of a post being added finds it added (or not, if that
+        // add failed), and none writes into a folder another outbox owns.
+        let added = try adds.sync { () throws -> Bool in
+            let reserved = book.update { book -> (Result<Int?, OutboxError>, actOn: Bool) in
+                guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+                guard book.posts[destination] == nil else { return (.success(nil), false) }
+                defer { book.nextSequence += 1 }
+                return (.success(book.nextSequence), false)
+            }
+            guard let sequence = try reserved.get() else { return false }
+            try record(post, to: destination, sizes: sizes, priority: priority, sequence: sequence)
+            return true
         }
-        guard let reserved else { return PostID(destination) }
-        var copies: [URL] = []
+        if added { schedulePump() }
+        return PostID(destination)
+    }
+
+    /// Writes the record of a new post, with copies of its media in
+    /// memory, and takes it on; on failure, removes what it wrote.
+    private func record(
+        _ post: Post, to destination: URL, sizes: [Int64], priority: Priority, sequence: Int
+    ) throws(OutboxError) {
         let key = UUID().uuidString
+        var copies: [URL] = []
         do {
-            let sequence = try reserved.get()
             var media: [OutboxRecord.Medium] = []
             for (index, medium) in post.media.enumerated() {
                 let file: URL
@@ -170,21 +186,14 @@ public final class Outbox: Sendable {
             try journal.save(record)
             let weights = Self.weights(of: record, uploader)
             book.update { book in
-                book.adding.remove(destination)
                 book.posts[destination] = OutboxBook.Tracked(record, weights: weights)
                 book.isChanged = true
                 return true
             }
         } catch {
             for copy in copies { try? FileManager.default.removeItem(at: copy) }
-            book.update { book in
-                book.adding.remove(destination)
-                return false
-            }
             throw error
         }
-        schedulePump()
-        return PostID(destination)
     }
 
     /// Every post, in the order they go: by priority, then first added
@@ -318,12 +327,14 @@ public final class Outbox: Sendable {
                 let wake = tracked.wake
                 tracked.wake = nil
                 tracked.waits = 0
-                tracked.phase = .ready
                 if tracked.record.status == .failed {
                     tracked.record.status = .pending
                     tracked.record.error = nil
                     book.toWrite[id.destination] = tracked.record
                 }
+                // A record that could not be written is written again.
+                if tracked.isUnwritten { book.toWrite[id.destination] = tracked.record }
+                tracked.phase = tracked.record.status == .published ? .published : .ready
                 book.posts[id.destination] = tracked
                 book.isChanged = true
                 return (.success(wake.map { wake in [{ wake.cancel() }] } ?? []), true)
@@ -343,6 +354,7 @@ public final class Outbox: Sendable {
     /// ``Options/maxNetworkRetryDelay``.
     public func networkDidChange() {
         let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
+            guard !book.isClosed else { return ([], false) }
             var cancels: [@Sendable () -> Void] = []
             for (destination, tracked) in book.posts {
                 guard case .waitingForNetwork = tracked.phase else { continue }
@@ -371,6 +383,9 @@ public final class Outbox: Sendable {
         }
         for cancel in cancels { cancel() }
         for observer in observers { observer.finish() }
+        // An add in progress ends first: its record is in the folder for
+        // the next outbox.
+        adds.sync {}
         book.afterActions { [journal] in journal.close() }
     }
 
@@ -408,7 +423,10 @@ public final class Outbox: Sendable {
             return (!book.isPumpScheduled, actOn: false)
         }
         guard schedules else { return }
-        queue.enqueue { [self] in
+        // Weak: an outbox the app let go of, with nothing in flight, goes
+        // (and releases its folder) without waiting for this.
+        queue.enqueue { [weak self] in
+            guard let self else { return }
             book.update { book in
                 book.isPumpScheduled = false
                 return false
@@ -483,8 +501,14 @@ public final class Outbox: Sendable {
 
     /// Tries the post to `destination` again after its `waits`-th wait in
     /// a row for the network, unless something else did meanwhile.
+    ///
+    /// On a queue that runs delayed work at once (`ImmediateQueue`), where
+    /// the post would be tried again and again without end, it waits for
+    /// ``networkDidChange()`` or ``retry(_:)`` instead.
     private func scheduleWake(_ destination: URL, after waits: Int) {
-        let wake = queue.enqueue(after: options.delayBeforeTry(afterWaits: waits)) { [self] in
+        guard !(queue is any PassesDelaysAtOnce) else { return }
+        let wake = queue.enqueue(after: options.delayBeforeTry(afterWaits: waits)) { [weak self] in
+            guard let self else { return }
             let woke = book.update { book -> (Bool, actOn: Bool) in
                 guard case .waitingForNetwork = book.posts[destination]?.phase else { return (false, false) }
                 book.posts[destination]?.phase = .ready
@@ -512,9 +536,11 @@ public final class Outbox: Sendable {
         book: Handoff<OutboxBook, OutboxBook.Effects>
     ) {
         var failed: [(URL, OutboxError)] = []
+        var written: [OutboxRecord] = []
         for record in effects.writes {
             do {
                 try journal.save(record)
+                written.append(record)
             } catch {
                 failed.append((record.destination, error))
             }
@@ -526,11 +552,11 @@ public final class Outbox: Sendable {
         if let snapshot = effects.snapshot {
             for observer in effects.observers { observer.yield(snapshot) }
         }
-        if !failed.isEmpty {
-            book.update { book in
-                for (destination, error) in failed { book.failWriting(destination, error) }
-                return true
-            }
+        guard !written.isEmpty || !failed.isEmpty else { return }
+        book.update { book in
+            for record in written { book.wrote(record) }
+            for (destination, error) in failed { book.failWriting(destination, error) }
+            return !failed.isEmpty
         }
     }
 }

@@ -19,8 +19,9 @@ public enum OutboxError: Error, Hashable, Sendable {
     case unknownPost(URL)
     /// The outbox was closed.
     case closed(URL)
-    /// The outbox's options cannot work: fewer than one upload at once, or
-    /// one attempt, or a time limit that is not above zero.
+    /// The outbox's options cannot work: fewer than one upload, one
+    /// attempt or one byte in flight, a time limit that is not above zero,
+    /// or waits for the network that are not above zero or not in order.
     case invalidOptions(String)
     /// The post failed in an earlier launch of the app, for this reason;
     /// ``Outbox/retry(_:)`` starts it again.

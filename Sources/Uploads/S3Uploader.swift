@@ -183,8 +183,9 @@ public final class S3Uploader: Uploader, Sendable {
     /// upload; the whole size for one `PUT`.
     public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {
         guard case .file = media.content, size >= multipartThreshold else { return size }
-        let parts = (size + partSize - 1) / partSize
-        return min(parts, Int64(maxConcurrentParts)) * partSize
+        // The part size a multipart upload of this size uses.
+        let part = max(partSize, MultipartUpload.ceilingDivision(size, Self.maximumPartCount))
+        return min(Int64(maxConcurrentParts) * part, size)
     }
 
     /// A job that uploads `media` to the object its destination names, as

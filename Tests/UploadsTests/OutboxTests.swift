@@ -553,4 +553,144 @@ struct OutboxTests {
         outbox.close()
         #expect(queue.isIdle, "closing cancels the next try")
     }
+
+    @Test func onAnImmediateQueueAnOfflinePostWaitsForTheAppInsteadOfTryingWithoutEnd() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let uploader = InMemoryUploader()
+        uploader.fail(post.media[0].destination, with: URLError(.notConnectedToInternet), times: 2)
+        let outbox = try Outbox(
+            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
+            options: Outbox.Options(retry: RetryPolicy(attempts: 1), networkRetryDelay: .seconds(1)),
+            queue: ImmediateQueue())
+        let id = try outbox.add(post)
+        #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        #expect(uploader.startedDestinations.count == 1)
+        outbox.networkDidChange()
+        #expect(uploader.startedDestinations.count == 2 && outbox.entry(id)?.state == .waitingForNetwork)
+        outbox.networkDidChange()
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
+    }
+
+    @Test func aReceiptThatCannotBeWrittenHoldsTheDocumentBackUntilRetryWritesIt() throws {
+        defer { folder.remove() }
+        let faults = FailingWriter()
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try open(uploader, writer: faults.writer)
+        let id = try outbox.add(post)
+        faults.failing.withValue { $0 = true }
+        try queue.advance(by: .seconds(10))
+        #expect(outbox.entry(id)?.state == .failed)
+        #expect(
+            !uploader.startedDestinations.contains(post.destination!), "no document before its receipts are on disk")
+        #expect(try record(of: post).media.map { $0.receipt == nil } == [true])
+
+        faults.failing.withValue { $0 = false }
+        try outbox.retry(id)
+        try queue.advance(by: .seconds(10))
+        #expect(outbox.entry(id)?.state == .published)
+        #expect(
+            uploader.startedDestinations == [post.media[0].destination, post.destination!],
+            "the medium is not sent again")
+        #expect(try record(of: post).status == .published)
+        outbox.close()
+    }
+
+    @Test func anOpeningKeepsTheNewerOfTwoRecordsOfAPostAndDropsCopiesNoRecordNames() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        var outbox = try open(InMemoryUploader())
+        try outbox.add(post)
+        outbox.close()
+        // As a kill between a post's removal and its removal from disk,
+        // after it was added again, would leave it.
+        var newer = try record(of: post)
+        newer.idempotencyKey = "newer"
+        newer.sequence += 1
+        newer.priority = .high
+        newer.media[0].file = folder.url.appendingPathComponent("outbox/media/newer-0")
+        try Data(contentsOf: record(of: post).media[0].file).write(to: newer.media[0].file)
+        try JSONEncoder().encode(newer).write(to: folder.url.appendingPathComponent("outbox/posts/newer.json"))
+        let stray = folder.url.appendingPathComponent("outbox/media/stray-0")
+        try Data("copied, then killed".utf8).write(to: stray)
+
+        outbox = try open(InMemoryUploader())
+        #expect(outbox.posts.map(\.priority) == [.high])
+        #expect(try files(in: "posts").map(\.lastPathComponent) == ["newer.json"])
+        #expect(!FileManager.default.fileExists(atPath: stray.path))
+        #expect(try files(in: "media").map(\.lastPathComponent) == ["newer-0"], "the copy the record names stays")
+        outbox.close()
+    }
+
+    @Test func copiesAreFoundInTheFolderWhereverTheFolderMoved() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        var outbox = try open(InMemoryUploader())
+        try outbox.add(post)
+        outbox.close()
+        let moved = folder.url.appendingPathComponent("moved")
+        try FileManager.default.moveItem(at: folder.url.appendingPathComponent("outbox"), to: moved)
+
+        let uploader = InMemoryUploader()
+        outbox = try Outbox(
+            folder: moved, uploader: uploader, options: Outbox.Options(retry: RetryPolicy(attempts: 1)), queue: queue)
+        try queue.run()
+        #expect(outbox.posts.map(\.state) == [.published])
+        #expect(uploader.uploads.first?.bytes == patternedBytes(100, seed: 0))
+        outbox.close()
+    }
+
+    @Test func postsAddedAndReadFromManyThreadsAtOnceArePublishedOnceEach() async throws {
+        defer { folder.remove() }
+        for round in 0..<10 {
+            let uploader = InMemoryUploader()
+            let outbox = try Outbox(
+                folder: folder.url.appendingPathComponent("round-\(round)"), uploader: uploader,
+                options: Outbox.Options(maxConcurrentUploads: 3))
+            let posts = (0..<8).map { outboxPost("\(round)-\($0)", photos: 2, videos: 1) }
+            DispatchQueue.concurrentPerform(iterations: 32) { index in
+                // Each post is added four times, from four threads.
+                _ = try? outbox.add(posts[index % posts.count], priority: Outbox.Priority.allCases[index % 3])
+                outbox.networkDidChange()
+                _ = outbox.posts
+            }
+            let published = try await withTimeLimit(.seconds(30)) {
+                for await entries in outbox.changes where entries.count == posts.count {
+                    if entries.allSatisfy({ $0.state == .published }) { return entries }
+                }
+                throw CancellationError()
+            }
+            outbox.close()
+            #expect(published.count == posts.count)
+            let stored = uploader.uploads.map(\.destination)
+            #expect(stored.count == posts.count * 4 && Set(stored).count == stored.count, "each upload once")
+            #expect(uploader.maxRunningCount <= 3)
+        }
+    }
+
+    @Test func theDocumentStartsOnlyOnceEveryReceiptIsOnDisk() throws {
+        defer { folder.remove() }
+        let medium = OutboxRecord.Medium(
+            file: URL(fileURLWithPath: "/photo.jpg"), destination: destination("a/photo.jpg"),
+            contentType: "image/jpeg",
+            size: 10, isCopy: false, idempotencyKey: "m")
+        let added = OutboxRecord(
+            destination: destination("a/post.json"), text: "a", photoCount: 1, media: [medium], priority: .normal,
+            sequence: 0, status: .pending, idempotencyKey: "p")
+        var book = OutboxBook()
+        book.posts[added.destination] = OutboxBook.Tracked(added, weights: [10])
+        let upload = try #require(book.starts(limit: 4, budget: 100).first)
+        #expect(upload.index == 0)
+        let taken = book.finish(upload, with: .success(UploadReceipt(destination: medium.destination)))
+        #expect(taken)
+        let receipted = try #require(book.takeEffects().writes.first)
+
+        let early = book.starts(limit: 4, budget: 100)
+        #expect(early.isEmpty, "its receipt is known, but not yet on disk")
+        book.wrote(receipted)
+        let starts = book.starts(limit: 4, budget: 100)
+        #expect(starts.map(\.isDocument) == [true])
+    }
 }

@@ -8,7 +8,15 @@ import JobKit
 struct OutboxBook: Sendable {
     /// A post as this launch sees it.
     struct Tracked: Sendable {
+        /// The record as this launch knows it: each receipt as soon as it
+        /// comes.
         var record: OutboxRecord
+        /// The record as it is on disk: the last one written. The document
+        /// starts only once every receipt is here.
+        var durable: OutboxRecord
+        /// Whether ``record`` could not be written; ``Outbox/retry(_:)``
+        /// writes it again.
+        var isUnwritten = false
         /// The post, rebuilt once from its record.
         let post: Post
         var phase: Phase
@@ -29,6 +37,8 @@ struct OutboxBook: Sendable {
 
         init(_ record: OutboxRecord, weights: [Int64]) {
             self.record = record
+            durable = record
+            documentSize = record.documentSize ?? 0
             self.weights = weights
             post = record.post
             phase =
@@ -74,6 +84,10 @@ struct OutboxBook: Sendable {
         var bytesSent: Int64 = 0
         /// The most bytes it has in flight, counted against the budget.
         let weight: Int64
+        /// Cancelled, and not ended yet: it still counts as in flight, and
+        /// its medium does not start again until it ended, so one medium
+        /// never has two uploads at once.
+        var isCancelling = false
     }
 
     /// An upload decided under the lock, started after it.
@@ -99,8 +113,6 @@ struct OutboxBook: Sendable {
     }
 
     var posts: [URL: Tracked] = [:]
-    /// Posts whose first record is being written.
-    var adding: Set<URL> = []
     var nextSequence = 0
     var nextToken = 0
     var isClosed = false
@@ -153,7 +165,9 @@ struct OutboxBook: Sendable {
         let record = tracked.record
         let stored = record.media.filter { $0.receipt != nil }
         let storedBytes = stored.reduce(Int64(0)) { $0 + $1.size }
-        let inFlight = tracked.running.filter { $0.key < record.media.count }.values.reduce(Int64(0)) {
+        let inFlight = tracked.running.filter { $0.key < record.media.count && !$0.value.isCancelling }.values.reduce(
+            Int64(0)
+        ) {
             $0 + $1.bytesSent
         }
         let mediaBytes = record.media.reduce(Int64(0)) { $0 + $1.size }
@@ -173,7 +187,7 @@ struct OutboxBook: Sendable {
         case .paused:
             state = .paused
         case .ready:
-            state = tracked.running.isEmpty ? .queued : .uploading
+            state = tracked.running.values.allSatisfy(\.isCancelling) ? .queued : .uploading
         }
         return Outbox.Entry(
             id: Outbox.PostID(record.destination),
@@ -206,7 +220,9 @@ struct OutboxBook: Sendable {
         for tracked in ordered where tracked.phase.isReady {
             let record = tracked.record
             var indices = record.media.indices.filter { record.media[$0].receipt == nil && tracked.running[$0] == nil }
-            if indices.isEmpty, tracked.running.isEmpty {
+            // The document, once every receipt is on disk: a kill after it
+            // went up cannot send a medium again.
+            if indices.isEmpty, tracked.running.isEmpty, tracked.durable.receiptsIfComplete != nil {
                 indices = [record.media.count]
             }
             for index in indices {
@@ -226,7 +242,7 @@ struct OutboxBook: Sendable {
     /// after a wait; returns what cancels them, to call after the lock.
     mutating func stop(_ destination: URL) -> [@Sendable () -> Void] {
         guard let tracked = posts[destination] else { return [] }
-        posts[destination]?.running = [:]
+        for index in tracked.running.keys { posts[destination]?.running[index]?.isCancelling = true }
         posts[destination]?.wake = nil
         var cancels: [@Sendable () -> Void] = tracked.running.values.compactMap(\.handle).map { handle in
             { handle.cancel() }
@@ -238,7 +254,9 @@ struct OutboxBook: Sendable {
     /// Keeps the handle of a started upload; `false` when the upload is no
     /// longer wanted (it ended already, or the outbox closed).
     mutating func attach(_ handle: JobHandle, to start: Start) -> Bool {
-        guard !isClosed, posts[start.destination]?.running[start.index]?.token == start.token else { return false }
+        guard !isClosed, let running = posts[start.destination]?.running[start.index], running.token == start.token,
+            !running.isCancelling
+        else { return false }
         posts[start.destination]?.running[start.index]?.handle = handle
         return true
     }
@@ -261,13 +279,22 @@ struct OutboxBook: Sendable {
     /// published, or the post waiting or failed. `false` when the upload
     /// was no longer wanted.
     mutating func finish(_ start: Start, with outcome: Result<UploadReceipt, any Error>) -> Bool {
-        guard !isClosed, var tracked = posts[start.destination], tracked.running[start.index]?.token == start.token
+        guard !isClosed, var tracked = posts[start.destination], let running = tracked.running[start.index],
+            running.token == start.token
         else { return false }
         tracked.running[start.index] = nil
+        if running.isCancelling {
+            // Paused meanwhile: what it did is not taken. (A job reports
+            // nothing after it was cancelled.)
+            posts[start.destination] = tracked
+            isChanged = true
+            return true
+        }
         switch outcome {
         case .success(let receipt) where start.isDocument:
             tracked.record.status = .published
             tracked.record.postReceipt = OutboxRecord.Receipt(receipt)
+            tracked.record.documentSize = tracked.documentSize
             tracked.record.error = nil
             tracked.phase = .published
             toWrite[start.destination] = tracked.record
@@ -300,7 +327,16 @@ struct OutboxBook: Sendable {
     mutating func failWriting(_ destination: URL, _ error: OutboxError) {
         guard posts[destination] != nil else { return }
         posts[destination]?.phase = .failed(error)
+        posts[destination]?.isUnwritten = true
         isChanged = true
+    }
+
+    /// Keeps `record` as the one on disk of its post, unless the post was
+    /// removed (or removed and added again) since.
+    mutating func wrote(_ record: OutboxRecord) {
+        guard posts[record.destination]?.record.idempotencyKey == record.idempotencyKey else { return }
+        posts[record.destination]?.durable = record
+        posts[record.destination]?.isUnwritten = false
     }
 
     /// Whether a failure that outlived its retries is the network's, which

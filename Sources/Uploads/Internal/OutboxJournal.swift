@@ -58,8 +58,11 @@ final class OutboxJournal: Sendable {
         lock.release()
     }
 
-    /// Every record, and the files that were not records, which are moved
-    /// to `corrupt/`. Temporary files that a kill left are removed.
+    /// Every record, and the `.json` files that were not records, which
+    /// are moved to `corrupt/`. Temporary files that a kill left are
+    /// removed, and so are copies of media that no record names (a kill
+    /// between a post's copies and its record); other files are left
+    /// alone.
     func load() -> (records: [OutboxRecord], corrupt: [Outbox.CorruptRecord]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: records.path)) ?? []
         var loaded: [OutboxRecord] = []
@@ -70,16 +73,22 @@ final class OutboxJournal: Sendable {
                 try? FileManager.default.removeItem(at: file)
                 continue
             }
+            guard name.hasSuffix(".json"), !name.hasPrefix(".") else { continue }
             do {
                 let record = try JSONDecoder().decode(OutboxRecord.self, from: Data(contentsOf: file))
                 guard record.version == OutboxRecord.currentVersion else {
                     throw Unreadable(
                         reason: "its format is version \(record.version), not \(OutboxRecord.currentVersion)")
                 }
-                loaded.append(record)
+                loaded.append(record.inFolder(copies))
             } catch {
                 setAside.append(moveAside(file, reason: Self.reason(error)))
             }
+        }
+        let named = Set(loaded.flatMap { $0.media.filter(\.isCopy).map(\.file.lastPathComponent) })
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: copies.path)) ?? []
+        where !named.contains(name) {
+            try? FileManager.default.removeItem(at: copies.appendingPathComponent(name))
         }
         return (loaded, setAside)
     }

@@ -78,6 +78,19 @@ struct OutboxRecord: Codable, Sendable, Hashable {
     var idempotencyKey: String
     /// The receipt of the post's document, once published.
     var postReceipt: Receipt?
+    /// The size of the post's document, once published.
+    var documentSize: Int64?
+
+    /// The record with the outbox's copies of its media in `copies`: the
+    /// folder of the app may have moved since they were written (an iOS
+    /// app's container does, when the app is updated).
+    func inFolder(_ copies: URL) -> OutboxRecord {
+        var record = self
+        for index in media.indices where media[index].isCopy {
+            record.media[index].file = copies.appendingPathComponent(media[index].file.lastPathComponent)
+        }
+        return record
+    }
 
     /// The post, its media read from their files.
     var post: Post {
