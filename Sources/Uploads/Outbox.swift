@@ -549,7 +549,8 @@ public final class Outbox: Sendable {
             journal.removeCopies(of: record)
         }
         for record in effects.removals { journal.remove(record) }
-        if let snapshot = effects.snapshot {
+        if let posts = effects.snapshot {
+            let snapshot = OutboxBook.entries(posts)
             for observer in effects.observers { observer.yield(snapshot) }
         }
         guard !written.isEmpty || !failed.isEmpty else { return }

@@ -108,7 +108,9 @@ struct OutboxBook: Sendable {
         var writes: [OutboxRecord] = []
         var removedCopies: [OutboxRecord] = []
         var removals: [OutboxRecord] = []
-        var snapshot: [Outbox.Entry]?
+        /// The posts to tell the observers of, listed after the lock (a
+        /// copy of the dictionary costs nothing until it is changed).
+        var snapshot: [URL: Tracked]?
         var observers: [AsyncStream<[Outbox.Entry]>.Continuation] = []
     }
 
@@ -141,7 +143,7 @@ struct OutboxBook: Sendable {
         toRemoveCopies = []
         toRemove = []
         if isChanged, !observers.isEmpty {
-            effects.snapshot = entries
+            effects.snapshot = posts
             effects.observers = Array(observers.values)
         }
         isChanged = false
@@ -149,16 +151,26 @@ struct OutboxBook: Sendable {
     }
 
     /// The posts in the order they go: by priority, then first added first.
-    var ordered: [Tracked] {
-        posts.values.sorted {
-            $0.record.priority != $1.record.priority
-                ? $0.record.priority > $1.record.priority : $0.record.sequence < $1.record.sequence
+    var ordered: [Tracked] { Self.ordered(posts) }
+
+    /// `posts` in the order they go.
+    static func ordered(_ posts: [URL: Tracked]) -> [Tracked] {
+        // Sorts small keys, not the posts: moving a post's whole state at
+        // each step of the sort costs more than the sort itself.
+        let tracked = Array(posts.values)
+        let keys = tracked.indices.map {
+            (index: $0, priority: tracked[$0].record.priority, sequence: tracked[$0].record.sequence)
         }
+        return keys.sorted { $0.priority != $1.priority ? $0.priority > $1.priority : $0.sequence < $1.sequence }
+            .map { tracked[$0.index] }
     }
 
     /// Every post as the app sees it, in the order they go.
-    var entries: [Outbox.Entry] {
-        ordered.map(Self.entry)
+    var entries: [Outbox.Entry] { Self.entries(posts) }
+
+    /// `posts` as the app sees them, in the order they go.
+    static func entries(_ posts: [URL: Tracked]) -> [Outbox.Entry] {
+        ordered(posts).map(entry)
     }
 
     static func entry(_ tracked: Tracked) -> Outbox.Entry {
