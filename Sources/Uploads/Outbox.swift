@@ -12,8 +12,11 @@ import JobKit
 /// - A photo or video whose receipt is recorded is never sent again. An
 ///   ``S3Uploader`` resumes a multipart upload of the same file through
 ///   its own manifest, sending only the parts the storage lacks.
-/// - A post's document is uploaded once, after every medium, with the same
-///   `Idempotency-Key` on every attempt and in every launch.
+/// - A post's document is uploaded after every medium's receipt is on
+///   disk, with the same `Idempotency-Key` on every attempt and in every
+///   launch (``URLSessionUploader`` sends it), so that a server that
+///   honours the key stores it once even when a kill came between its
+///   answer and the outbox's record of it.
 /// - A post recorded as published is never uploaded again.
 ///
 /// ```swift
@@ -37,7 +40,11 @@ import JobKit
 /// Its uploads run on the queue it is given, which tests replace with a
 /// `TestQueue`. One folder has one outbox at a time: a second one on the
 /// same folder, in this process or another, is refused with
-/// ``OutboxError/alreadyOpen(_:)``.
+/// ``OutboxError/alreadyOpen(_:)`` until the first is closed (``close()``)
+/// or its process ends. An outbox the app lets go of goes on while uploads
+/// are in flight, and closes when the last one ends. ``add(_:priority:)``
+/// and ``close()`` wait for the disk: call them off the main thread when a
+/// post's media are large bytes in memory, which are copied.
 public final class Outbox: Sendable {
     /// The folder that holds the journal.
     public let folder: URL
@@ -289,8 +296,8 @@ public final class Outbox: Sendable {
     /// Removes the post named `id`: cancels its uploads in flight,
     /// discards what they kept to resume (``Uploader/discardResumableUpload(of:)``:
     /// an ``S3Uploader`` aborts its multipart uploads) and deletes its
-    /// record and the outbox's copies of its media. The media the servers
-    /// already stored stay there.
+    /// record and the outbox's copies of its media, once the writes decided
+    /// before are made. The media the servers already stored stay there.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func remove(_ id: PostID) throws(OutboxError) {
         let (cancels, record) = try book.update {
@@ -334,7 +341,17 @@ public final class Outbox: Sendable {
                 }
                 // A record that could not be written is written again.
                 if tracked.isUnwritten { book.toWrite[id.destination] = tracked.record }
-                tracked.phase = tracked.record.status == .published ? .published : .ready
+                // A post paused or published before its write failed stays
+                // so.
+                tracked.phase =
+                    switch tracked.record.status {
+                    case .published: .published
+                    case .paused: .paused
+                    case .pending, .failed: .ready
+                    }
+                if tracked.record.status == .published, tracked.isUnwritten {
+                    book.toRemoveCopies.append(tracked.record)
+                }
                 book.posts[id.destination] = tracked
                 book.isChanged = true
                 return (.success(wake.map { wake in [{ wake.cancel() }] } ?? []), true)
@@ -370,9 +387,38 @@ public final class Outbox: Sendable {
     }
 
     /// Stops every upload in flight, ends every ``changes`` sequence and
-    /// releases the folder for another outbox. What is stored stays
-    /// recorded: a later outbox on the folder resumes from there.
+    /// releases the folder for another outbox, once the writes in progress
+    /// are made: when it returns, another outbox can open the folder. What
+    /// is stored stays recorded: a later outbox on the folder resumes from
+    /// there.
+    ///
+    /// It waits for the outbox's writes: call it from the app, not from an
+    /// uploader or a document builder, which may run while one is made.
     public func close() {
+        stopEverything()
+        // An add in progress ends first: its record is in the folder for
+        // the next outbox. So do the writes in progress on other threads.
+        adds.sync {}
+        let released = DispatchSemaphore(value: 0)
+        book.afterActions { [journal] in
+            journal.close()
+            released.signal()
+        }
+        released.wait()
+    }
+
+    deinit {
+        // Let go of without `close()`: nothing is in flight (an upload
+        // would hold the outbox). The folder is released once the writes
+        // are made, without waiting: the last reference may go on the
+        // thread that makes them.
+        stopEverything()
+        book.afterActions { [journal] in journal.close() }
+    }
+
+    /// Marks the outbox closed, stops every upload and try, and ends every
+    /// ``changes`` sequence.
+    private func stopEverything() {
         let (cancels, observers) = book.update {
             book -> (([@Sendable () -> Void], [AsyncStream<[Entry]>.Continuation]), actOn: Bool) in
             guard !book.isClosed else { return (([], []), false) }
@@ -383,10 +429,6 @@ public final class Outbox: Sendable {
         }
         for cancel in cancels { cancel() }
         for observer in observers { observer.finish() }
-        // An add in progress ends first: its record is in the folder for
-        // the next outbox.
-        adds.sync {}
-        book.afterActions { [journal] in journal.close() }
     }
 
     /// Pauses the post to `destination` in `book`, unless it is over;

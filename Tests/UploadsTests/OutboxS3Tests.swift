@@ -38,9 +38,9 @@ extension LargeTransfers {
 
         @Test func pausingKeepsTheStoredPartsAndResumingSendsOnlyTheRest() async throws {
             try await Storage.withStorage { s3, folder, file in
-                // Part 2 is held by the storage a second before its answer:
+                // Part 2 is held by the storage five seconds before its answer:
                 // still in flight when the post is paused.
-                try await s3.setRules([["operation": "uploadPart", "partNumber": 2, "holdFor": 1]])
+                try await s3.setRules([["operation": "uploadPart", "partNumber": 2, "holdFor": 5]])
                 let uploader = Storage.uploader(s3, folder: folder, concurrentParts: 1)
                 let outbox = try Outbox(folder: folder.url.appendingPathComponent("outbox"), uploader: uploader)
                 let post = Self.post(file, name: "paused")
@@ -72,7 +72,7 @@ extension LargeTransfers {
 
         @Test func removingAPostAbortsItsMultipartUpload() async throws {
             try await Storage.withStorage { s3, folder, file in
-                try await s3.setRules([["operation": "uploadPart", "partNumber": 2, "holdFor": 1]])
+                try await s3.setRules([["operation": "uploadPart", "partNumber": 2, "holdFor": 5]])
                 let uploader = Storage.uploader(s3, folder: folder, concurrentParts: 1)
                 let outbox = try Outbox(folder: folder.url.appendingPathComponent("outbox"), uploader: uploader)
                 let id = try outbox.add(Self.post(file, name: "removed"))

@@ -672,13 +672,8 @@ struct OutboxTests {
 
     @Test func theDocumentStartsOnlyOnceEveryReceiptIsOnDisk() throws {
         defer { folder.remove() }
-        let medium = OutboxRecord.Medium(
-            file: URL(fileURLWithPath: "/photo.jpg"), destination: destination("a/photo.jpg"),
-            contentType: "image/jpeg",
-            size: 10, isCopy: false, idempotencyKey: "m")
-        let added = OutboxRecord(
-            destination: destination("a/post.json"), text: "a", photoCount: 1, media: [medium], priority: .normal,
-            sequence: 0, status: .pending, idempotencyKey: "p")
+        let added = Self.unitRecord(media: 1)
+        let medium = added.media[0]
         var book = OutboxBook()
         book.posts[added.destination] = OutboxBook.Tracked(added, weights: [10])
         let upload = try #require(book.starts(limit: 4, budget: 100).first)
@@ -692,5 +687,94 @@ struct OutboxTests {
         book.wrote(receipted)
         let starts = book.starts(limit: 4, budget: 100)
         #expect(starts.map(\.isDocument) == [true])
+    }
+
+    @Test func anotherProcessCannotLockTheFolderWhileAnOutboxHasIt() throws {
+        defer { folder.remove() }
+        /// Whether python3, another process, can take the lock on the
+        /// folder's lock file as another outbox would (a POSIX lock).
+        func anotherProcessCanLock() throws -> Bool {
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            python.arguments = [
+                "python3", "-c",
+                "import fcntl, sys; f = open(sys.argv[1], 'r+'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+                folder.url.appendingPathComponent("outbox/lock").path,
+            ]
+            python.standardError = FileHandle.nullDevice
+            try python.run()
+            python.waitUntilExit()
+            return python.terminationStatus == 0
+        }
+        let outbox = try open(InMemoryUploader())
+        #expect(try !anotherProcessCanLock())
+        outbox.close()
+        #expect(try anotherProcessCanLock())
+    }
+
+    @Test func anUploadThatEndedBeforeAPauseKeepsItsReceiptAndOneThatFailsSaysNothing() throws {
+        defer { folder.remove() }
+        var book = OutboxBook()
+        let added = Self.unitRecord(media: 2)
+        book.posts[added.destination] = OutboxBook.Tracked(added, weights: [10, 10])
+        let uploads = book.starts(limit: 4, budget: 100)
+        #expect(uploads.map(\.index) == [0, 1])
+        // As `pause` does, while both answers wait on the queue.
+        _ = book.stop(added.destination)
+        book.posts[added.destination]?.phase = .paused
+        let stored = book.finish(uploads[0], with: .success(UploadReceipt(destination: added.media[0].destination)))
+        let cancelled = book.finish(uploads[1], with: .failure(CancellationError()))
+        #expect(stored && cancelled)
+        let tracked = try #require(book.posts[added.destination])
+        #expect(tracked.record.media.map { $0.receipt != nil } == [true, false])
+        #expect(tracked.running.isEmpty)
+        guard case .paused = tracked.phase else {
+            Issue.record("\(tracked.phase)")
+            return
+        }
+    }
+
+    /// A record of one post of `media` photos, for tests of the book.
+    static func unitRecord(media count: Int) -> OutboxRecord {
+        let media = (0..<count).map {
+            OutboxRecord.Medium(
+                file: URL(fileURLWithPath: "/photo-\($0).jpg"), destination: destination("a/photo-\($0).jpg"),
+                contentType: "image/jpeg", size: 10, isCopy: false, idempotencyKey: "m\($0)")
+        }
+        return OutboxRecord(
+            destination: destination("a/post.json"), text: "a", photoCount: count, media: media, priority: .normal,
+            sequence: 0, status: .pending, idempotencyKey: "p")
+    }
+
+    @Test func aPausedPostWhoseRecordCouldNotBeWrittenStaysPausedWhenRetried() throws {
+        defer { folder.remove() }
+        let faults = FailingWriter()
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try open(uploader, writer: faults.writer)
+        let id = try outbox.add(post)
+        faults.failing.withValue { $0 = true }
+        try outbox.pause(id)
+        #expect(outbox.entry(id)?.state == .failed, "the pause could not be recorded")
+        #expect(try record(of: post).status == .pending)
+        faults.failing.withValue { $0 = false }
+        try outbox.retry(id)
+        #expect(outbox.entry(id)?.state == .paused)
+        #expect(try record(of: post).status == .paused)
+        try queue.advance(by: .seconds(10))
+        #expect(uploader.startedDestinations.isEmpty)
+        outbox.close()
+    }
+
+    @Test func theCopiesOfACorruptRecordStayWithIt() throws {
+        defer { folder.remove() }
+        try open(InMemoryUploader()).close()
+        let outbox = folder.url.appendingPathComponent("outbox")
+        try Data("{".utf8).write(to: outbox.appendingPathComponent("posts/0A1B.json"))
+        try Data("photo".utf8).write(to: outbox.appendingPathComponent("media/0A1B-0"))
+        try Data("stray".utf8).write(to: outbox.appendingPathComponent("media/FFFF-0"))
+        try open(InMemoryUploader()).close()
+        #expect(try files(in: "media").map(\.lastPathComponent) == ["0A1B-0"])
+        #expect(try files(in: "corrupt").map(\.lastPathComponent) == ["0A1B.json"])
     }
 }

@@ -79,28 +79,56 @@ enum DurableFiles {
     /// An exclusive lock on `file`, created if needed, held until
     /// ``FolderLock/release()`` or the end of the process; `nil` when
     /// another holds it, in this process or in another.
+    ///
+    /// Between processes it is a POSIX record lock (`fcntl(F_SETLK)`),
+    /// which belongs to the process: a child process forked meanwhile (to
+    /// run a tool, say) does not inherit it, as it would inherit a `flock`
+    /// and keep it until it runs its program. Such locks do not exclude two
+    /// holders in one process, so within the process a set of held files
+    /// does, and a second holder never opens the file (closing any
+    /// descriptor of a file drops the process's record locks on it).
     static func lock(_ file: URL) throws -> FolderLock? {
+        let key = file.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(
+            file.lastPathComponent
+        ).standardizedFileURL.path
+        guard FolderLock.held.withLock({ $0.insert(key).inserted }) else { return nil }
         let descriptor = open(file.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw Failure("cannot create \(file.lastPathComponent)") }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+        guard descriptor >= 0 else {
+            let failure = Failure("cannot create \(file.lastPathComponent)")
+            FolderLock.forget(key)
+            throw failure
+        }
+        var region = flock()
+        region.l_type = Int16(F_WRLCK)
+        region.l_whence = Int16(SEEK_SET)
+        guard fcntl(descriptor, F_SETLK, &region) == 0 else {
             let code = errno
             close(descriptor)
-            if code == EWOULDBLOCK { return nil }
+            FolderLock.forget(key)
+            if code == EACCES || code == EAGAIN { return nil }
             throw Failure("cannot lock \(file.lastPathComponent)", errno: code)
         }
-        return FolderLock(descriptor: descriptor)
+        return FolderLock(descriptor: descriptor, key: key)
     }
 }
 
-/// An open, locked lock file: `flock` locks belong to the open file, so a
-/// second open of the same file, in this process or another, cannot take
-/// it, and the system releases it when the process ends, killed or not.
+/// An open, locked lock file, released when the process ends, killed or
+/// not.
 final class FolderLock: Sendable {
+    /// The lock files this process holds.
+    static let held = Lock<Set<String>>([])
+
     private let descriptor: Int32
+    private let key: String
     private let isHeld = Lock(true)
 
-    init(descriptor: Int32) {
+    init(descriptor: Int32, key: String) {
         self.descriptor = descriptor
+        self.key = key
+    }
+
+    static func forget(_ key: String) {
+        _ = held.withLock { $0.remove(key) }
     }
 
     /// Releases the lock; later calls do nothing.
@@ -109,8 +137,10 @@ final class FolderLock: Sendable {
             defer { isHeld = false }
             return isHeld
         }
+        guard wasHeld else { return }
         // Closing the file releases its lock.
-        if wasHeld { close(descriptor) }
+        close(descriptor)
+        Self.forget(key)
     }
 
     deinit {

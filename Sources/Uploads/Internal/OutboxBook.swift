@@ -295,9 +295,10 @@ struct OutboxBook: Sendable {
             running.token == start.token
         else { return false }
         tracked.running[start.index] = nil
-        if running.isCancelling {
-            // Paused meanwhile: what it did is not taken. (A job reports
-            // nothing after it was cancelled.)
+        if running.isCancelling, case .failure = outcome {
+            // Paused meanwhile: its failure (its cancellation, most often)
+            // says nothing of the post. A success that came before the
+            // pause is kept, as any other.
             posts[start.destination] = tracked
             isChanged = true
             return true
@@ -313,7 +314,8 @@ struct OutboxBook: Sendable {
             toRemoveCopies.append(tracked.record)
         case .success(let receipt):
             tracked.record.media[start.index].receipt = OutboxRecord.Receipt(receipt)
-            tracked.waits = 0
+            // Not while it waits: its next try counts on the waits so far.
+            if tracked.phase.isReady { tracked.waits = 0 }
             toWrite[start.destination] = tracked.record
         case .failure(let error) where tracked.phase.isOver:
             _ = error

@@ -85,9 +85,15 @@ final class OutboxJournal: Sendable {
                 setAside.append(moveAside(file, reason: Self.reason(error)))
             }
         }
+        // A copy is named by its post's key and its index; so is a record
+        // (`<key>.json`), in `posts/` or set aside in `corrupt/`, whose
+        // copies stay with it.
         let named = Set(loaded.flatMap { $0.media.filter(\.isCopy).map(\.file.lastPathComponent) })
+        let inCorrupt = (try? FileManager.default.contentsOfDirectory(atPath: corrupt.path)) ?? []
         for name in (try? FileManager.default.contentsOfDirectory(atPath: copies.path)) ?? []
         where !named.contains(name) {
+            let key = name.split(separator: "-").dropLast().joined(separator: "-")
+            guard !inCorrupt.contains(where: { $0.hasPrefix(key + ".") || $0.hasPrefix(key + "-") }) else { continue }
             try? FileManager.default.removeItem(at: copies.appendingPathComponent(name))
         }
         return (loaded, setAside)
