@@ -93,6 +93,17 @@ struct OutboxTests {
             writer: writer)
     }
 
+    /// An outbox whose writes fail once a one-photo post was added to it.
+    func openAddingAPostThenFailingWrites() throws -> (FailingWriter, InMemoryUploader, Outbox, Post, Outbox.PostID) {
+        let faults = FailingWriter()
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try open(uploader, writer: faults.writer)
+        let id = try outbox.add(post)
+        faults.failing.withValue { $0 = true }
+        return (faults, uploader, outbox, post, id)
+    }
+
     /// The files of the outbox's folder `name` ("posts", "media").
     func files(in name: String) throws -> [URL] {
         let folder = folder.url.appendingPathComponent("outbox/\(name)")
@@ -575,12 +586,7 @@ struct OutboxTests {
 
     @Test func aReceiptThatCannotBeWrittenHoldsTheDocumentBackUntilRetryWritesIt() throws {
         defer { folder.remove() }
-        let faults = FailingWriter()
-        let post = outboxPost("a", photos: 1, videos: 0)
-        let uploader = InMemoryUploader(latency: .seconds(1))
-        let outbox = try open(uploader, writer: faults.writer)
-        let id = try outbox.add(post)
-        faults.failing.withValue { $0 = true }
+        let (faults, uploader, outbox, post, id) = try openAddingAPostThenFailingWrites()
         try queue.advance(by: .seconds(10))
         #expect(outbox.entry(id)?.state == .failed)
         #expect(
@@ -748,12 +754,7 @@ struct OutboxTests {
 
     @Test func aPausedPostWhoseRecordCouldNotBeWrittenStaysPausedWhenRetried() throws {
         defer { folder.remove() }
-        let faults = FailingWriter()
-        let post = outboxPost("a", photos: 1, videos: 0)
-        let uploader = InMemoryUploader(latency: .seconds(1))
-        let outbox = try open(uploader, writer: faults.writer)
-        let id = try outbox.add(post)
-        faults.failing.withValue { $0 = true }
+        let (faults, uploader, outbox, post, id) = try openAddingAPostThenFailingWrites()
         try outbox.pause(id)
         #expect(outbox.entry(id)?.state == .failed, "the pause could not be recorded")
         #expect(try record(of: post).status == .pending)
