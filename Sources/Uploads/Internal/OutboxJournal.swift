@@ -1,5 +1,13 @@
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// An outbox's folder on disk:
 ///
 /// - `posts/`: one record per post, named by the post's idempotency key
@@ -200,6 +208,15 @@ final class OutboxJournal: Sendable {
         case let unreadable as Unreadable:
             return unreadable.reason
         default:
+            // Foundation's file errors read "The operation could not be
+            // completed" on Linux; the system's reason is underneath.
+            let error = error as NSError
+            if let underlying = (error.userInfo[NSUnderlyingErrorKey] as? any Error).map({ $0 as NSError }),
+                underlying.domain == NSPOSIXErrorDomain
+            {
+                let path = (error.userInfo[NSFilePathErrorKey] as? String).map { "\($0): " } ?? ""
+                return path + String(cString: strerror(Int32(underlying.code)))
+            }
             return error.localizedDescription
         }
     }
