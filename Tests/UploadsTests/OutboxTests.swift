@@ -344,7 +344,7 @@ struct OutboxTests {
         }
         #expect(
             error?.localizedDescription
-                == "\(file.path)/outbox: cannot keep an outbox here: \(file.path)/outbox: Not a directory")
+                == "\(file.path)/outbox: cannot keep an outbox here: Not a directory")
         #expect(throws: OutboxError.invalidOptions("maxConcurrentUploads must be at least 1, got 0")) {
             try Outbox(
                 folder: folder.url.appendingPathComponent("other"), uploader: InMemoryUploader(),

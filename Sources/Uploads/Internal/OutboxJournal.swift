@@ -214,8 +214,7 @@ final class OutboxJournal: Sendable {
             if let underlying = (error.userInfo[NSUnderlyingErrorKey] as? any Error).map({ $0 as NSError }),
                 underlying.domain == NSPOSIXErrorDomain
             {
-                let path = (error.userInfo[NSFilePathErrorKey] as? String).map { "\($0): " } ?? ""
-                return path + String(cString: strerror(Int32(underlying.code)))
+                return String(cString: strerror(Int32(underlying.code)))
             }
             return error.localizedDescription
         }
