@@ -30,8 +30,14 @@ struct MultipartManifest: Codable, Sendable, Hashable {
     /// Where the manifest of `file` going to `destination` lives in
     /// `folder`: a name derived from both, so that each upload has its own.
     static func location(in folder: URL, file: URL, destination: URL) -> URL {
-        let name = stableName(of: file.standardizedFileURL.path + "\n" + destination.absoluteString)
-        return folder.appendingPathComponent("multipart-\(name).json")
+        // FNV-1a, 64 bits: stable across processes and platforms, unlike
+        // `Hasher`, which is seeded per process.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (file.standardizedFileURL.path + "\n" + destination.absoluteString).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        let name = String(hash, radix: 16)
+        return folder.appendingPathComponent("multipart-\(String(repeating: "0", count: 16 - name.count))\(name).json")
     }
 
     /// The manifest at `location` if it is one of this version for `file`
@@ -118,16 +124,4 @@ struct FileIdentity: Sendable, Hashable {
         else { return error }
         return change(of: file) ?? error
     }
-}
-
-/// A name made of `text`: 16 hexadecimal digits of its FNV-1a hash (64
-/// bits), stable across processes and platforms, unlike `Hasher`, which is
-/// seeded per process.
-func stableName(of text: String) -> String {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in text.utf8 {
-        hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-    }
-    let name = String(hash, radix: 16)
-    return String(repeating: "0", count: 16 - name.count) + name
 }
