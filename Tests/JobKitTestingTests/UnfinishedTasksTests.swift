@@ -23,14 +23,14 @@ private final class OutsideWork: Sendable {
 
 /// The state of a task asleep on the queue's clock until the virtual
 /// instant `deadline`.
-private func asleep(until deadline: Duration) -> TestQueue.UnfinishedTask.State {
+private func sleepingUntil(_ deadline: Duration) -> TestQueue.UnfinishedTask.State {
     .asleep(until: .init(offset: deadline))  // allowed: a virtual deadline, nothing waits for it
 }
 
 /// The state of a task asleep on the queue's clock until `seconds` of
 /// virtual time.
-private func asleep(seconds: Int64) -> TestQueue.UnfinishedTask.State {
-    asleep(until: .seconds(seconds))  // allowed: a virtual deadline, nothing waits for it
+private func sleepingUntil(seconds: Int64) -> TestQueue.UnfinishedTask.State {
+    sleepingUntil(.seconds(seconds))
 }
 
 @Suite("TestQueue.unfinishedTasks", .timeLimit(.minutes(1)))
@@ -45,7 +45,7 @@ struct UnfinishedTasksTests {
         let tasks = queue.unfinishedTasks
         #expect(tasks.map(\.number) == [1])
         #expect(tasks.map(\.name) == ["poll"])
-        #expect(tasks.map(\.state) == [asleep(seconds: 3)])
+        #expect(tasks.map(\.state) == [sleepingUntil(seconds: 3)])
         #expect(tasks.map(\.description) == [#"task 1 "poll": asleep on queue.clock until 3.0 seconds"#])
         try queue.advance(by: .seconds(3))
         #expect(queue.unfinishedTasks.isEmpty)
@@ -104,7 +104,7 @@ struct UnfinishedTasksTests {
                 == #"task 2 "tick": not started: its first item is due on the queue"#)
 
         try queue.run()
-        #expect(queue.unfinishedTasks.map(\.state) == [.waiting, asleep(seconds: 5)])
+        #expect(queue.unfinishedTasks.map(\.state) == [.waiting, sleepingUntil(seconds: 5)])
         #expect(
             queue.unfinishedTasks.map(\.description).first
                 == "task 1: suspended, not on queue.clock, while the queue holds work")
@@ -124,9 +124,9 @@ struct UnfinishedTasksTests {
             try await child
         }
         try queue.run()
-        #expect(queue.unfinishedTasks.map(\.state) == [asleep(seconds: 2)])
+        #expect(queue.unfinishedTasks.map(\.state) == [sleepingUntil(seconds: 2)])
         try queue.advance(by: .seconds(2))
-        #expect(queue.unfinishedTasks.map(\.state) == [asleep(seconds: 7)])
+        #expect(queue.unfinishedTasks.map(\.state) == [sleepingUntil(seconds: 7)])
         try queue.advance(by: .seconds(5))
         #expect(queue.unfinishedTasks.isEmpty)
     }
@@ -139,7 +139,7 @@ struct UnfinishedTasksTests {
             await outside.wait()
         }
         try queue.run()
-        #expect(queue.unfinishedTasks.map(\.state) == [asleep(seconds: 60)])
+        #expect(queue.unfinishedTasks.map(\.state) == [sleepingUntil(seconds: 60)])
         task.cancel()
         #expect(queue.unfinishedTasks.map(\.state) == [.waiting], "no longer asleep: its continuation is due")
         try queue.run()
@@ -167,7 +167,7 @@ struct UnfinishedTasksTests {
             let unfinished = queue.unfinishedTasks
             let expected = deadlines.indices.filter { deadlines[$0] > .seconds(now) }
             #expect(unfinished.map(\.name) == expected.map { "\($0)" })
-            #expect(unfinished.map(\.state) == expected.map { asleep(until: deadlines[$0]) })
+            #expect(unfinished.map(\.state) == expected.map { sleepingUntil(deadlines[$0]) })
         }
     }
 
