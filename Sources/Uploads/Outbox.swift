@@ -251,12 +251,7 @@ public final class Outbox: Sendable {
     /// that failed or is published stays as it is.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func pause(_ id: PostID) throws(OutboxError) {
-        let cancels = try book.update { book -> (Result<[@Sendable () -> Void], OutboxError>, actOn: Bool) in
-            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-            guard book.posts[id.destination] != nil else { return (.failure(.unknownPost(id.destination)), false) }
-            let cancels = Self.pause(id.destination, in: &book)
-            return (.success(cancels), true)
-        }.get()
+        let cancels = try changing(id) { book, _ in (Self.pause(id.destination, in: &book), actOn: true) }
         for cancel in cancels { cancel() }
     }
 
@@ -274,12 +269,10 @@ public final class Outbox: Sendable {
     /// its place by priority, and sends only what is not stored.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func resume(_ id: PostID) throws(OutboxError) {
-        try book.update { book -> (Result<Void, OutboxError>, actOn: Bool) in
-            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-            guard book.posts[id.destination] != nil else { return (.failure(.unknownPost(id.destination)), false) }
+        try changing(id) { book, _ in
             Self.resume(id.destination, in: &book)
-            return (.success(()), true)
-        }.get()
+            return ((), actOn: true)
+        }
         book.afterActions { [self] in schedulePump() }
     }
 
@@ -300,19 +293,14 @@ public final class Outbox: Sendable {
     /// before are made. The media the servers already stored stay there.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func remove(_ id: PostID) throws(OutboxError) {
-        let (cancels, record) = try book.update {
-            book -> (Result<([@Sendable () -> Void], OutboxRecord), OutboxError>, actOn: Bool) in
-            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-            guard let tracked = book.posts[id.destination] else {
-                return (.failure(.unknownPost(id.destination)), false)
-            }
+        let (cancels, record) = try changing(id) { book, tracked in
             let cancels = book.stop(id.destination)
             book.posts[id.destination] = nil
             book.toWrite[id.destination] = nil
             book.toRemove.append(tracked.record)
             book.isChanged = true
-            return (.success((cancels, tracked.record)), true)
-        }.get()
+            return ((cancels, tracked.record), actOn: true)
+        }
         for cancel in cancels { cancel() }
         for index in record.media.indices where record.media[index].receipt == nil {
             uploader.discardResumableUpload(of: record.upload(index)).perform(on: queue) { _ in }
@@ -324,11 +312,8 @@ public final class Outbox: Sendable {
     /// network; does nothing to a post in any other state.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func retry(_ id: PostID) throws(OutboxError) {
-        let cancels = try book.update { book -> (Result<[@Sendable () -> Void], OutboxError>, actOn: Bool) in
-            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-            guard var tracked = book.posts[id.destination] else {
-                return (.failure(.unknownPost(id.destination)), false)
-            }
+        let cancels = try changing(id) { book, tracked -> ([@Sendable () -> Void], actOn: Bool) in
+            var tracked = tracked
             switch tracked.phase {
             case .failed, .waitingForNetwork:
                 let wake = tracked.wake
@@ -354,11 +339,11 @@ public final class Outbox: Sendable {
                 }
                 book.posts[id.destination] = tracked
                 book.isChanged = true
-                return (.success(wake.map { wake in [{ wake.cancel() }] } ?? []), true)
+                return (wake.map { wake in [{ wake.cancel() }] } ?? [], true)
             case .ready, .paused, .published:
-                return (.success([]), false)
+                return ([], false)
             }
-        }.get()
+        }
         for cancel in cancels { cancel() }
         book.afterActions { [self] in schedulePump() }
     }
@@ -372,15 +357,7 @@ public final class Outbox: Sendable {
     public func networkDidChange() {
         let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
             guard !book.isClosed else { return ([], false) }
-            var cancels: [@Sendable () -> Void] = []
-            for (destination, tracked) in book.posts {
-                guard case .waitingForNetwork = tracked.phase else { continue }
-                book.posts[destination]?.phase = .ready
-                book.posts[destination]?.wake = nil
-                if let wake = tracked.wake { cancels.append { wake.cancel() } }
-                book.isChanged = true
-            }
-            return (cancels, book.isChanged)
+            return (book.posts.keys.compactMap { book.wake($0) }.flatMap { $0 }, true)
         }
         for cancel in cancels { cancel() }
         book.afterActions { [self] in schedulePump() }
@@ -429,6 +406,21 @@ public final class Outbox: Sendable {
         }
         for cancel in cancels { cancel() }
         for observer in observers { observer.finish() }
+    }
+
+    /// Runs `change` on the book, with the post named `id`.
+    /// - Throws: ``OutboxError/closed(_:)``, ``OutboxError/unknownPost(_:)``.
+    private func changing<Value: Sendable>(
+        _ id: PostID, _ change: (inout OutboxBook, OutboxBook.Tracked) -> (Value, actOn: Bool)
+    ) throws(OutboxError) -> Value {
+        try book.update { book -> (Result<Value, OutboxError>, actOn: Bool) in
+            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
+            guard let tracked = book.posts[id.destination] else {
+                return (.failure(.unknownPost(id.destination)), false)
+            }
+            let (value, acts) = change(&book, tracked)
+            return (.success(value), acts)
+        }.get()
     }
 
     /// Pauses the post to `destination` in `book`, unless it is over;
@@ -530,14 +522,11 @@ public final class Outbox: Sendable {
     }
 
     private func finish(_ start: OutboxBook.Start, _ outcome: Result<UploadReceipt, any Error>) {
-        let waiting = book.update { book -> ([(URL, Int)], actOn: Bool) in
-            let acts = book.finish(start, with: outcome)
-            defer { book.waiting = [] }
-            return (
-                book.waiting.compactMap { destination in book.posts[destination].map { (destination, $0.waits) } }, acts
-            )
+        let finish = book.update { book in
+            let finish = book.finish(start, with: outcome)
+            return (finish, actOn: finish.isTaken)
         }
-        for (destination, waits) in waiting { scheduleWake(destination, after: waits) }
+        if let waits = finish.waits { scheduleWake(start.destination, after: waits) }
         book.afterActions { [self] in pump() }
     }
 
@@ -551,12 +540,10 @@ public final class Outbox: Sendable {
         guard !(queue is any PassesDelaysAtOnce) else { return }
         let wake = queue.enqueue(after: options.delayBeforeTry(afterWaits: waits)) { [weak self] in
             guard let self else { return }
-            let woke = book.update { book -> (Bool, actOn: Bool) in
-                guard case .waitingForNetwork = book.posts[destination]?.phase else { return (false, false) }
-                book.posts[destination]?.phase = .ready
-                book.posts[destination]?.wake = nil
-                book.isChanged = true
-                return (true, true)
+            // This is the try: nothing of it is left to cancel.
+            let woke = book.update { book in
+                let woke = book.wake(destination) != nil
+                return (woke, actOn: woke)
             }
             if woke { book.afterActions { [self] in pump() } }
         }

@@ -686,7 +686,7 @@ struct OutboxTests {
         book.posts[added.destination] = OutboxBook.Tracked(added, weights: [10])
         let upload = try #require(book.starts(limit: 4, budget: 100).first)
         #expect(upload.index == 0)
-        let taken = book.finish(upload, with: .success(UploadReceipt(destination: medium.destination)))
+        let taken = book.finish(upload, with: .success(UploadReceipt(destination: medium.destination))).isTaken
         #expect(taken)
         let receipted = try #require(book.takeEffects().writes.first)
 
@@ -731,7 +731,8 @@ struct OutboxTests {
         _ = book.stop(added.destination)
         book.posts[added.destination]?.phase = .paused
         let stored = book.finish(uploads[0], with: .success(UploadReceipt(destination: added.media[0].destination)))
-        let cancelled = book.finish(uploads[1], with: .failure(CancellationError()))
+            .isTaken
+        let cancelled = book.finish(uploads[1], with: .failure(CancellationError())).isTaken
         #expect(stored && cancelled)
         let tracked = try #require(book.posts[added.destination])
         #expect(tracked.record.media.map { $0.receipt != nil } == [true, false])

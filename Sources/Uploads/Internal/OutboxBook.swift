@@ -11,9 +11,9 @@ struct OutboxBook: Sendable {
         /// The record as this launch knows it: each receipt as soon as it
         /// comes.
         var record: OutboxRecord
-        /// The record as it is on disk: the last one written. The document
-        /// starts only once every receipt is here.
-        var durable: OutboxRecord
+        /// Whether the record on disk holds every medium's receipt: the
+        /// document starts only then.
+        var hasEveryReceiptOnDisk: Bool
         /// Whether ``record`` could not be written; ``Outbox/retry(_:)``
         /// writes it again.
         var isUnwritten = false
@@ -37,7 +37,7 @@ struct OutboxBook: Sendable {
 
         init(_ record: OutboxRecord, weights: [Int64]) {
             self.record = record
-            durable = record
+            hasEveryReceiptOnDisk = record.receiptsIfComplete != nil
             documentSize = record.documentSize ?? 0
             self.weights = weights
             post = record.post
@@ -129,9 +129,6 @@ struct OutboxBook: Sendable {
     var isChanged = false
     var observers: [Int: AsyncStream<[Outbox.Entry]>.Continuation] = [:]
     var nextObserver = 0
-    /// Posts that went to wait for the network since the outbox last
-    /// scheduled their next try.
-    var waiting: [URL] = []
 
     /// Takes what is left to do.
     mutating func takeEffects() -> Effects {
@@ -234,7 +231,7 @@ struct OutboxBook: Sendable {
             var indices = record.media.indices.filter { record.media[$0].receipt == nil && tracked.running[$0] == nil }
             // The document, once every receipt is on disk: a kill after it
             // went up cannot send a medium again.
-            if indices.isEmpty, tracked.running.isEmpty, tracked.durable.receiptsIfComplete != nil {
+            if indices.isEmpty, tracked.running.isEmpty, tracked.hasEveryReceiptOnDisk {
                 indices = [record.media.count]
             }
             for index in indices {
@@ -287,13 +284,22 @@ struct OutboxBook: Sendable {
         posts[start.destination]?.documentSize = size
     }
 
+    /// How an upload's end was taken.
+    struct Finish: Sendable {
+        /// `false` when the upload was no longer wanted.
+        var isTaken: Bool
+        /// The count of waits in a row, when the post just went to wait
+        /// for the network: its next try is to be scheduled.
+        var waits: Int?
+    }
+
     /// Records how an upload ended: a medium's receipt, the post
-    /// published, or the post waiting or failed. `false` when the upload
-    /// was no longer wanted.
-    mutating func finish(_ start: Start, with outcome: Result<UploadReceipt, any Error>) -> Bool {
+    /// published, or the post waiting or failed.
+    mutating func finish(_ start: Start, with outcome: Result<UploadReceipt, any Error>) -> Finish {
         guard !isClosed, var tracked = posts[start.destination], let running = tracked.running[start.index],
             running.token == start.token
-        else { return false }
+        else { return Finish(isTaken: false) }
+        var waits: Int?
         tracked.running[start.index] = nil
         if running.isCancelling, case .failure = outcome {
             // Paused meanwhile: its failure (its cancellation, most often)
@@ -301,7 +307,7 @@ struct OutboxBook: Sendable {
             // pause is kept, as any other.
             posts[start.destination] = tracked
             isChanged = true
-            return true
+            return Finish(isTaken: true)
         }
         switch outcome {
         case .success(let receipt) where start.isDocument:
@@ -317,12 +323,12 @@ struct OutboxBook: Sendable {
             // Not while it waits: its next try counts on the waits so far.
             if tracked.phase.isReady { tracked.waits = 0 }
             toWrite[start.destination] = tracked.record
-        case .failure(let error) where tracked.phase.isOver:
-            _ = error
+        case .failure where tracked.phase.isOver:
+            break
         case .failure(let error) where Self.canPass(error):
-            if case .ready = tracked.phase {
+            if tracked.phase.isReady {
                 tracked.waits += 1
-                waiting.append(start.destination)
+                waits = tracked.waits
             }
             tracked.phase = .waitingForNetwork(error)
         case .failure(let error):
@@ -333,7 +339,18 @@ struct OutboxBook: Sendable {
         }
         posts[start.destination] = tracked
         isChanged = true
-        return true
+        return Finish(isTaken: true, waits: waits)
+    }
+
+    /// Tries the post to `destination` again now if it waits for the
+    /// network; returns what cancels its scheduled try, to call after the
+    /// lock, or `nil` when it did not wait.
+    mutating func wake(_ destination: URL) -> [@Sendable () -> Void]? {
+        guard let tracked = posts[destination], case .waitingForNetwork = tracked.phase else { return nil }
+        posts[destination]?.phase = .ready
+        posts[destination]?.wake = nil
+        isChanged = true
+        return tracked.wake.map { wake in [{ wake.cancel() }] } ?? []
     }
 
     /// Marks the post to `destination` failed because its record could
@@ -349,7 +366,7 @@ struct OutboxBook: Sendable {
     /// removed (or removed and added again) since.
     mutating func wrote(_ record: OutboxRecord) {
         guard posts[record.destination]?.record.idempotencyKey == record.idempotencyKey else { return }
-        posts[record.destination]?.durable = record
+        if record.receiptsIfComplete != nil { posts[record.destination]?.hasEveryReceiptOnDisk = true }
         posts[record.destination]?.isUnwritten = false
     }
 
