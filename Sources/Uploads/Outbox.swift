@@ -175,17 +175,18 @@ public final class Outbox: Sendable {
             var media: [OutboxRecord.Medium] = []
             for (index, medium) in post.media.enumerated() {
                 let file: URL
+                let isCopy: Bool
                 switch medium.content {
                 case .file(let url):
-                    file = url
+                    (file, isCopy) = (url, false)
                 case .bytes(let bytes):
-                    file = try journal.copy(bytes, medium: index, key: key)
+                    (file, isCopy) = (try journal.copy(bytes, medium: index, key: key), true)
                     copies.append(file)
                 }
                 media.append(
                     OutboxRecord.Medium(
                         file: file, destination: medium.destination, contentType: medium.contentType,
-                        size: sizes[index], isCopy: medium.content.isBytes, idempotencyKey: UUID().uuidString))
+                        size: sizes[index], isCopy: isCopy, idempotencyKey: UUID().uuidString))
             }
             let record = OutboxRecord(
                 destination: destination, text: post.text, photoCount: post.photos.count, media: media,
@@ -630,12 +631,5 @@ extension Outbox {
     /// `uploader` before any lock is taken.
     static func weights(of record: OutboxRecord, _ uploader: any Uploader) -> [Int64] {
         record.media.indices.map { uploader.bytesInFlight(uploading: record.upload($0), size: record.media[$0].size) }
-    }
-}
-
-extension Media.Content {
-    /// Whether the bytes are in memory.
-    var isBytes: Bool {
-        if case .bytes = self { true } else { false }
     }
 }

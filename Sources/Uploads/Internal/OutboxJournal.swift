@@ -51,11 +51,10 @@ final class OutboxJournal: Sendable {
         // A record that could not be written later is caught here, before
         // the app hands the outbox a post.
         let probe = records.appendingPathComponent(".probe.\(UUID().uuidString).tmp")
+        defer { try? FileManager.default.removeItem(at: probe) }
         do {
             try writer.writeNewFile(Data(), probe)
-            try? FileManager.default.removeItem(at: probe)
         } catch {
-            try? FileManager.default.removeItem(at: probe)
             lock.release()
             throw .folderNotWritable(folder, reason: Self.reason(error))
         }
