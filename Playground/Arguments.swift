@@ -13,6 +13,9 @@ struct Arguments {
     /// Where the run makes its own folder; `nil` for the system's temporary
     /// folder.
     var workFolder: URL?
+    /// The folder of a durable outbox, which keeps the media and the post's
+    /// record across runs; `nil` to publish without one.
+    var outbox: URL?
     var megabytesPerSecond = 10.0
     var scale = 1.0
     /// The time limit of one upload attempt, in seconds.
@@ -45,6 +48,9 @@ struct Arguments {
           --seed N           seed for --fail-rate and the retries' jitter (default 1)
           --output DIR       upload into DIR instead of a temporary folder, and keep it
           --keep             keep the temporary folder of a successful run (removed by default)
+          --outbox DIR       publish through a durable outbox kept in DIR, with the media: a run
+                             killed at any moment is resumed by the next one with the same DIR,
+                             which sends only what is not stored yet, and nothing once published
           --work-folder DIR  make the run's folder (generated media, and uploads without --output)
                              in DIR (default: the system's temporary folder)
           --speed MBPS       simulated speed of each folder upload in MB/s, 0 for the disk's (default 10)
@@ -120,6 +126,8 @@ struct Arguments {
                 arguments.keeps = true
             case "--output":
                 arguments.output = URL(fileURLWithPath: try value(), isDirectory: true)
+            case "--outbox":
+                arguments.outbox = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--work-folder":
                 arguments.workFolder = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--speed":
@@ -140,6 +148,10 @@ struct Arguments {
         }
         guard arguments.s3 == nil || (arguments.server == nil && arguments.output == nil) else {
             throw UsageError(description: "--s3 cannot be combined with --server or --output")
+        }
+        guard arguments.outbox == nil || arguments.workFolder == nil else {
+            throw UsageError(
+                description: "--outbox cannot be combined with --work-folder: the outbox's folder holds the media")
         }
         return arguments
     }

@@ -12,14 +12,28 @@ import Uploads
 final class ProgressPrinter: Sendable {
     private struct Shown: Sendable {
         var finished: Set<Int> = []
+        /// How many of an outbox's post's media were stored at the last
+        /// entry shown.
+        var storedMediaCount: Int?
         var percent = -1
         var quarter = 0
         /// The last progress, to redraw the bar.
-        var progress: PublishProgress?
+        var meter: Meter?
         /// The tree's lines in the live region (terminal only).
         var tree: [String] = []
         /// Set by `finish()`: nothing is drawn after it.
         var isFinished = false
+    }
+
+    /// What the bar shows.
+    private struct Meter: Sendable {
+        var fraction: Double
+        var bytesSent: Int64
+        var bytesTotal: Int64
+        /// Uploads finished, or media stored.
+        var finished: Int
+        var count: Int
+        var unit: String
     }
 
     let isTerminal: Bool
@@ -31,9 +45,10 @@ final class ProgressPrinter: Sendable {
         self.base = base
     }
 
+    /// Shows a publishing's progress: a line for each upload that
+    /// finished since the last call, and the bar.
     func show(_ progress: PublishProgress) {
         shown.withLock { shown in
-            guard !shown.isFinished else { return }
             var lines: [String] = []
             for (index, upload) in progress.uploads.enumerated()
             where upload.isFinished && !shown.finished.contains(index) {
@@ -41,22 +56,53 @@ final class ProgressPrinter: Sendable {
                 lines.append(
                     "  ✓ \(Format.path(of: upload.destination, below: base))  \(Format.bytes(upload.bytesTotal))")
             }
-            let percent = Int(progress.fractionCompleted * 100)
-            if isTerminal {
-                shown.progress = progress
-                guard !lines.isEmpty || percent != shown.percent else { return }
-                shown.percent = percent
-                write(redrawn(&shown, above: lines))
-            } else {
-                let quarter = percent / 25
-                if quarter > shown.quarter && quarter < 4 {
-                    shown.quarter = quarter
-                    lines.append(
-                        "  … \(quarter * 25)%  \(Format.bytes(progress.bytesSent)) of \(Format.bytes(progress.bytesTotal))"
-                    )
-                }
-                if !lines.isEmpty { write(lines.map { $0 + "\n" }.joined()) }
+            show(
+                Meter(
+                    fraction: progress.fractionCompleted, bytesSent: progress.bytesSent,
+                    bytesTotal: progress.bytesTotal, finished: progress.finishedCount, count: progress.uploads.count,
+                    unit: "uploads"),
+                above: lines, in: &shown)
+        }
+    }
+
+    /// Shows an outbox's post: a line each time more of its media are
+    /// stored, and the bar.
+    func show(_ entry: Outbox.Entry) {
+        shown.withLock { shown in
+            let count = entry.post.media.count
+            var lines: [String] = []
+            // The first entry is where the run starts, said already.
+            if let stored = shown.storedMediaCount, entry.storedMediaCount > stored {
+                lines.append("  ✓ \(entry.storedMediaCount) of \(count) media stored")
             }
+            shown.storedMediaCount = entry.storedMediaCount
+            show(
+                Meter(
+                    fraction: entry.fractionCompleted, bytesSent: entry.bytesSent, bytesTotal: entry.bytesTotal,
+                    finished: entry.storedMediaCount, count: count, unit: "media"),
+                above: lines, in: &shown)
+        }
+    }
+
+    /// Writes `lines` to stay, and the bar: redrawn on a terminal, a line
+    /// at each quarter otherwise.
+    private func show(_ meter: Meter, above lines: [String], in shown: inout Shown) {
+        guard !shown.isFinished else { return }
+        var lines = lines
+        let percent = Int(meter.fraction * 100)
+        if isTerminal {
+            shown.meter = meter
+            guard !lines.isEmpty || percent != shown.percent else { return }
+            shown.percent = percent
+            write(redrawn(&shown, above: lines))
+        } else {
+            let quarter = percent / 25
+            if quarter > shown.quarter && quarter < 4 {
+                shown.quarter = quarter
+                lines.append(
+                    "  … \(quarter * 25)%  \(Format.bytes(meter.bytesSent)) of \(Format.bytes(meter.bytesTotal))")
+            }
+            if !lines.isEmpty { write(lines.map { $0 + "\n" }.joined()) }
         }
     }
 
@@ -126,23 +172,23 @@ final class ProgressPrinter: Sendable {
         var text = cleared(shown) + lines.map { $0 + "\n" }.joined()
         if let tree { shown.tree = tree }
         text += shown.tree.map { $0 + "\n" }.joined()
-        return text + (shown.progress.map { bar($0) } ?? "")
+        return text + (shown.meter.map { bar($0) } ?? "")
     }
 
     /// The bar line, cut to fit `columns` so that it never wraps: the
     /// upload count goes first, then the bytes, then the bar narrows.
-    private func bar(_ progress: PublishProgress, columns: Int = Terminal.columns()) -> String {
+    private func bar(_ meter: Meter, columns: Int = Terminal.columns()) -> String {
         let room = max(columns - 1, 8)
-        let percent = String(Int(progress.fractionCompleted * 100)).leftPadded(to: 3) + "%"
+        let percent = String(Int(meter.fraction * 100)).leftPadded(to: 3) + "%"
         let details = [
-            "\(Format.bytes(progress.bytesSent)) of \(Format.bytes(progress.bytesTotal))",
-            "\(progress.finishedCount)/\(progress.uploads.count) uploads",
+            "\(Format.bytes(meter.bytesSent)) of \(Format.bytes(meter.bytesTotal))",
+            "\(meter.finished)/\(meter.count) \(meter.unit)",
         ]
         for kept in stride(from: details.count, through: 0, by: -1) {
             let text = ([" " + percent] + details.prefix(kept)).joined(separator: "  ")
             let width = min(30, room - 4 - text.count)
             guard width >= 10 || (kept == 0 && width >= 1) else { continue }
-            let filled = Int(progress.fractionCompleted * Double(width))
+            let filled = Int(meter.fraction * Double(width))
             return "  [\(String(repeating: "█", count: filled))\(String(repeating: "░", count: width - filled))]" + text
         }
         return String(percent.trimmingCharacters(in: .whitespaces).prefix(room))

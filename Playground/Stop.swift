@@ -5,12 +5,14 @@ import JobKitTesting
 
 /// How the run is stopped from outside: Ctrl-C (SIGINT), a terminal that
 /// closes (SIGHUP) or `kill` (SIGTERM). The first signal cancels the
-/// publishing, or, before it started, the writing of the sample media;
-/// either way the run then cleans up and exits.
+/// publishing (or closes the outbox), or, before it started, the writing of
+/// the sample media; either way the run then cleans up and exits.
 final class Stop {
     private struct State: Sendable {
         var signal: Int32?
-        var publishing: JobHandle?
+        /// What the first signal does: cancel the publishing, close the
+        /// outbox.
+        var action: (@Sendable () -> Void)?
         /// The publishing's tree just before the signal cancelled it.
         var treeWhenStopped: JobSnapshot?
     }
@@ -26,11 +28,12 @@ final class Stop {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                let publishing = state.withValue { state -> JobHandle? in
-                    state.signal = state.signal ?? number
-                    return state.publishing
+                let action = state.withValue { state -> (@Sendable () -> Void)? in
+                    guard state.signal == nil else { return nil }
+                    state.signal = number
+                    return state.action
                 }
-                Self.stop(publishing, state: state)
+                action?()
             }
             source.resume()
             return source
@@ -49,17 +52,23 @@ final class Stop {
 
     /// Cancels `publishing` when a signal comes, or at once if one came.
     func cancels(_ publishing: JobHandle) {
+        let state = self.state
+        calls { Self.stop(publishing, state: state) }
+    }
+
+    /// Calls `action` when the first signal comes, or at once if it came.
+    func calls(_ action: @escaping @Sendable () -> Void) {
         let stopped = state.withValue { state -> Bool in
-            state.publishing = publishing
+            state.action = action
             return state.signal != nil
         }
-        if stopped { Self.stop(publishing, state: state) }
+        if stopped { action() }
     }
 
     /// Keeps the publishing's tree, then cancels it (which ends its
     /// children, so the tree is taken first).
-    private static func stop(_ publishing: JobHandle?, state: LockedValue<State>) {
-        guard let publishing, !publishing.isCompleted else { return }
+    private static func stop(_ publishing: JobHandle, state: LockedValue<State>) {
+        guard !publishing.isCompleted else { return }
         let tree = publishing.snapshot()
         state.withValue { state in state.treeWhenStopped = state.treeWhenStopped ?? tree }
         publishing.cancel()

@@ -17,7 +17,11 @@ struct PlaygroundTests {
     /// Runs the Playground with tiny media and no simulated speed, so a run
     /// takes a fraction of a second; with `workFolder`, the run makes its
     /// folder there (`--work-folder`), so a test sees everything it leaves.
-    private func playground(_ arguments: [String], fast: Bool = true, workFolder: URL? = nil) throws -> Run {
+    /// With `signal`, sends it that signal once its first upload finished
+    /// (its first "✓" line).
+    private func playground(
+        _ arguments: [String], fast: Bool = true, workFolder: URL? = nil, interruptedWith signal: Int32? = nil
+    ) throws -> Run {
         let process = Process()
         process.executableURL = try playgroundExecutable()
         process.arguments =
@@ -36,10 +40,20 @@ struct PlaygroundTests {
         DispatchQueue.global().async(group: readingErrors) {
             errorData.setValue(error.fileHandleForReading.readDataToEndOfFile())
         }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        var outputData = Data()
+        if let signal {
+            while !String(decoding: outputData, as: UTF8.self).contains("✓") {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                outputData.append(chunk)
+            }
+            kill(process.processIdentifier, signal)
+        }
+        outputData.append(output.fileHandleForReading.readDataToEndOfFile())
         process.waitUntilExit()
         deadline.processExited()
         readingErrors.wait()
+        #expect(process.terminationReason == .exit, "the run exits by itself, handling any signal")
         return Run(
             status: process.terminationStatus,
             output: String(decoding: outputData, as: UTF8.self),
@@ -234,42 +248,21 @@ struct PlaygroundTests {
         defer { folder.remove() }
         let work = try TemporaryFolder()
         defer { work.remove() }
-        let process = Process()
-        process.executableURL = try playgroundExecutable()
         // About 2.5 s of uploads at 1 MB/s each: plenty of time to interrupt.
-        process.arguments = [
-            "--output", folder.url.path, "--scale", "0.1", "--speed", "1", "--work-folder", work.url.path,
-        ]
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let deadline = ExitDeadline(process)
+        let run = try playground(
+            ["--output", folder.url.path, "--scale", "0.1", "--speed", "1"], fast: false, workFolder: work.url,
+            interruptedWith: signal)
+        let printed = run.output
+        let errorText = run.error
 
-        // Interrupt once the first upload finished: publishing is under way.
-        var printed = Data()
-        while !String(decoding: printed, as: UTF8.self).contains("✓") {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            printed.append(chunk)
-        }
-        kill(process.processIdentifier, signal)
-        printed.append(output.fileHandleForReading.readDataToEndOfFile())
-        let errorText = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        deadline.processExited()
-
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 128 + signal)
+        #expect(run.status == 128 + signal)
         #expect(
             errorText.split(separator: "\n") == [
                 "error: publishing cancelled (\(name)); uploads in flight were stopped and the post was not published"
             ])
-        #expect(!String(decoding: printed, as: UTF8.self).contains("Published in"))
+        #expect(!printed.contains("Published in"))
         // What was running when the signal came, uploads and bytes sent.
-        let tree = try #require(
-            String(decoding: printed, as: UTF8.self).split(separator: "Stopped while these were running:\n").last)
+        let tree = try #require(printed.split(separator: "Stopped while these were running:\n").last)
         #expect(tree.hasPrefix("    publish (running)\n    └─ group "))
         #expect(tree.contains(#/└─ upload (photo-\d\.jpg|video-\d\.mp4) \(running, [\d.]+ of [\d.]+ (kB|MB) sent\)/#))
         let written = folder.files()
@@ -277,6 +270,55 @@ struct PlaygroundTests {
         #expect(!written.contains("posts/beach-day.json"))
         #expect(written.allSatisfy { !$0.contains(".upload-") }, "no half-written file is left: \(written)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
+    }
+
+    @Test func anOutboxRunStoppedMidwayIsResumedByTheNextWhichThenSaysItIsPublished() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let arguments = ["--outbox", folder.url.path, "--scale", "0.1"]
+        let uploaded = folder.url.appendingPathComponent("uploaded")
+
+        // Stopped once a medium is stored: the outbox keeps its record.
+        let stopped = try playground(arguments + ["--speed", "1"], fast: false, interruptedWith: SIGINT)
+        #expect(stopped.status == 128 + SIGINT)
+        let line = try #require(
+            stopped.error.wholeMatch(
+                of: #/error: stopped \(Ctrl-C\) with (\d) of 9 media stored; it stays in (.+): (.+)\n/#),
+            "stderr: \(stopped.error)")
+        #expect(line.output.3 == "run again with the same --outbox to resume")
+        let stored = try #require(Int(line.output.1))
+        #expect((1..<9).contains(stored))
+        #expect(URL(fileURLWithPath: String(line.output.2)).standardizedFileURL == folder.url.standardizedFileURL)
+        let storedFiles = Set(
+            try FileManager.default.contentsOfDirectory(
+                atPath: uploaded.appendingPathComponent("posts/beach-day").path))
+        #expect(storedFiles.count >= stored)
+
+        // The next run resumes the post and sends the rest.
+        let resumed = try playground(arguments + ["--speed", "0"], fast: false)
+        #expect(resumed.status == 0, "stderr: \(resumed.error)")
+        #expect(resumed.output.contains("  resuming: \(stored) of 9 media already stored\n"))
+        #expect(resumed.output.contains("Published in"))
+        #expect(resumed.output.contains("this run sent \(9 - stored) of 9 media, the others were stored before"))
+        let published = TemporaryFolder.files(in: uploaded)
+        #expect(published.count == 10 && published.contains("posts/beach-day.json"))
+        let dates = try modificationDates(published, in: uploaded)
+
+        // Once published, a run says so and sends nothing.
+        let again = try playground(arguments + ["--speed", "0"], fast: false)
+        #expect(again.status == 0, "stderr: \(again.error)")
+        #expect(again.output.hasPrefix("Already published: \"A day at the beach: six photos and three clips.\"\n"))
+        #expect(again.output.contains("nothing was sent"))
+        #expect(!again.output.contains("Publishing"))
+        #expect(TemporaryFolder.files(in: uploaded) == published)
+        #expect(try modificationDates(published, in: uploaded) == dates, "no file was written again")
+    }
+
+    private func modificationDates(_ files: [String], in folder: URL) throws -> [Date?] {
+        try files.map {
+            try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent($0).path)[.modificationDate]
+                as? Date
+        }
     }
 
     @Test func verboseShowsTheTreeOfJobs() throws {
@@ -297,7 +339,7 @@ struct PlaygroundTests {
         #expect(run.status == 0)
         for option in [
             "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
-            "--work-folder", "--verbose", "--help",
+            "--work-folder", "--outbox", "--verbose", "--help",
         ] {
             #expect(run.output.contains(option))
         }
@@ -308,6 +350,7 @@ struct PlaygroundTests {
         ["--work-folder"], ["--timeout", "0"], ["--timeout", "soon"], ["--timeout", "1e19"], ["--s3", "s3://bucket"],
         ["--s3", "http://127.0.0.1:9/presign", "--server", "http://127.0.0.1:9"],
         ["--s3", "http://127.0.0.1:9/presign", "--output", "/tmp/x"],
+        ["--outbox", "/tmp/x", "--work-folder", "/tmp/y"], ["--outbox"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
         let run = try playground(arguments, fast: false)

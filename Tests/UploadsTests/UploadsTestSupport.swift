@@ -28,8 +28,13 @@ struct TemporaryFolder {
 
     /// Every file below the folder, as paths relative to it, sorted.
     func files() -> [String] {
-        let base = url.resolvingSymlinksInPath().path + "/"
-        let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.isRegularFileKey])
+        Self.files(in: url)
+    }
+
+    /// The paths of the regular files below `folder`, relative to it, sorted.
+    static func files(in folder: URL) -> [String] {
+        let base = folder.resolvingSymlinksInPath().path + "/"
+        let enumerator = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
         var found: [String] = []
         while let next = enumerator?.nextObject() as? URL {
             let isFile = (try? next.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile ?? false

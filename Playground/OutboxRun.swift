@@ -1,0 +1,130 @@
+import Foundation
+import JobKit
+import Uploads
+
+/// A run with `--outbox DIR`: the post goes through a durable `Outbox` kept
+/// in `DIR/outbox`, beside the media in `DIR/media`. A run stopped or killed
+/// at any moment leaves the outbox's record of what is stored; the next run
+/// with the same folder resumes the post and sends only the rest, and once
+/// the post is published it says so and sends nothing.
+struct OutboxRun {
+    let arguments: Arguments
+    let workspace: Workspace
+    let stop: Stop
+
+    /// The outbox's own folder, inside the run's.
+    var folder: URL { workspace.folder.appendingPathComponent("outbox", isDirectory: true) }
+
+    func run() async -> Never {
+        let options = Outbox.Options(
+            maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
+            uploadTimeout: arguments.timeout.map { .seconds($0) })
+        let outbox: Outbox
+        do {
+            outbox = try Outbox(folder: folder, uploader: workspace.uploader, options: options)
+        } catch {
+            fail("cannot open the outbox: \(error.localizedDescription)", code: 1)
+        }
+        for record in outbox.corruptRecords {
+            print("  set aside, unreadable: \(record)")
+        }
+        let post = workspace.post
+        let id = Outbox.PostID(post.destination!)  // The sample post has one.
+        let count = post.media.count
+        let earlier = outbox.entry(id)
+        if let earlier, earlier.state == .published {
+            printAlreadyPublished(earlier)
+            outbox.close()
+            exit(0)
+        }
+
+        workspace.printHeading("Publishing")
+        print("  through the outbox in \(folder.path)")
+        do {
+            switch earlier?.state {
+            case nil:
+                _ = try outbox.add(post)
+            case .failed?:
+                print("  retrying: the last run failed: \(earlier?.error?.localizedDescription ?? "")")
+                try outbox.retry(id)
+            case .paused?:
+                try outbox.resume(id)
+            default:
+                break
+            }
+        } catch {
+            outbox.close()
+            fail("cannot add the post to the outbox: \(error.localizedDescription)", code: 1)
+        }
+        if let earlier, earlier.state != .failed {
+            print("  resuming: \(earlier.storedMediaCount) of \(count) media already stored")
+        }
+
+        let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: workspace.base)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let changes = outbox.changes
+        // A signal closes the outbox: its uploads stop, what is stored stays
+        // recorded, and `changes` ends.
+        stop.calls { outbox.close() }
+        var last = outbox.entry(id)
+        for await posts in changes {
+            guard let entry = posts.first(where: { $0.id == id }) else { continue }
+            last = entry
+            printer.show(entry)
+            if [.published, .failed, .waitingForNetwork].contains(entry.state) { break }
+        }
+        let elapsed = clock.now - started
+        printer.finish()
+        outbox.close()
+
+        guard let last else { fail("the outbox lost the post", code: 70) }
+        let kept = "it stays in \(workspace.folder.path): run again with the same --outbox to resume"
+        switch last.state {
+        case .published:
+            printPublished(last, sentMedia: count - (earlier?.storedMediaCount ?? 0), in: elapsed)
+            exit(0)
+        case _ where stop.isRequested:
+            fail(
+                "stopped (\(stop.name)) with \(last.storedMediaCount) of \(count) media stored; \(kept)",
+                code: stop.exitStatus)
+        case .waitingForNetwork:
+            fail("the post waits for the network: \(reason(last)); \(kept)", code: 75)
+        default:
+            fail("publishing failed, the post was not published: \(reason(last)); \(kept)", code: 1)
+        }
+    }
+
+    private func reason(_ entry: Outbox.Entry) -> String {
+        entry.error?.localizedDescription ?? "no reason given"
+    }
+
+    /// Says that an earlier run published the post, and where it is.
+    private func printAlreadyPublished(_ entry: Outbox.Entry) {
+        print("Already published: \"\(entry.post.text)\"")
+        if let receipt = entry.receipt {
+            print("  the post: \(receipt.post.finalURL.absoluteString)")
+        }
+        print("  nothing was sent; the outbox in \(folder.path) keeps its record")
+    }
+
+    /// Prints the summary of the published post: how long this run took,
+    /// what it sent, where the post is.
+    private func printPublished(_ entry: Outbox.Entry, sentMedia: Int, in elapsed: Duration) {
+        let post = workspace.post
+        let sent =
+            sentMedia == post.media.count
+            ? "" : "; this run sent \(sentMedia) of \(post.media.count) media, the others were stored before"
+        print(
+            "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos "
+                + "and the post\(sent)")
+        if let directoryUploader = workspace.directoryUploader, let destination = post.destination {
+            print("  into \(directoryUploader.root.path)")
+            print("  the post: \((try? directoryUploader.fileURL(for: destination).path) ?? destination.path)")
+        } else if let receipt = entry.receipt {
+            print("  to \(workspace.destinationName)")
+            print("  the post: \(receipt.post.finalURL.absoluteString) (\(receipt.post.status))")
+        }
+        print("  the outbox in \(folder.path) keeps its record: a run with the same --outbox sends nothing")
+    }
+}

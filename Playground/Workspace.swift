@@ -1,0 +1,150 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Uploads
+import UploadsTesting
+
+/// What a run publishes, where, and where it keeps its files: the sample
+/// post's media, written into the run's folder, and the uploader the
+/// arguments choose.
+struct Workspace {
+    let arguments: Arguments
+    let stop: Stop
+    /// The run's folder: the `--outbox` folder, or one made for the run
+    /// (under `--work-folder`, or the system's temporary folder).
+    let folder: URL
+    let post: Post
+    let uploader: any Uploader
+    /// Where the uploads go, for the user.
+    let destinationName: String
+    /// The uploader, when it is the folder uploader (no `--server`, no
+    /// `--s3`).
+    let directoryUploader: DirectoryUploader?
+    /// The server the destinations lie below.
+    let base: URL
+
+    /// Writes the sample media and makes the uploader; on failure, prints
+    /// why and exits.
+    static func make(_ arguments: Arguments, stop: Stop) -> Workspace {
+        let folder: URL
+        if let outbox = arguments.outbox {
+            folder = outbox
+        } else {
+            // With --s3 the folder has a fixed name and outlives a run that
+            // did not publish, so that the next run finds the media and the
+            // multipart uploads' manifests, and resumes.
+            folder = (arguments.workFolder ?? FileManager.default.temporaryDirectory)
+                .appendingPathComponent(
+                    arguments.s3 == nil ? "JobKitPlayground-\(UUID().uuidString.prefix(8))" : "JobKitPlayground-s3",
+                    isDirectory: true)
+        }
+        let base = arguments.server ?? URL(string: "https://uploads.example.com")!
+        let post: Post
+        do {
+            // Files written by an earlier run are kept as they are, so that
+            // their uploads can resume.
+            post = try SamplePost.make(
+                in: folder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
+                reusingFiles: arguments.s3 != nil || arguments.outbox != nil, isCancelled: { stop.isRequested })
+        } catch is CancellationError {
+            Self.cleanUp(folder, arguments, published: false)
+            fail("stopped (\(stop.name)) while writing the sample media; nothing was uploaded", code: stop.exitStatus)
+        } catch {
+            Self.cleanUp(folder, arguments, published: false)
+            fail("cannot write the sample media into \(folder.path): \(error.localizedDescription)", code: 1)
+        }
+
+        var uploader: any Uploader
+        let destinationName: String
+        var directoryUploader: DirectoryUploader?
+        if let backend = arguments.s3 {
+            // Its requests are retried, each on its own, by the run's
+            // policy, which it is handed in place of its own.
+            uploader = S3Uploader(
+                presigner: PresigningBackend(endpoint: backend),
+                manifestFolder: folder.appendingPathComponent("multipart", isDirectory: true)
+            )
+            destinationName = "S3 storage, URLs presigned by \(backend.absoluteString)"
+        } else if let server = arguments.server {
+            uploader = URLSessionUploader(method: .put)
+            destinationName = server.absoluteString
+        } else {
+            let root = arguments.output ?? folder.appendingPathComponent("uploaded", isDirectory: true)
+            let speed = arguments.megabytesPerSecond > 0 ? Int(arguments.megabytesPerSecond * 1_000_000) : nil
+            let directory = DirectoryUploader(root: root, bytesPerSecond: speed)
+            uploader = directory
+            directoryUploader = directory
+            destinationName = root.path
+        }
+        if arguments.failRate > 0 {
+            uploader = FaultInjectingUploader(
+                wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
+        }
+        return Workspace(
+            arguments: arguments, stop: stop, folder: folder, post: post, uploader: uploader,
+            destinationName: destinationName, directoryUploader: directoryUploader, base: base)
+    }
+
+    /// The retry policy of each upload, from `--retries` and `--seed`.
+    var retry: RetryPolicy {
+        RetryPolicy(
+            attempts: arguments.retries + 1,
+            initialDelay: .milliseconds(200),
+            maximumDelay: .seconds(2),
+            random: SeededRandomNumberGenerator(seed: arguments.seed)
+        )
+    }
+
+    /// The bytes of the post's media.
+    var mediaBytes: Int64 {
+        post.media.reduce(Int64(0)) { $0 + ((try? $1.byteCount()) ?? 0) }
+    }
+
+    /// Prints what is published, where, and how.
+    func printHeading(_ title: String) {
+        print("\(title) \"\(post.text)\"")
+        print(
+            "  \(post.photos.count) photos and \(post.videos.count) videos, \(Format.bytes(mediaBytes)), "
+                + "to \(destinationName)")
+        print(
+            "  \(arguments.concurrency) at a time, "
+                + (arguments.retries == 0
+                    ? "no retries"
+                    : "up to \(arguments.retries) \(arguments.retries == 1 ? "retry" : "retries") each "
+                        + "when a failure can pass")
+                + (arguments.timeout.map { ", \(Format.number($0)) s per attempt" } ?? "")
+                + (arguments.failRate > 0
+                    ? ", \(Int(arguments.failRate * 100))% of attempts failing on purpose" : ""))
+    }
+
+    /// Removes what the run made in its folder: the generated media always,
+    /// and the uploads too unless the post was published and `--keep` asks
+    /// to keep it. Files uploaded into a folder given with `--output` are
+    /// the user's, and stay; so does everything in the `--outbox` folder.
+    func cleanUp(published: Bool) {
+        Self.cleanUp(folder, arguments, published: published)
+    }
+
+    private static func cleanUp(_ folder: URL, _ arguments: Arguments, published: Bool) {
+        let fileManager = FileManager.default
+        if arguments.outbox != nil { return }
+        if arguments.s3 != nil {
+            // Unpublished, with multipart uploads left to resume: kept for
+            // the next run. (A cancelled upload is aborted, and leaves none.)
+            let manifests = try? fileManager.contentsOfDirectory(
+                atPath: folder.appendingPathComponent("multipart").path)
+            if !published, manifests?.isEmpty == false {
+                print("  the media and \(manifests?.count ?? 0) unfinished multipart uploads stay in \(folder.path):")
+                print("  run again to resume them")
+            } else if !(published && arguments.keeps) {
+                try? fileManager.removeItem(at: folder)
+            }
+            return
+        }
+        let keeps = published && arguments.keeps && arguments.output == nil && arguments.server == nil
+        try? fileManager.removeItem(at: keeps ? folder.appendingPathComponent("media") : folder)
+        if (try? fileManager.contentsOfDirectory(atPath: folder.path))?.isEmpty == true {
+            try? fileManager.removeItem(at: folder)
+        }
+    }
+}
