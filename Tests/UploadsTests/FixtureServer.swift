@@ -116,6 +116,24 @@ final class FixtureServer: Sendable {
         return try JSONDecoder().decode([Received].self, from: try await Self.send(URLRequest(url: components.url!)))
     }
 
+    /// What arrived so far: body bytes, uploads ended, and whether a wait
+    /// for more saw them.
+    struct Arrived: Decodable {
+        let ok: Bool
+        let bytes: Int
+        let ended: Int
+    }
+
+    /// Waits until `bytes` body bytes of uploads have arrived in all and
+    /// `ended` uploads have ended (up to 10 s); what had.
+    func waitFor(bytes: Int, ended: Int) async throws -> Arrived {
+        var components = URLComponents(url: url("_wait_for"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [
+            URLQueryItem(name: "bytes", value: "\(bytes)"), URLQueryItem(name: "ended", value: "\(ended)"),
+        ]
+        return try JSONDecoder().decode(Arrived.self, from: try await Self.send(URLRequest(url: components.url!)))
+    }
+
     private static func send(_ request: URLRequest) async throws -> Data {
         try await withCheckedThrowingContinuation { continuation in
             URLSession.shared.dataTask(with: request) { data, _, error in

@@ -160,12 +160,16 @@ final class S3Fixture: Sendable {
         return try JSONDecoder().decode(Uploads.self, from: try await send("_control/uploads")).uploads
     }
 
-    /// Waits until `count` requests of `operation` were answered, or with
-    /// `received`, had arrived (at most `timeout` seconds); whether they
+    /// Waits until `count` requests of `operation` (of any, when `nil`)
+    /// were answered, or with `received`, had arrived, and `bytes` body
+    /// bytes had arrived in all (at most `timeout` seconds); whether they
     /// were.
-    func wait(for operation: String, count: Int = 1, received: Bool = false, timeout: Int = 30) async throws -> Bool {
+    func wait(
+        for operation: String?, count: Int = 1, received: Bool = false, bytes: Int = 0, timeout: Int = 30
+    ) async throws -> Bool {
         struct Waited: Decodable { let ok: Bool }
-        var query = ["operation": operation, "count": "\(count)", "timeout": "\(timeout)"]
+        var query = ["count": "\(count)", "timeout": "\(timeout)", "bytes": "\(bytes)"]
+        query["operation"] = operation
         if received { query["received"] = "1" }
         let data = try await send("_control/wait", query: query)
         return try JSONDecoder().decode(Waited.self, from: data).ok

@@ -35,10 +35,11 @@ Endpoints (all on the one port)
     GET  /_control/parts?key=K&uploadId=U
                                   {"parts": [{"partNumber", "size", "etag"}]}
                                   (plus "error": code if moto refused)
-    GET  /_control/wait?operation=OP&count=N&timeout=S[&received=1]
+    GET  /_control/wait?operation=OP&count=N&timeout=S[&received=1][&bytes=B]
                                   block until N records of OP were answered (with
-                                  received=1: had arrived), or S seconds (at most
-                                  30) passed -> {"ok", "count"}
+                                  received=1: had arrived) and B body bytes had
+                                  arrived in all, or S seconds (at most 30)
+                                  passed -> {"ok", "count"}
     anything else                 proxied to moto (paths /jobkit/...)
 
 Rules (matched in order; the first whose selectors all equal the request's,
@@ -282,6 +283,7 @@ class State:
     def add_bytes(self, record, count):
         with self.changed:
             record["bytes"] += count
+            self.changed.notify_all()
 
     def answered(self, record, status):
         with self.changed:
@@ -292,9 +294,10 @@ class State:
         with self.changed:
             return [dict(record, query=dict(record["query"])) for record in self.records]
 
-    def wait(self, operation, count, timeout, received=False):
+    def wait(self, operation, count, timeout, received=False, body_bytes=0):
         """Block until `count` records of `operation` (any, if None) are answered,
-        or with `received`, have arrived (answered or not)."""
+        or with `received`, have arrived (answered or not), and `body_bytes`
+        body bytes have arrived in all the records."""
 
         def answered_count():
             return sum(
@@ -304,8 +307,13 @@ class State:
                 and (operation is None or record["operation"] == operation)
             )
 
+        def arrived():
+            return sum(record["bytes"] for record in self.records)
+
         with self.changed:
-            ok = self.changed.wait_for(lambda: answered_count() >= count, timeout)
+            ok = self.changed.wait_for(
+                lambda: answered_count() >= count and arrived() >= body_bytes, timeout
+            )
             return ok, answered_count()
 
 
@@ -403,7 +411,10 @@ class Handler(BaseHTTPRequestHandler):
                 timeout = min(max(float(query.get("timeout", "10")), 0.0), MAX_WAIT_SECONDS)
             except ValueError:
                 timeout = 10.0
-            ok, seen = state.wait(query.get("operation"), count, timeout, query.get("received") == "1")
+            ok, seen = state.wait(
+                query.get("operation"), count, timeout, query.get("received") == "1",
+                as_int(query.get("bytes")) or 0,
+            )
             self.send_json(200, {"ok": ok, "count": seen})
         else:
             self.send_json(404, {"error": f"no endpoint {self.command} {path}"})
@@ -675,6 +686,13 @@ class Backend(ThreadingHTTPServer):
         self.port = self.server_address[1]
         self.presigner = s3_client(f"http://127.0.0.1:{self.port}")
         self.moto = s3_client(f"http://{moto_address[0]}:{moto_address[1]}")
+
+    def handle_error(self, request, client_address):
+        # A client killed mid-request (the outbox's kill tests do it on
+        # purpose) resets its connection: not a fixture error to print.
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
     def object_info(self, key):
         try:

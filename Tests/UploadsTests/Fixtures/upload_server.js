@@ -51,6 +51,12 @@
  *                     string when length <= 64 KiB, else null
  * GET /_wait?path=P   waits (up to 10 s) until an upload of P has ended and
  *                     returns its records (404 with [] if none)
+ * GET /_wait_for?bytes=N&ended=M
+ *                     waits (up to 10 s) until N body bytes of uploads have
+ *                     arrived in all and M uploads have ended, and returns
+ *                     {"ok", "bytes", "ended"} (ok false when the time ran
+ *                     out): a moment in the middle of an upload, or just
+ *                     after one, to act on
  * GET /_errors        every request the server refused for bad framing, as a
  *                     JSON array of {code, reason}: parse errors from Node's
  *                     parser (answered "400 Bad Request" with Connection: close,
@@ -79,6 +85,8 @@ const received = []; // records of ended uploads, in the order they ended
 const errors = []; // requests refused for bad framing
 const rules = new Map(); // path -> rule
 const waiters = new Set(); // pending GET /_wait: {path, done(found)}
+let bytesArrived = 0; // body bytes of every upload, as they arrive
+const progressWaiters = new Set(); // pending GET /_wait_for: {check()}
 
 function answer(res, status, body, contentType, headers = {}) {
   const bytes = Buffer.from(body, 'utf8');
@@ -115,6 +123,7 @@ function recordEnded(record) {
   for (const waiter of [...waiters]) {
     if (waiter.path === record.path) waiter.done();
   }
+  for (const waiter of [...progressWaiters]) waiter.check();
 }
 
 // MARK: - Control endpoints
@@ -224,6 +233,28 @@ function wait(req, res) {
   });
 }
 
+function waitFor(req, res) {
+  const query = queryOf(req.url);
+  const bytes = Number(query.get('bytes') ?? 0);
+  const ended = Number(query.get('ended') ?? 0);
+  const reached = () => bytesArrived >= bytes && received.length >= ended;
+  const waiter = {
+    check(timedOut = false) {
+      if (!timedOut && !reached()) return;
+      clearTimeout(timer);
+      progressWaiters.delete(waiter);
+      if (!res.destroyed) answerJSON(res, 200, { ok: reached(), bytes: bytesArrived, ended: received.length });
+    },
+  };
+  const timer = setTimeout(() => waiter.check(true), WAIT_LIMIT_MS);
+  progressWaiters.add(waiter);
+  res.on('close', () => {
+    clearTimeout(timer);
+    progressWaiters.delete(waiter);
+  });
+  waiter.check();
+}
+
 // MARK: - Uploads
 
 function upload(req, res) {
@@ -268,6 +299,8 @@ function upload(req, res) {
     digest.update(chunk);
     md5.update(chunk);
     record.length += chunk.length;
+    bytesArrived += chunk.length;
+    for (const waiter of [...progressWaiters]) waiter.check();
     if (smallLength < SMALL) {
       const kept = chunk.subarray(0, SMALL - smallLength);
       small.push(kept);
@@ -359,6 +392,7 @@ function handle(req, res) {
   if (req.method === 'GET' && path === '/_received') return answerJSON(res, 200, received);
   if (req.method === 'GET' && path === '/_errors') return answerJSON(res, 200, errors);
   if (req.method === 'GET' && path === '/_wait') return wait(req, res);
+  if (req.method === 'GET' && path === '/_wait_for') return waitFor(req, res);
   if (req.method === 'PUT' || req.method === 'POST') return upload(req, res);
   req.resume();
   if (req.method === 'GET') return answer(res, 404, 'not found', 'text/plain');

@@ -1,0 +1,385 @@
+import Foundation
+import JobKitTesting
+import Testing
+import Uploads
+
+@testable import Uploads
+
+/// The Playground publishing through `--outbox`, killed with SIGKILL at
+/// random moments and run again, until its post is published; against
+/// Node's `http` and moto's S3, which count every request and byte they
+/// receive.
+///
+/// After each kill the test reads the outbox's record, as the next run
+/// will: a medium it names as stored must never reach the server again.
+/// Each post ends published, by one document, with every medium whole.
+///
+/// A kill that comes after the server stored a medium but before its
+/// receipt is on disk (a few milliseconds) sends that medium again, with
+/// the same `Idempotency-Key`. Uploads to a server on this machine take
+/// tens of milliseconds, and some kills come just after an upload ends on
+/// purpose, so many kills here land in that window.
+@Suite("Outbox killed", .timeLimit(.minutes(2)))
+struct OutboxKillTests {
+    /// A server that counts what it receives, as the kill rounds see it.
+    protocol Server: Sendable {
+        /// The Playground's arguments that send episode `episode`'s post to
+        /// this server.
+        func arguments(episode: Int) -> [String]
+        /// Forgets what an earlier episode sent, where needed.
+        func startEpisode() async throws
+        /// Body bytes that have arrived so far, and requests ended.
+        func progress() async throws -> (bytes: Int, ended: Int)
+        /// Waits (a bounded time) until `bytes` body bytes have arrived and
+        /// `ended` requests have ended.
+        func waitFor(bytes: Int, ended: Int) async throws
+        /// Every request so far, in order.
+        func requests() async throws -> [Request]
+        /// Checks that `medium` is stored whole, with the bytes of `file`.
+        func checkStored(_ path: String, file: URL) async throws
+        /// Checks that the post's document at `path` is stored, and that
+        /// every request that sent it carried `key` where the server sees
+        /// it.
+        func checkDocument(_ path: String, idempotencyKey key: String) async throws
+    }
+
+    /// A request a server received.
+    struct Request {
+        /// The path of what it sent, without the leading slash.
+        var path: String
+        /// What it sent: the path, and for S3 the operation and part.
+        var name: String
+        var bytes: Int
+        /// Whether it was received whole and answered with a success.
+        var isStored: Bool
+    }
+
+    /// What a kill left behind.
+    struct Kill {
+        /// How many requests the server had recorded once the run was gone.
+        let requestsBefore: Int
+        /// The paths of what the outbox's record names as stored: media with
+        /// a receipt, and the document once published.
+        let stored: Set<String>
+    }
+
+    /// What one test's kills measured.
+    struct Tally {
+        var kills = 0
+        var episodes = 0
+        var bytesReceived = 0
+        var postBytes = 0
+        /// Bytes of requests not answered with a success: cut short by a
+        /// kill, or whose answer the killed run never read (an S3 part
+        /// stored that way is found by the next run, and not sent again).
+        var interruptedBytes = 0
+        /// Bytes of requests that stored again what a request had stored:
+        /// a kill came before the outbox recorded the first.
+        var repeatedBytes = 0
+    }
+
+    @Test func killedRunsAgainstNodeEndInOnePublishedPostEachAndNeverResendAStoredMedium() async throws {
+        try await FixtureServer.with { server in
+            let tally = try await Self.killRepeatedly(NodeServer(fixture: server), kills: 14, scale: "0.1")
+            Self.report("Node", tally)
+        }
+    }
+
+    @Test(.enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+    func killedRunsAgainstS3EndInOnePublishedPostEachAndNeverResendAStoredMedium() async throws {
+        try await S3Fixture.with { s3 in
+            // At half scale two videos (9 and 13 MB) go up as multipart
+            // uploads of two parts, resumed through their manifests.
+            let tally = try await Self.killRepeatedly(S3Server(fixture: s3), kills: 6, scale: "0.5")
+            Self.report("S3", tally)
+        }
+    }
+
+    static func report(_ name: String, _ tally: Tally) {
+        if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
+            print(
+                "\(name): \(tally.kills) kills over \(tally.episodes) posts; the server received "
+                    + "\(tally.bytesReceived) body bytes for posts of \(tally.postBytes) bytes in all: "
+                    + "\(tally.interruptedBytes) in requests a kill ended unanswered, \(tally.repeatedBytes) in requests "
+                    + "that stored again what was stored but not yet recorded")
+        }
+        #expect(tally.interruptedBytes > 0, "some kills came in the middle of an upload")
+    }
+
+    /// Runs the Playground on `server`, killing it at random moments, until
+    /// `kills` runs were killed, each post then run to its end; checks
+    /// every post.
+    static func killRepeatedly(_ server: some Server, kills: Int, scale: String) async throws -> Tally {
+        var random = SeededRandomNumberGenerator(seed: 25)
+        var tally = Tally()
+        while tally.kills < kills {
+            tally.episodes += 1
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            try await server.startEpisode()
+            let episodeStart = try await server.requests().count
+            let arguments = ["--outbox", folder.url.path, "--scale", scale] + server.arguments(episode: tally.episodes)
+            var episodeKills: [Kill] = []
+            var published = false
+            while !published {
+                let killsLeft = kills - tally.kills
+                let run = try Child(arguments)
+                if killsLeft > 0 {
+                    try await moment(in: run, of: server, folder: folder.url, using: &random)
+                    kill(run.process.processIdentifier, SIGKILL)
+                }
+                let status = await run.exit()
+                if run.process.terminationReason == .uncaughtSignal {
+                    #expect(run.process.terminationStatus == SIGKILL)
+                    tally.kills += 1
+                    let record = try Self.record(in: folder.url)
+                    episodeKills.append(
+                        Kill(requestsBefore: try await server.requests().count, stored: record?.stored ?? []))
+                } else {
+                    #expect(status == 0, "stdout: \(run.output) stderr: \(run.error)")
+                    #expect(run.output.contains("Published in") || run.output.hasPrefix("Already published"))
+                    published = status == 0
+                    if status != 0 { return tally }
+                }
+            }
+            // Once published, a run says so and sends nothing.
+            let before = try await server.requests().count
+            let again = try Child(arguments)
+            #expect(await again.exit() == 0)
+            #expect(again.output.hasPrefix("Already published"), "stdout: \(again.output)")
+            let requests = try await server.requests()
+            #expect(requests.count == before, "a run after the post was published sent nothing")
+
+            let record = try #require(try Self.record(in: folder.url))
+            #expect(record.status == .published)
+            for (index, kill) in episodeKills.enumerated() {
+                let sentAgain = requests[kill.requestsBefore...].filter { kill.stored.contains($0.path) }
+                #expect(
+                    sentAgain.isEmpty,
+                    "after kill \(index + 1) of post \(tally.episodes), stored before it: \(sentAgain.map(\.path))")
+            }
+            for medium in record.media {
+                try await server.checkStored(Self.path(of: medium.destination), file: medium.file)
+            }
+            try await server.checkDocument(Self.path(of: record.destination), idempotencyKey: record.idempotencyKey)
+            let episode = requests[episodeStart...]
+            tally.bytesReceived += episode.reduce(0) { $0 + $1.bytes }
+            tally.interruptedBytes += episode.filter { !$0.isStored }.reduce(0) { $0 + $1.bytes }
+            var stored: Set<String> = []
+            for request in episode where request.isStored && !stored.insert(request.name).inserted {
+                tally.repeatedBytes += request.bytes
+            }
+            tally.postBytes += Int(record.media.reduce(0) { $0 + $1.size } + (record.documentSize ?? 0))
+        }
+        return tally
+    }
+
+    /// Waits for a random moment of `run`: once it printed its first line
+    /// (it is about to add the post, or has resumed it), once a random
+    /// share of the first half of what is left has arrived at the server
+    /// (so that most runs are killed before they publish), or once one to
+    /// three more requests have ended there (a medium just stored, its
+    /// receipt not yet written, perhaps).
+    static func moment(
+        in run: Child, of server: some Server, folder: URL, using random: inout SeededRandomNumberGenerator
+    ) async throws {
+        let now = try await server.progress()
+        switch Int.random(in: 0..<20, using: &random) {
+        case 0..<3:
+            await run.firstLine()
+        case 3..<12:
+            let record = try Self.record(in: folder)
+            let left = record.map { record in
+                record.media.filter { $0.receipt == nil }.reduce(0) { $0 + Int($1.size) }
+            }
+            try await server.waitFor(
+                bytes: now.bytes + Int.random(in: 0...max((left ?? 1_000_000) / 2, 1), using: &random), ended: 0)
+        default:
+            try await server.waitFor(bytes: 0, ended: now.ended + Int.random(in: 1...3, using: &random))
+        }
+    }
+
+    /// The post's record in the outbox of `folder`, if it was added.
+    static func record(in folder: URL) throws -> OutboxRecord? {
+        let posts = folder.appendingPathComponent("outbox/posts")
+        let files = (try? FileManager.default.contentsOfDirectory(at: posts, includingPropertiesForKeys: nil)) ?? []
+        let records = try files.filter { $0.pathExtension == "json" }.map {
+            try JSONDecoder().decode(OutboxRecord.self, from: Data(contentsOf: $0))
+        }
+        #expect(records.count <= 1, "one post, one record")
+        return records.first
+    }
+
+    /// `destination`'s path, without the leading slash.
+    static func path(of destination: URL) -> String {
+        String(destination.path.drop { $0 == "/" })
+    }
+
+    /// A run of the Playground, its output read when it ends; killed if it
+    /// has not ended after a minute.
+    final class Child: Sendable {
+        let process = Process()
+        private let printing = Pipe()
+        private let writingErrors = Pipe()
+        private let texts = LockedValue((output: "", error: ""))
+        private let hasExited = LockedValue(false)
+
+        init(_ arguments: [String]) throws {
+            process.executableURL = try playgroundExecutable()
+            process.arguments = arguments
+            process.standardOutput = printing
+            process.standardError = writingErrors
+            try process.run()
+            let pid = process.processIdentifier
+            // A watchdog that kills a hung child; no test waits on it.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { [hasExited] in  // allowed: watchdog
+                hasExited.withValue { if !$0 { kill(pid, SIGKILL) } }
+            }
+        }
+
+        var output: String { texts.value.output }
+        var error: String { texts.value.error }
+
+        /// Returns once the run printed a line, or ended.
+        func firstLine() async {
+            let read = await Self.off {
+                var data = Data()
+                while !data.contains(UInt8(ascii: "\n")) {
+                    let chunk = self.printing.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    data.append(chunk)
+                }
+                return data
+            }
+            texts.withValue { $0.output += String(decoding: read, as: UTF8.self) }
+        }
+
+        /// Waits for the run to end, reading what it printed; its exit
+        /// status, or the signal that ended it.
+        func exit() async -> Int32 {
+            let (printed, written) = await Self.off {
+                let written = LockedValue(Data())
+                let reading = DispatchGroup()
+                DispatchQueue.global().async(group: reading) {
+                    written.setValue(self.writingErrors.fileHandleForReading.readDataToEndOfFile())
+                }
+                let printed = self.printing.fileHandleForReading.readDataToEndOfFile()
+                self.process.waitUntilExit()
+                reading.wait()
+                return (printed, written.value)
+            }
+            hasExited.setValue(true)
+            texts.withValue {
+                $0.output += String(decoding: printed, as: UTF8.self)
+                $0.error += String(decoding: written, as: UTF8.self)
+            }
+            return process.terminationStatus
+        }
+
+        /// Runs `work` on a dispatch thread: it blocks reading a pipe.
+        private static func off<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: work()) }
+            }
+        }
+    }
+}
+
+extension OutboxRecord {
+    /// The paths of what the record names as stored.
+    var stored: Set<String> {
+        var stored = Set(media.filter { $0.receipt != nil }.map { OutboxKillTests.path(of: $0.destination) })
+        if status == .published { stored.insert(OutboxKillTests.path(of: destination)) }
+        return stored
+    }
+}
+
+/// Node's `http` server, each episode's post below a path of its own.
+struct NodeServer: OutboxKillTests.Server {
+    let fixture: FixtureServer
+
+    func arguments(episode: Int) -> [String] {
+        ["--server", fixture.url("post-\(episode)").absoluteString]
+    }
+
+    func startEpisode() async throws {}
+
+    func progress() async throws -> (bytes: Int, ended: Int) {
+        let now = try await fixture.waitFor(bytes: 0, ended: 0)
+        return (now.bytes, now.ended)
+    }
+
+    func waitFor(bytes: Int, ended: Int) async throws {
+        _ = try await fixture.waitFor(bytes: bytes, ended: ended)
+    }
+
+    func requests() async throws -> [OutboxKillTests.Request] {
+        try await fixture.received().map {
+            let path = String($0.path.dropFirst())
+            return .init(path: path, name: path, bytes: $0.length, isStored: $0.complete)
+        }
+    }
+
+    func checkStored(_ path: String, file: URL) async throws {
+        let sent = try await fixture.received().filter { $0.path == "/" + path }
+        #expect(sent.last { $0.complete }?.sha256 == (try await sha256(of: file)), "\(path) is stored whole")
+        // Sent again after a kill that came before its receipt was
+        // recorded: with its one key, which a server that honours it uses
+        // to store it once.
+        let keys = Set(sent.map { $0.headers["idempotency-key"] })
+        #expect(keys.count == 1 && keys.first != nil, "\(path) is sent with one key: \(keys)")
+    }
+
+    func checkDocument(_ path: String, idempotencyKey key: String) async throws {
+        let sent = try await fixture.received().filter { $0.path == "/" + path }
+        #expect(sent.contains { $0.complete }, "the post is stored")
+        #expect(
+            sent.allSatisfy { $0.headers["idempotency-key"] == key },
+            "every attempt of the post carries its one key: \(sent.map { $0.headers["idempotency-key"] })")
+    }
+}
+
+/// moto's S3, behind the presigning backend; the objects of an episode
+/// replace those of the last.
+struct S3Server: OutboxKillTests.Server {
+    let fixture: S3Fixture
+
+    func arguments(episode: Int) -> [String] {
+        ["--s3", fixture.baseURL.appendingPathComponent("presign").absoluteString]
+    }
+
+    func startEpisode() async throws {
+        try await fixture.reset()
+    }
+
+    func progress() async throws -> (bytes: Int, ended: Int) {
+        let requests = try await fixture.requests()
+        return (requests.reduce(0) { $0 + $1.bytes }, requests.filter { $0.status != nil }.count)
+    }
+
+    func waitFor(bytes: Int, ended: Int) async throws {
+        _ = try await fixture.wait(for: nil, count: ended, bytes: bytes, timeout: 10)
+    }
+
+    func requests() async throws -> [OutboxKillTests.Request] {
+        try await fixture.requests().map {
+            let path = $0.key ?? ""
+            return .init(
+                path: path, name: "\($0.operation) \(path) \($0.partNumber ?? 0)", bytes: $0.bytes,
+                isStored: (200..<300).contains($0.status ?? 0))
+        }
+    }
+
+    func checkStored(_ path: String, file: URL) async throws {
+        let object = try await fixture.object(path)
+        #expect(object.sha256 == (try await sha256(of: file)), "\(path) is stored whole")
+    }
+
+    func checkDocument(_ path: String, idempotencyKey key: String) async throws {
+        // S3 keeps no idempotency key: a document stored twice is the same
+        // object, and the kill checks say no document is sent after its
+        // receipt is recorded.
+        let object = try await fixture.object(path)
+        #expect(object.exists, "the post is stored")
+    }
+}
