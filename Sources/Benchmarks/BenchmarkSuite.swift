@@ -12,6 +12,7 @@ enum BenchmarkSuite {
         case checksums
         /// Not run unless named: two minutes of real-time waits.
         case debounce
+        case outbox
     }
 
     struct Options: Sendable {
@@ -30,6 +31,8 @@ enum BenchmarkSuite {
         var checksumMegabytes = 64
         /// Runs of each variant in case 13.
         var debounceRuns = 100
+        /// Posts in the outbox of case 14.
+        var outboxRecords = 1_000
         var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -79,6 +82,7 @@ enum BenchmarkSuite {
                 case "--count-rounds": countRounds = try count(for: argument, minimum: 1)
                 case "--checksum-mib": checksumMegabytes = try count(for: argument, minimum: 1)
                 case "--debounce-runs": debounceRuns = try count(for: argument, minimum: 1)
+                case "--outbox-records": outboxRecords = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
@@ -107,8 +111,8 @@ enum BenchmarkSuite {
     static let usage = """
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
                                                [--warmups W] [--memory-rounds R] [--count-n C] [--count-rounds K]
-                                               [--checksum-mib S] [--debounce-runs D] [--case NAME,...]
-                                               [--only TEXT] [--variant NAME]
+                                               [--checksum-mib S] [--debounce-runs D] [--outbox-records R]
+                                               [--case NAME,...] [--only TEXT] [--variant NAME]
 
         Runs JobKit and hand-written GCD side by side, interleaved, in one process,
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
@@ -123,6 +127,7 @@ enum BenchmarkSuite {
           --count-rounds K   times case 10 counts each variant's instructions (default 3)
           --checksum-mib S   the file's size in case 12, in MiB (default 64; needs node)
           --debounce-runs D  runs of each test in case 13 (default 100)
+          --outbox-records R posts in the outbox case 14 opens (default 1000)
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
@@ -175,6 +180,7 @@ enum BenchmarkSuite {
         case .counts: try CountCase.run(n: options.countN, rounds: options.countRounds, executable: executable)[0]
         case .checksums: try ChecksumCase.run(megabytes: options.checksumMegabytes, schedule: options.schedule)
         case .debounce: try DebounceCase.run(runs: options.debounceRuns)
+        case .outbox: try OutboxCase.run(records: options.outboxRecords, schedule: options.schedule)
         }
     }
 

@@ -64,6 +64,10 @@ public final class Outbox: Sendable {
 
     /// Opens the outbox kept in `folder`, creating it if needed, and
     /// resumes every post its journal holds.
+    ///
+    /// It reads every record before it returns (a tenth of a second for a
+    /// thousand posts, on a small Linux machine): open it off the main
+    /// thread.
     /// - Parameters:
     ///   - folder: A folder of the app's own that outlives the process,
     ///     such as one in Application Support.

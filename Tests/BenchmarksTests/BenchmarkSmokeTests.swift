@@ -32,6 +32,14 @@ struct BenchmarkSmokeTests {
         #expect(report.markdown.contains("| variant |"))
     }
 
+    @Test func theOutboxCaseOpensTheOutboxItFilled() async throws {
+        let report = try await onOwnThread { try OutboxCase.run(records: 12, schedule: Self.tiny) }
+        #expect(report.rows.count == 3)
+        #expect(report.rows.allSatisfy { $0.samples.count == Self.tiny.rounds && $0.samples.allSatisfy { $0 > 0 } })
+        #expect(report.rows.first?.ratio == nil)
+        #expect(report.notes.first?.hasPrefix("Opening and closing the outbox took ") == true)
+    }
+
     @Test func goalsAreCheckedAgainstTheHandWrittenBaselines() async throws {
         let report = try await onOwnThread { try TimingCases.group(n: 32, schedule: Self.tiny) }
         let goals = report.rows.compactMap(\.goal)
