@@ -9,6 +9,10 @@ import UploadsTesting
 import FoundationNetworking
 #endif
 
+#if canImport(Network)
+import Network
+#endif
+
 // The README's Uploads examples, verbatim, between the BEGIN/END markers.
 // JobKitTests' ReadmeTests checks that every Swift block of README.md
 // appears in its own file or in this one.
@@ -140,6 +144,100 @@ extension LargeTransfers {
                 #expect(printedS3Lines.value.dropLast().last == "100%")
             }
         }
+    }
+}
+
+// MARK: - Publishing that survives the app
+
+private let printedOutboxLines = LockedValue<[String]>([])
+
+private func publishThroughReadmeOutbox(applicationSupport: URL, uploader: any Uploader, post: Post) async throws {
+    func print(_ line: String) { printedOutboxLines.withValue { $0.append(line) } }
+    // BEGIN README: outbox example
+    let outbox = try Outbox(
+        folder: applicationSupport.appendingPathComponent("outbox"), uploader: uploader,
+        options: Outbox.Options(maxConcurrentUploads: 4, maxBytesInFlight: 64 * 1024 * 1024))
+    let id = try outbox.add(post, priority: .high)  // on disk when it returns; the same post again is one entry
+
+    for await posts in outbox.changes {  // the newest list, however fast the uploads report
+        for entry in posts { print("\(entry.id): \(entry.state), \(entry.bytesSent) of \(entry.bytesTotal) bytes") }
+        if posts.contains(where: { $0.id == id && $0.state == .published }) { break }
+    }
+    // END README
+    outbox.close()
+}
+
+private func controlReadmeOutbox(_ outbox: Outbox, _ id: Outbox.PostID) throws {
+    // BEGIN README: outbox control
+    try outbox.pause(id)  // stops its uploads in flight; what is stored stays stored
+    try outbox.resume(id)  // sends only the rest
+    try outbox.retry(id)  // after it failed for good (a 403, a missing file), once fixed
+    try outbox.remove(id)  // aborts its multipart uploads and deletes its record
+    // END README
+}
+
+#if canImport(Network)
+// Network is Apple's: this compiles where the tests run on an Apple
+// platform, not on Linux.
+private func watchTheNetwork(for outbox: Outbox) -> NWPathMonitor {
+    // BEGIN README: outbox network
+    let monitor = NWPathMonitor()  // keep it as long as the outbox
+    monitor.pathUpdateHandler = { path in
+        if path.status == .satisfied { outbox.networkDidChange() }
+    }
+    monitor.start(queue: .main)
+    // END README
+    return monitor
+}
+#endif
+
+@Suite("README outbox", .timeLimit(.minutes(1)))
+struct OutboxReadmeTests {
+    @Test func theOutboxExamplePublishesThePostAndARelaunchSendsNothing() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let movie = try folder.file("surf.mp4", bytes: patternedBytes(300_000))
+        let post = Post(
+            text: "Surf's up",
+            photos: [
+                Photo(bytes: patternedBytes(1_000), destination: URL(string: "https://example.com/posts/1/beach.jpg")!)
+            ],
+            videos: [Video(file: movie, destination: URL(string: "https://example.com/posts/1/surf.mp4")!)],
+            destination: URL(string: "https://example.com/posts/1.json")!)
+        let uploader = InMemoryUploader()
+        try await withTimeLimit(.seconds(30)) {
+            try await publishThroughReadmeOutbox(applicationSupport: folder.url, uploader: uploader, post: post)
+        }
+        #expect(uploader.uploads.map(\.destination.lastPathComponent).sorted() == ["1.json", "beach.jpg", "surf.mp4"])
+        let total = 301_000 + (uploader.uploads.last?.bytes.count ?? 0)
+        #expect(printedOutboxLines.value.last == "posts/1.json: published, \(total) of \(total) bytes")
+
+        // The next launch finds the post published, and sends nothing.
+        try await withTimeLimit(.seconds(30)) {
+            try await publishThroughReadmeOutbox(applicationSupport: folder.url, uploader: uploader, post: post)
+        }
+        #expect(uploader.uploads.count == 3)
+    }
+
+    @Test func theControlsPauseResumeRetryAndRemove() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let queue = TestQueue()
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try Outbox(folder: folder.url, uploader: uploader, queue: queue)
+        defer { outbox.close() }
+        let post = Post(
+            text: "Hi", photos: [Photo(bytes: Data([1, 2]), destination: URL(string: "https://example.com/a.jpg")!)],
+            destination: URL(string: "https://example.com/post.json")!)
+        let id = try outbox.add(post)
+        try queue.advance(by: .milliseconds(500))  // the photo is in flight
+        try controlReadmeOutbox(outbox, id)
+        try queue.run()
+        #expect(outbox.entry(id) == nil)
+        #expect(uploader.uploads.isEmpty, "paused in flight, then removed")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.url.appendingPathComponent("posts").path).isEmpty
+        )
     }
 }
 
