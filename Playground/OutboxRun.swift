@@ -102,29 +102,31 @@ struct OutboxRun {
     /// Says that an earlier run published the post, and where it is.
     private func printAlreadyPublished(_ entry: Outbox.Entry) {
         print("Already published: \"\(entry.post.text)\"")
-        if let receipt = entry.receipt {
-            print("  the post: \(receipt.post.finalURL.absoluteString)")
-        }
-        print("  nothing was sent; the outbox in \(folder.path) keeps its record")
+        if let place = place(of: entry) { print("  the post: \(place)") }
+        print("  nothing was sent; its record stays in \(folder.path)")
     }
 
     /// Prints the summary of the published post: how long this run took,
     /// what it sent, where the post is.
     private func printPublished(_ entry: Outbox.Entry, sentMedia: Int, in elapsed: Duration) {
         let post = workspace.post
-        let sent =
-            sentMedia == post.media.count
-            ? "" : "; this run sent \(sentMedia) of \(post.media.count) media, the others were stored before"
         print(
             "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos "
-                + "and the post\(sent)")
-        if let directoryUploader = workspace.directoryUploader, let destination = post.destination {
-            print("  into \(directoryUploader.root.path)")
-            print("  the post: \((try? directoryUploader.fileURL(for: destination).path) ?? destination.path)")
-        } else if let receipt = entry.receipt {
-            print("  to \(workspace.destinationName)")
-            print("  the post: \(receipt.post.finalURL.absoluteString) (\(receipt.post.status))")
+                + "and the post")
+        if sentMedia < post.media.count {
+            print("  this run sent \(sentMedia) of \(post.media.count) media; an earlier run stored the others")
         }
-        print("  the outbox in \(folder.path) keeps its record: a run with the same --outbox sends nothing")
+        print("  to \(workspace.destinationName)")
+        if let place = place(of: entry) { print("  the post: \(place)") }
+        print("  its record stays in \(folder.path): a run with the same --outbox sends nothing")
+    }
+
+    /// Where the published post is: its file with the folder uploader, its
+    /// URL and the server's status otherwise.
+    private func place(of entry: Outbox.Entry) -> String? {
+        if let directoryUploader = workspace.directoryUploader, let destination = workspace.post.destination {
+            return (try? directoryUploader.fileURL(for: destination).path) ?? destination.path
+        }
+        return entry.receipt.map { "\($0.post.finalURL.absoluteString) (\($0.post.status))" }
     }
 }
