@@ -65,8 +65,7 @@ public final class Outbox: Sendable {
     /// Opens the outbox kept in `folder`, creating it if needed, and
     /// resumes every post its journal holds.
     ///
-    /// It reads every record before it returns (a tenth of a second for a
-    /// thousand posts, on a small Linux machine): open it off the main
+    /// It reads every record before it returns: open it off the main
     /// thread.
     /// - Parameters:
     ///   - folder: A folder of the app's own that outlives the process,
@@ -564,7 +563,7 @@ public final class Outbox: Sendable {
 
     /// Writes the records, removes the copies of published posts, then
     /// tells the observers: on one thread at a time, outside the lock.
-    private static func carryOut(
+    static func carryOut(
         _ effects: OutboxBook.Effects,
         journal: OutboxJournal,
         book: Handoff<OutboxBook, OutboxBook.Effects>
@@ -583,7 +582,10 @@ public final class Outbox: Sendable {
             journal.removeCopies(of: record)
         }
         for record in effects.removals { journal.remove(record) }
-        if let posts = effects.snapshot {
+        // A list is told once the writes it rests on are made. When one
+        // failed, the book's next list, which shows that post failed, is
+        // told instead: an app may delete its files on `.published`.
+        if failed.isEmpty, let posts = effects.snapshot {
             let snapshot = OutboxBook.entries(posts)
             for observer in effects.observers { observer.yield(snapshot) }
         }

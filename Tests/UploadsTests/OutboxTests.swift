@@ -743,6 +743,41 @@ struct OutboxTests {
         }
     }
 
+    @Test func observersAreNeverToldOfAPublishedPostWhoseRecordCouldNotBeWritten() async throws {
+        defer { folder.remove() }
+        let writer = DurableFileWriter { data, file in
+            if String(decoding: data, as: UTF8.self).contains(#""status":"published""#) {
+                throw DurableFiles.Failure("cannot write it", errno: ENOSPC)
+            }
+            try DurableFiles.writeNewFile(data, to: file)
+        }
+        let journal = try OutboxJournal(folder: folder.url.appendingPathComponent("outbox"), writer: writer)
+        defer { journal.close() }
+        var record = Self.unitRecord(media: 1)
+        var book = OutboxBook()
+        book.posts[record.destination] = OutboxBook.Tracked(record, weights: [10])
+        // Every list told, none skipped.
+        let (told, observer) = AsyncStream.makeStream(of: [Outbox.Entry].self)
+        book.observers[0] = observer
+        let handoff = Handoff(
+            book, take: { $0.takeEffects() },
+            actingOn: { effects, handoff in Outbox.carryOut(effects, journal: journal, book: handoff) })
+
+        // The post's document stored, as the book records it.
+        record.status = .published
+        handoff.update { book in
+            book.posts[record.destination]?.record = record
+            book.posts[record.destination]?.phase = .published
+            book.toWrite[record.destination] = record
+            book.isChanged = true
+            return true
+        }
+        observer.finish()
+        var states: [[Outbox.State]] = []
+        for await posts in told { states.append(posts.map(\.state)) }
+        #expect(states == [[.failed]], "the list that said published is not told")
+    }
+
     /// A record of one post of `media` photos, for tests of the book.
     static func unitRecord(media count: Int) -> OutboxRecord {
         let media = (0..<count).map {
