@@ -149,9 +149,17 @@ struct Arguments {
         guard arguments.s3 == nil || (arguments.server == nil && arguments.output == nil) else {
             throw UsageError(description: "--s3 cannot be combined with --server or --output")
         }
-        guard arguments.outbox == nil || arguments.workFolder == nil else {
-            throw UsageError(
-                description: "--outbox cannot be combined with --work-folder: the outbox's folder holds the media")
+        if arguments.outbox != nil {
+            if arguments.workFolder != nil {
+                throw UsageError(
+                    description: "--outbox cannot be combined with --work-folder: the outbox's folder holds the media")
+            }
+            if arguments.keeps {
+                throw UsageError(description: "--outbox keeps everything in its folder: --keep does not apply")
+            }
+            if arguments.isVerbose {
+                throw UsageError(description: "--verbose shows publishing's jobs, which an --outbox run has not")
+            }
         }
         return arguments
     }

@@ -78,7 +78,9 @@ struct OutboxRun {
         printer.finish()
         outbox.close()
 
-        guard let last else { fail("the outbox lost the post", code: 70) }
+        // As recorded once every write is made: a signal may have closed
+        // the outbox between an upload's end and the list that tells it.
+        guard let last = outbox.entry(id) ?? last else { fail("the outbox lost the post", code: 70) }
         let kept = "it stays in \(workspace.folder.path): run again with the same --outbox to resume"
         switch last.state {
         case .published:

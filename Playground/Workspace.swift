@@ -39,21 +39,6 @@ struct Workspace {
                     isDirectory: true)
         }
         let base = arguments.server ?? URL(string: "https://uploads.example.com")!
-        let post: Post
-        do {
-            // Files written by an earlier run are kept as they are, so that
-            // their uploads can resume.
-            post = try SamplePost.make(
-                in: folder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
-                reusingFiles: arguments.s3 != nil || arguments.outbox != nil, isCancelled: { stop.isRequested })
-        } catch is CancellationError {
-            Self.cleanUp(folder, arguments, published: false)
-            fail("stopped (\(stop.name)) while writing the sample media; nothing was uploaded", code: stop.exitStatus)
-        } catch {
-            Self.cleanUp(folder, arguments, published: false)
-            fail("cannot write the sample media into \(folder.path): \(error.localizedDescription)", code: 1)
-        }
-
         var uploader: any Uploader
         let destinationName: String
         var directoryUploader: DirectoryUploader?
@@ -80,9 +65,57 @@ struct Workspace {
             uploader = FaultInjectingUploader(
                 wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
         }
+        if arguments.outbox != nil {
+            checkOutboxSettings(in: folder, destination: destinationName, scale: arguments.scale)
+        }
+
+        let post: Post
+        do {
+            // Files written by an earlier run are kept as they are, so that
+            // their uploads can resume.
+            post = try SamplePost.make(
+                in: folder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
+                reusingFiles: arguments.s3 != nil || arguments.outbox != nil, isCancelled: { stop.isRequested })
+        } catch is CancellationError {
+            Self.cleanUp(folder, arguments, published: false)
+            fail("stopped (\(stop.name)) while writing the sample media; nothing was uploaded", code: stop.exitStatus)
+        } catch {
+            Self.cleanUp(folder, arguments, published: false)
+            fail("cannot write the sample media into \(folder.path): \(error.localizedDescription)", code: 1)
+        }
         return Workspace(
             arguments: arguments, stop: stop, folder: folder, post: post, uploader: uploader,
             destinationName: destinationName, directoryUploader: directoryUploader, base: base)
+    }
+
+    /// Checks that an `--outbox` folder is used with the settings of its
+    /// first run, and records them on that run: its post was made at one
+    /// scale and goes to one place, and the record in the outbox is of
+    /// that post. Prints why and exits otherwise.
+    private static func checkOutboxSettings(in folder: URL, destination: String, scale: Double) {
+        let file = folder.appendingPathComponent("playground.json")
+        let settings = ["destination": destination, "scale": Format.number(scale)]
+        if let data = try? Data(contentsOf: file) {
+            guard let earlier = try? JSONDecoder().decode([String: String].self, from: data) else {
+                fail("\(file.path) does not say where its post goes: give another --outbox folder", code: 1)
+            }
+            guard earlier == settings else {
+                fail(
+                    "\(folder.path) holds a post sent to \(earlier["destination"] ?? "?") at scale "
+                        + "\(earlier["scale"] ?? "?"); this run would send it to \(destination) at scale "
+                        + "\(settings["scale"] ?? "?"): give another --outbox folder",
+                    code: 64)
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(settings).write(to: file, options: .atomic)
+        } catch {
+            fail("cannot keep an outbox in \(folder.path): \(error.localizedDescription)", code: 1)
+        }
     }
 
     /// The retry policy of each upload, from `--retries` and `--seed`.
@@ -115,6 +148,10 @@ struct Workspace {
                 + (arguments.timeout.map { ", \(Format.number($0)) s per attempt" } ?? "")
                 + (arguments.failRate > 0
                     ? ", \(Int(arguments.failRate * 100))% of attempts failing on purpose" : ""))
+        // Out at once, into a pipe too, rather than with the next progress
+        // line. (All streams: `stdout` itself is not concurrency-safe to
+        // name.)
+        fflush(nil)
     }
 
     /// Removes what the run made in its folder: the generated media always,

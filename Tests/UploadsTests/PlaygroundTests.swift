@@ -315,6 +315,12 @@ struct PlaygroundTests {
         #expect(!again.output.contains("Publishing"))
         #expect(TemporaryFolder.files(in: uploaded).filter { !$0.contains("/.") } == published)
         #expect(try modificationDates(published, in: uploaded) == dates, "no file was written again")
+
+        // Another scale is another post: refused, rather than mixed in.
+        let other = try playground(["--outbox", folder.url.path, "--scale", "0.2", "--speed", "0"], fast: false)
+        #expect(other.status == 64)
+        #expect(other.error.hasSuffix("at scale 0.2: give another --outbox folder\n"), "stderr: \(other.error)")
+        #expect(TemporaryFolder.files(in: uploaded).filter { !$0.contains("/.") } == published)
     }
 
     private func modificationDates(_ files: [String], in folder: URL) throws -> [Date?] {
@@ -353,7 +359,8 @@ struct PlaygroundTests {
         ["--work-folder"], ["--timeout", "0"], ["--timeout", "soon"], ["--timeout", "1e19"], ["--s3", "s3://bucket"],
         ["--s3", "http://127.0.0.1:9/presign", "--server", "http://127.0.0.1:9"],
         ["--s3", "http://127.0.0.1:9/presign", "--output", "/tmp/x"],
-        ["--outbox", "/tmp/x", "--work-folder", "/tmp/y"], ["--outbox"],
+        ["--outbox", "/tmp/x", "--work-folder", "/tmp/y"], ["--outbox"], ["--outbox", "/tmp/x", "--keep"],
+        ["--outbox", "/tmp/x", "--verbose"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
         let run = try playground(arguments, fast: false)
