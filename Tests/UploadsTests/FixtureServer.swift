@@ -125,11 +125,12 @@ final class FixtureServer: Sendable {
     }
 
     /// Waits until `bytes` body bytes of uploads have arrived in all and
-    /// `ended` uploads have ended (up to 10 s); what had.
-    func waitFor(bytes: Int, ended: Int) async throws -> Arrived {
+    /// `ended` uploads have ended (up to `seconds`, at most 10); what had.
+    func waitFor(bytes: Int, ended: Int, seconds: Int = 10) async throws -> Arrived {
         var components = URLComponents(url: url("_wait_for"), resolvingAgainstBaseURL: false)!
         components.queryItems = [
             URLQueryItem(name: "bytes", value: "\(bytes)"), URLQueryItem(name: "ended", value: "\(ended)"),
+            URLQueryItem(name: "timeout", value: "\(seconds)"),
         ]
         return try JSONDecoder().decode(Arrived.self, from: try await Self.send(URLRequest(url: components.url!)))
     }

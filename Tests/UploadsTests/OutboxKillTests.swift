@@ -30,8 +30,8 @@ struct OutboxKillTests {
         func startEpisode() async throws
         /// Body bytes that have arrived so far, and requests ended.
         func progress() async throws -> (bytes: Int, ended: Int)
-        /// Waits (a bounded time) until `bytes` body bytes have arrived and
-        /// `ended` requests have ended.
+        /// Waits until `bytes` body bytes have arrived and `ended` requests
+        /// have ended, or two seconds passed.
         func waitFor(bytes: Int, ended: Int) async throws
         /// Every request so far, in order.
         func requests() async throws -> [Request]
@@ -126,16 +126,17 @@ struct OutboxKillTests {
                 let run = try Child(arguments)
                 if killsLeft > 0 {
                     try await moment(in: run, of: server, folder: folder.url, using: &random)
-                    kill(run.process.processIdentifier, SIGKILL)
+                    run.kill()
                 }
                 let status = await run.exit()
-                if run.process.terminationReason == .uncaughtSignal {
-                    #expect(run.process.terminationStatus == SIGKILL)
+                #expect(!run.timedOut, "the run had not ended after a minute; stdout: \(run.output)")
+                if run.wasKilled {
                     tally.kills += 1
                     let record = try Self.record(in: folder.url)
                     episodeKills.append(
                         Kill(requestsBefore: try await server.requests().count, stored: record?.stored ?? []))
                 } else {
+                    #expect(run.process.terminationReason == .exit)
                     #expect(status == 0, "stdout: \(run.output) stderr: \(run.error)")
                     #expect(run.output.contains("Published in") || run.output.hasPrefix("Already published"))
                     published = status == 0
@@ -156,11 +157,14 @@ struct OutboxKillTests {
                 let sentAgain = requests[kill.requestsBefore...].map(\.path).filter { kill.stored.contains($0) }
                 #expect(sentAgain.isEmpty, "sent after kill \(index + 1) of post \(tally.episodes), stored before it")
             }
+            let episode = requests[episodeStart...]
+            for path in record.media.map({ Self.path(of: $0.destination) }) + [Self.path(of: record.destination)] {
+                #expect(episode.contains { $0.path == path && $0.isStored }, "\(path) was stored for this post")
+            }
             for medium in record.media {
                 try await server.checkStored(Self.path(of: medium.destination), file: medium.file)
             }
             try await server.checkDocument(Self.path(of: record.destination), idempotencyKey: record.idempotencyKey)
-            let episode = requests[episodeStart...]
             tally.bytesReceived += episode.reduce(0) { $0 + $1.bytes }
             tally.interruptedBytes += episode.filter { !$0.isStored }.reduce(0) { $0 + $1.bytes }
             var stored: Set<String> = []
@@ -172,12 +176,13 @@ struct OutboxKillTests {
         return tally
     }
 
-    /// Waits for a random moment of `run`: once it printed its first line
+    /// Waits for a random moment of `run`: once it printed its first lines
     /// (it is about to add the post, or has resumed it), once a random
     /// share of the first half of what is left has arrived at the server
     /// (so that most runs are killed before they publish), or once one to
     /// three more requests have ended there (a medium just stored, its
-    /// receipt not yet written, perhaps).
+    /// receipt not yet written, perhaps). A server's wait gives up after
+    /// two seconds, when the run may have ended: the kill comes then.
     static func moment(
         in run: Child, of server: some Server, folder: URL, using random: inout SeededRandomNumberGenerator
     ) async throws {
@@ -216,11 +221,13 @@ struct OutboxKillTests {
     /// A run of the Playground, its output read when it ends; killed if it
     /// has not ended after a minute.
     final class Child: Sendable {
+        private enum Ending { case running, killed, timedOut, exited }
+
         let process = Process()
         private let printing = Pipe()
         private let writingErrors = Pipe()
         private let texts = LockedValue((output: "", error: ""))
-        private let hasExited = LockedValue(false)
+        private let ending = LockedValue(Ending.running)
 
         init(_ arguments: [String]) throws {
             process.executableURL = try playgroundExecutable()
@@ -230,10 +237,30 @@ struct OutboxKillTests {
             try process.run()
             let pid = process.processIdentifier
             // A watchdog that kills a hung child; no test waits on it.
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { [hasExited] in  // allowed: watchdog
-                hasExited.withValue { if !$0 { kill(pid, SIGKILL) } }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { [ending] in  // allowed: watchdog
+                ending.withValue { ending in
+                    guard ending == .running else { return }
+                    ending = .timedOut
+                    Foundation.kill(pid, SIGKILL)
+                }
             }
         }
+
+        /// Kills the run with SIGKILL, unless it ended.
+        func kill() {
+            let pid = process.processIdentifier
+            ending.withValue { ending in
+                guard ending == .running, process.isRunning else { return }
+                ending = .killed
+                Foundation.kill(pid, SIGKILL)
+            }
+        }
+
+        /// Whether ``kill()`` killed it.
+        var wasKilled: Bool { ending.value == .killed && process.terminationReason == .uncaughtSignal }
+
+        /// Whether the watchdog killed it.
+        var timedOut: Bool { ending.value == .timedOut }
 
         var output: String { texts.value.output }
         var error: String { texts.value.error }
@@ -266,7 +293,7 @@ struct OutboxKillTests {
                 reading.wait()
                 return (printed, written.value)
             }
-            hasExited.setValue(true)
+            ending.withValue { if $0 == .running { $0 = .exited } }
             texts.withValue {
                 $0.output += String(decoding: printed, as: UTF8.self)
                 $0.error += String(decoding: written, as: UTF8.self)
@@ -308,7 +335,7 @@ struct NodeServer: OutboxKillTests.Server {
     }
 
     func waitFor(bytes: Int, ended: Int) async throws {
-        _ = try await fixture.waitFor(bytes: bytes, ended: ended)
+        _ = try await fixture.waitFor(bytes: bytes, ended: ended, seconds: 2)
     }
 
     func requests() async throws -> [OutboxKillTests.Request] {
@@ -356,7 +383,7 @@ struct S3Server: OutboxKillTests.Server {
     }
 
     func waitFor(bytes: Int, ended: Int) async throws {
-        _ = try await fixture.wait(for: nil, count: ended, bytes: bytes, timeout: 10)
+        _ = try await fixture.wait(for: nil, count: ended, bytes: bytes, timeout: 2)
     }
 
     func requests() async throws -> [OutboxKillTests.Request] {

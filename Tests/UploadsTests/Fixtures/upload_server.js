@@ -51,8 +51,9 @@
  *                     string when length <= 64 KiB, else null
  * GET /_wait?path=P   waits (up to 10 s) until an upload of P has ended and
  *                     returns its records (404 with [] if none)
- * GET /_wait_for?bytes=N&ended=M
- *                     waits (up to 10 s) until N body bytes of uploads have
+ * GET /_wait_for?bytes=N&ended=M[&timeout=S]
+ *                     waits (up to S seconds, at most and by default 10)
+ *                     until N body bytes of uploads have
  *                     arrived in all and M uploads have ended, and returns
  *                     {"ok", "bytes", "ended"} (ok false when the time ran
  *                     out): a moment in the middle of an upload, or just
@@ -237,6 +238,8 @@ function waitFor(req, res) {
   const query = queryOf(req.url);
   const bytes = Number(query.get('bytes') ?? 0);
   const ended = Number(query.get('ended') ?? 0);
+  const seconds = Number(query.get('timeout') ?? WAIT_LIMIT_MS / 1000);
+  const limit = Number.isFinite(seconds) ? Math.min(Math.max(seconds * 1000, 0), WAIT_LIMIT_MS) : WAIT_LIMIT_MS;
   const reached = () => bytesArrived >= bytes && received.length >= ended;
   const waiter = {
     check(timedOut = false) {
@@ -246,7 +249,7 @@ function waitFor(req, res) {
       if (!res.destroyed) answerJSON(res, 200, { ok: reached(), bytes: bytesArrived, ended: received.length });
     },
   };
-  const timer = setTimeout(() => waiter.check(true), WAIT_LIMIT_MS);
+  const timer = setTimeout(() => waiter.check(true), limit);
   progressWaiters.add(waiter);
   res.on('close', () => {
     clearTimeout(timer);
