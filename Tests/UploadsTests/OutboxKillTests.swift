@@ -76,6 +76,8 @@ struct OutboxKillTests {
         /// Bytes of requests that stored again what a request had stored:
         /// a kill came before the outbox recorded the first.
         var repeatedBytes = 0
+        /// Requests that stored a post's document, and posts.
+        var documentsStored = 0
     }
 
     @Test func killedRunsAgainstNodeEndInOnePublishedPostEachAndNeverResendAStoredMedium() async throws {
@@ -101,7 +103,8 @@ struct OutboxKillTests {
                 "\(name): \(tally.kills) kills over \(tally.episodes) posts; the server received "
                     + "\(tally.bytesReceived) body bytes for posts of \(tally.postBytes) bytes in all: "
                     + "\(tally.interruptedBytes) in requests a kill ended unanswered, \(tally.repeatedBytes) in requests "
-                    + "that stored again what was stored but not yet recorded")
+                    + "that stored again what was stored but not yet recorded; \(tally.documentsStored) documents "
+                    + "stored for \(tally.episodes) posts")
         }
         #expect(tally.interruptedBytes > 0, "some kills came in the middle of an upload")
     }
@@ -171,6 +174,8 @@ struct OutboxKillTests {
             for request in episode where request.isStored && !stored.insert(request.name).inserted {
                 tally.repeatedBytes += request.bytes
             }
+            let document = Self.path(of: record.destination)
+            tally.documentsStored += episode.filter { $0.path == document && $0.isStored }.count
             tally.postBytes += Int(record.media.reduce(0) { $0 + $1.size } + (record.documentSize ?? 0))
         }
         return tally
