@@ -126,7 +126,7 @@ struct OutboxKillTests {
             var published = false
             while !published {
                 let killsLeft = kills - tally.kills
-                let run = try Child(arguments)
+                let run = try PlaygroundProcess(arguments)
                 if killsLeft > 0 {
                     try await moment(in: run, of: server, folder: folder.url, using: &random)
                     run.kill()
@@ -148,7 +148,7 @@ struct OutboxKillTests {
             }
             // Once published, a run says so and sends nothing.
             let before = try await server.requests().count
-            let again = try Child(arguments)
+            let again = try PlaygroundProcess(arguments)
             #expect(await again.exit() == 0)
             #expect(again.output.hasPrefix("Already published"), "stdout: \(again.output)")
             let requests = try await server.requests()
@@ -189,7 +189,7 @@ struct OutboxKillTests {
     /// receipt not yet written, perhaps). A server's wait gives up after
     /// two seconds, when the run may have ended: the kill comes then.
     static func moment(
-        in run: Child, of server: some Server, folder: URL, using random: inout SeededRandomNumberGenerator
+        in run: PlaygroundProcess, of server: some Server, folder: URL, using random: inout SeededRandomNumberGenerator
     ) async throws {
         let now = try await server.progress()
         switch Int.random(in: 0..<20, using: &random) {
@@ -221,97 +221,6 @@ struct OutboxKillTests {
     /// `destination`'s path, without the leading slash.
     static func path(of destination: URL) -> String {
         String(destination.path.drop { $0 == "/" })
-    }
-
-    /// A run of the Playground, its output read when it ends; killed if it
-    /// has not ended after a minute.
-    final class Child: Sendable {
-        private enum Ending { case running, killed, timedOut, exited }
-
-        let process = Process()
-        private let printing = Pipe()
-        private let writingErrors = Pipe()
-        private let texts = LockedValue((output: "", error: ""))
-        private let ending = LockedValue(Ending.running)
-
-        init(_ arguments: [String]) throws {
-            process.executableURL = try playgroundExecutable()
-            process.arguments = arguments
-            process.standardOutput = printing
-            process.standardError = writingErrors
-            try process.run()
-            let pid = process.processIdentifier
-            // A watchdog that kills a hung child; no test waits on it.
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { [ending] in  // allowed: watchdog
-                ending.withValue { ending in
-                    guard ending == .running else { return }
-                    ending = .timedOut
-                    Foundation.kill(pid, SIGKILL)
-                }
-            }
-        }
-
-        /// Kills the run with SIGKILL, unless it ended.
-        func kill() {
-            let pid = process.processIdentifier
-            ending.withValue { ending in
-                guard ending == .running, process.isRunning else { return }
-                ending = .killed
-                Foundation.kill(pid, SIGKILL)
-            }
-        }
-
-        /// Whether ``kill()`` killed it.
-        var wasKilled: Bool { ending.value == .killed && process.terminationReason == .uncaughtSignal }
-
-        /// Whether the watchdog killed it.
-        var timedOut: Bool { ending.value == .timedOut }
-
-        var output: String { texts.value.output }
-        var error: String { texts.value.error }
-
-        /// Returns once the run printed a line, or ended.
-        func firstLine() async {
-            let read = await Self.off {
-                var data = Data()
-                while !data.contains(UInt8(ascii: "\n")) {
-                    let chunk = self.printing.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    data.append(chunk)
-                }
-                return data
-            }
-            texts.withValue { $0.output += String(decoding: read, as: UTF8.self) }
-        }
-
-        /// Waits for the run to end, reading what it printed; its exit
-        /// status, or the signal that ended it.
-        func exit() async -> Int32 {
-            let (printed, written) = await Self.off {
-                let written = LockedValue(Data())
-                let reading = DispatchGroup()
-                DispatchQueue.global().async(group: reading) {
-                    written.setValue(self.writingErrors.fileHandleForReading.readDataToEndOfFile())
-                }
-                let printed = self.printing.fileHandleForReading.readDataToEndOfFile()
-                self.process.waitUntilExit()
-                reading.wait()
-                return (printed, written.value)
-            }
-            ending.withValue { if $0 == .running { $0 = .exited } }
-            texts.withValue {
-                $0.output += String(decoding: printed, as: UTF8.self)
-                $0.error += String(decoding: written, as: UTF8.self)
-            }
-            return process.terminationStatus
-        }
-
-        /// Runs `work` on a dispatch thread: it blocks reading a pipe.
-        private static func off<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: work()) }
-            }
-        }
     }
 }
 

@@ -430,6 +430,97 @@ private final class ExitDeadline: Sendable {
     }
 }
 
+/// A run of the built Playground, started at once, its output read when
+/// it ends; killed if it has not ended after a minute.
+final class PlaygroundProcess: Sendable {
+    private enum Ending { case running, killed, timedOut, exited }
+
+    let process = Process()
+    private let printing = Pipe()
+    private let writingErrors = Pipe()
+    private let texts = LockedValue((output: "", error: ""))
+    private let ending = LockedValue(Ending.running)
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = try playgroundExecutable()
+        process.arguments = arguments
+        process.standardOutput = printing
+        process.standardError = writingErrors
+        try process.run()
+        let pid = process.processIdentifier
+        // A watchdog that kills a hung child; no test waits on it.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { [ending] in  // allowed: watchdog
+            ending.withValue { ending in
+                guard ending == .running else { return }
+                ending = .timedOut
+                Foundation.kill(pid, SIGKILL)
+            }
+        }
+    }
+
+    /// Kills the run with SIGKILL, unless it ended.
+    func kill() {
+        let pid = process.processIdentifier
+        ending.withValue { ending in
+            guard ending == .running, process.isRunning else { return }
+            ending = .killed
+            Foundation.kill(pid, SIGKILL)
+        }
+    }
+
+    /// Whether ``kill()`` killed it.
+    var wasKilled: Bool { ending.value == .killed && process.terminationReason == .uncaughtSignal }
+
+    /// Whether the watchdog killed it.
+    var timedOut: Bool { ending.value == .timedOut }
+
+    var output: String { texts.value.output }
+    var error: String { texts.value.error }
+
+    /// Returns once the run printed a line, or ended.
+    func firstLine() async {
+        let read = await Self.off {
+            var data = Data()
+            while !data.contains(UInt8(ascii: "\n")) {
+                let chunk = self.printing.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                data.append(chunk)
+            }
+            return data
+        }
+        texts.withValue { $0.output += String(decoding: read, as: UTF8.self) }
+    }
+
+    /// Waits for the run to end, reading what it printed; its exit
+    /// status, or the signal that ended it.
+    func exit() async -> Int32 {
+        let (printed, written) = await Self.off {
+            let written = LockedValue(Data())
+            let reading = DispatchGroup()
+            DispatchQueue.global().async(group: reading) {
+                written.setValue(self.writingErrors.fileHandleForReading.readDataToEndOfFile())
+            }
+            let printed = self.printing.fileHandleForReading.readDataToEndOfFile()
+            self.process.waitUntilExit()
+            reading.wait()
+            return (printed, written.value)
+        }
+        ending.withValue { if $0 == .running { $0 = .exited } }
+        texts.withValue {
+            $0.output += String(decoding: printed, as: UTF8.self)
+            $0.error += String(decoding: written, as: UTF8.self)
+        }
+        return process.terminationStatus
+    }
+
+    /// Runs `work` on a dispatch thread: it blocks reading a pipe.
+    private static func off<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: work()) }
+        }
+    }
+}
+
 /// The built Playground: next to the test bundle in the build folder.
 func playgroundExecutable() throws -> URL {
     var candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]

@@ -529,39 +529,6 @@ extension LargeTransfers {
             let number: Int
         }
 
-        /// Starts the Playground; its output goes to `output`, or is
-        /// discarded.
-        static func start(_ arguments: [String], output: URL? = nil) throws -> Process {
-            let process = Process()
-            process.executableURL = try playgroundExecutable()
-            process.arguments = arguments
-            if let output {
-                _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-                process.standardOutput = try FileHandle(forWritingTo: output)
-            } else {
-                process.standardOutput = FileHandle.nullDevice
-            }
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return process
-        }
-
-        /// Waits for `process` to exit, off Swift's cooperative threads, for at
-        /// most 60 seconds (then kills it); its exit status.
-        static func exit(of process: Process) async -> Int32 {
-            let watchdog = DispatchWorkItem { kill(process.processIdentifier, SIGKILL) }
-            // A watchdog that kills a hung child; no test waits on it.
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)  // allowed: watchdog
-            let status = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    process.waitUntilExit()
-                    continuation.resume(returning: process.terminationStatus)
-                }
-            }
-            watchdog.cancel()
-            return status
-        }
-
         @Test func aPartThatAlwaysFailsIsSentOnceAndThenOncePerRetryTheRunAllows() async throws {
             let work = try TemporaryFolder()
             defer { work.remove() }
@@ -573,14 +540,12 @@ extension LargeTransfers {
                 try await s3.setRules([
                     ["operation": "uploadPart", "key": "posts/beach-day/video-1.mp4", "partNumber": 2, "status": 500]
                 ])
-                let output = work.url.appendingPathComponent("output.txt")
-                let run = try Self.start(
-                    [
-                        "--s3", s3.baseURL.appendingPathComponent("presign").absoluteString, "--work-folder",
-                        work.url.path, "--retries", "2", "--concurrency", "1",
-                    ], output: output)
-                #expect(await Self.exit(of: run) != 0, "publishing failed")
-                let printed = try String(contentsOf: output, encoding: .utf8)
+                let run = try PlaygroundProcess([
+                    "--s3", s3.baseURL.appendingPathComponent("presign").absoluteString, "--work-folder",
+                    work.url.path, "--retries", "2", "--concurrency", "1",
+                ])
+                #expect(await run.exit() != 0, "publishing failed")
+                let printed = run.output
                 #expect(
                     printed.contains(
                         "✗ posts/beach-day/video-1.mp4 (part 2): the server answered 500 Internal Server Error"))
@@ -613,10 +578,10 @@ extension LargeTransfers {
                 try await s3.setRules([
                     ["operation": "uploadPart", "key": "posts/beach-day/video-2.mp4", "partNumber": 4, "holdFor": 30]
                 ])
-                let first = try Self.start(arguments)
+                let first = try PlaygroundProcess(arguments)
                 let partsStored = try await s3.wait(for: "uploadPart", count: 6, timeout: 60)
-                kill(first.processIdentifier, SIGKILL)
-                let firstStatus = await Self.exit(of: first)
+                first.kill()
+                let firstStatus = await first.exit()
                 #expect(partsStored)
                 #expect(firstStatus != 0, "killed before it finished")
                 let firstRun = try await s3.requests()
@@ -629,8 +594,8 @@ extension LargeTransfers {
                 #expect(try await s3.uploads().map(\.key) == [video2], "video-2's upload was left to resume")
 
                 try await s3.reset()
-                let second = try Self.start(arguments)
-                #expect(await Self.exit(of: second) == 0)
+                let second = try PlaygroundProcess(arguments)
+                #expect(await second.exit() == 0)
                 let secondRun = try await s3.requests()
                 let resent = Set(
                     secondRun.filter { $0.operation == "uploadPart" }
