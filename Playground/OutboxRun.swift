@@ -19,9 +19,13 @@ struct OutboxRun {
         let options = Outbox.Options(
             maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
             uploadTimeout: arguments.timeout.map { .seconds($0) })
+        // The outbox resumes its posts as soon as it opens: on a queue held
+        // until the run has read what earlier runs stored, so that no
+        // upload of this run counts among them.
+        let queue = DispatchQueue(label: "Playground.outbox", attributes: [.concurrent, .initiallyInactive])
         let outbox: Outbox
         do {
-            outbox = try Outbox(folder: folder, uploader: workspace.uploader, options: options)
+            outbox = try Outbox(folder: folder, uploader: workspace.uploader, options: options, queue: queue)
         } catch {
             fail("cannot open the outbox: \(error.localizedDescription)", code: 1)
         }
@@ -32,6 +36,7 @@ struct OutboxRun {
         let id = Outbox.PostID(post.destination!)  // The sample post has one.
         let count = post.media.count
         let earlier = outbox.entry(id)
+        queue.activate()
         if let earlier, earlier.state == .published {
             printAlreadyPublished(earlier)
             outbox.close()

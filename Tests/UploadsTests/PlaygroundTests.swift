@@ -18,57 +18,32 @@ struct PlaygroundTests {
     /// takes a fraction of a second; with `workFolder`, the run makes its
     /// folder there (`--work-folder`), so a test sees everything it leaves.
     /// With `signal`, sends it that signal once its first upload finished
-    /// (its first "✓" line).
+    /// (its first "✓" line). The run's pipes are read off Swift's
+    /// cooperative threads, which the suites running beside need.
     private func playground(
         _ arguments: [String], fast: Bool = true, workFolder: URL? = nil, interruptedWith signal: Int32? = nil
-    ) throws -> Run {
-        let process = Process()
-        process.executableURL = try playgroundExecutable()
-        process.arguments =
+    ) async throws -> Run {
+        let run = try PlaygroundProcess(
             arguments + (fast ? ["--scale", "0.01", "--speed", "0"] : [])
-            + (workFolder.map { ["--work-folder", $0.path] } ?? [])
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let deadline = ExitDeadline(process)
-        // Read both pipes to the end before waiting, so a full pipe never
-        // blocks the child.
-        let errorData = LockedValue(Data())
-        let readingErrors = DispatchGroup()
-        DispatchQueue.global().async(group: readingErrors) {
-            errorData.setValue(error.fileHandleForReading.readDataToEndOfFile())
-        }
-        var outputData = Data()
+                + (workFolder.map { ["--work-folder", $0.path] } ?? []),
+            killedAfter: 30)
         if let signal {
-            while !String(decoding: outputData, as: UTF8.self).contains("✓") {
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                outputData.append(chunk)
-            }
-            kill(process.processIdentifier, signal)
+            await run.read(until: "✓", thenSend: signal)
         }
-        outputData.append(output.fileHandleForReading.readDataToEndOfFile())
-        process.waitUntilExit()
-        deadline.processExited()
-        readingErrors.wait()
+        let status = await run.exit()
+        #expect(!run.timedOut, "the Playground had not exited after 30 seconds and was killed")
         if signal != SIGKILL {
-            #expect(process.terminationReason == .exit, "the run exits by itself, handling the signal")
+            #expect(run.process.terminationReason == .exit, "the run exits by itself, handling the signal")
         }
-        return Run(
-            status: process.terminationStatus,
-            output: String(decoding: outputData, as: UTF8.self),
-            error: String(decoding: errorData.value, as: UTF8.self)
-        )
+        return Run(status: status, output: run.output, error: run.error)
     }
 
-    @Test func publishesTheSamplePostIntoTheOutputFolder() throws {
+    @Test func publishesTheSamplePostIntoTheOutputFolder() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let work = try TemporaryFolder()
         defer { work.remove() }
-        let run = try playground(["--output", folder.url.path], workFolder: work.url)
+        let run = try await playground(["--output", folder.url.path], workFolder: work.url)
 
         #expect(run.status == 0, "stderr: \(run.error)")
         #expect(run.error.isEmpty)
@@ -96,12 +71,12 @@ struct PlaygroundTests {
         #expect(photos.allSatisfy { $0["etag"]?.hasPrefix("\"") == true }, "each medium's ETag, from its receipt")
     }
 
-    @Test func exitsWithOneErrorLineWhenEveryAttemptFails() throws {
+    @Test func exitsWithOneErrorLineWhenEveryAttemptFails() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let work = try TemporaryFolder()
         defer { work.remove() }
-        let run = try playground(
+        let run = try await playground(
             ["--output", folder.url.path, "--fail-rate", "1", "--retries", "1"],
             workFolder: work.url
         )
@@ -133,27 +108,27 @@ struct PlaygroundTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
-    @Test func aSuccessfulRunWithoutOutputOrKeepLeavesNothing() throws {
+    @Test func aSuccessfulRunWithoutOutputOrKeepLeavesNothing() async throws {
         let work = try TemporaryFolder()
         defer { work.remove() }
-        let published = try playground([], workFolder: work.url)
+        let published = try await playground([], workFolder: work.url)
         #expect(published.status == 0, "stderr: \(published.error)")
         #expect(published.output.contains("  removed at exit; pass --keep or --output DIR to keep the files"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
 
         let failing = try TemporaryFolder()
         defer { failing.remove() }
-        let failed = try playground(["--fail-rate", "1", "--retries", "0"], workFolder: failing.url)
+        let failed = try await playground(["--fail-rate", "1", "--retries", "0"], workFolder: failing.url)
         #expect(failed.status == 1)
         #expect(failed.output.contains("no retries"))
         #expect(!failed.output.contains("up to 0"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: failing.url.path).isEmpty)
     }
 
-    @Test func keepKeepsOnlyThePublishedPostInTheWorkFolder() throws {
+    @Test func keepKeepsOnlyThePublishedPostInTheWorkFolder() async throws {
         let work = try TemporaryFolder()
         defer { work.remove() }
-        let published = try playground(["--keep"], workFolder: work.url)
+        let published = try await playground(["--keep"], workFolder: work.url)
         #expect(published.status == 0, "stderr: \(published.error)")
         let runs = try FileManager.default.contentsOfDirectory(atPath: work.url.path)
         #expect(runs.count == 1)
@@ -165,12 +140,12 @@ struct PlaygroundTests {
         #expect(work.files().count == 10)
     }
 
-    @Test func retriesInjectedFailuresAndStillPublishes() throws {
+    @Test func retriesInjectedFailuresAndStillPublishes() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let work = try TemporaryFolder()
         defer { work.remove() }
-        let run = try playground(
+        let run = try await playground(
             ["--output", folder.url.path, "--fail-rate", "0.3", "--seed", "3", "--retries", "5", "--concurrency", "1"],
             workFolder: work.url
         )
@@ -188,7 +163,7 @@ struct PlaygroundTests {
         try await FixtureServer.with { server in
             let work = try TemporaryFolder()
             defer { work.remove() }
-            let run = try playground(["--server", server.baseURL.absoluteString], workFolder: work.url)
+            let run = try await playground(["--server", server.baseURL.absoluteString], workFolder: work.url)
 
             #expect(run.status == 0, "stderr: \(run.error)")
             #expect(run.output.contains("the post: \(server.url("posts/beach-day.json").absoluteString)"))
@@ -214,7 +189,7 @@ struct PlaygroundTests {
             for _ in 0..<8 {
                 let work = try TemporaryFolder()
                 defer { work.remove() }
-                let run = try playground(["--s3", backend, "--retries", "0"], workFolder: work.url)
+                let run = try await playground(["--s3", backend, "--retries", "0"], workFolder: work.url)
 
                 #expect(run.status == 1, "\(run.output)")
                 #expect(run.output.contains(": \(reason); not retried"), "\(run.output)")
@@ -230,7 +205,7 @@ struct PlaygroundTests {
             try await server.setRule("posts/beach-day/photo-1.jpg", ["delay": 20])
             let work = try TemporaryFolder()
             defer { work.remove() }
-            let run = try playground(
+            let run = try await playground(
                 ["--server", server.baseURL.absoluteString, "--timeout", "1.5", "--retries", "1"], workFolder: work.url)
 
             #expect(run.status == 1)
@@ -245,13 +220,13 @@ struct PlaygroundTests {
     }
 
     @Test(arguments: [(SIGINT, "Ctrl-C"), (SIGTERM, "SIGTERM"), (SIGHUP, "SIGHUP")])
-    func aSignalCancelsEveryUploadAndExitsWithOneErrorLine(signal: Int32, name: String) throws {
+    func aSignalCancelsEveryUploadAndExitsWithOneErrorLine(signal: Int32, name: String) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let work = try TemporaryFolder()
         defer { work.remove() }
         // About 2.5 s of uploads at 1 MB/s each: plenty of time to interrupt.
-        let run = try playground(
+        let run = try await playground(
             ["--output", folder.url.path, "--scale", "0.1", "--speed", "1"], fast: false, workFolder: work.url,
             interruptedWith: signal)
         let printed = run.output
@@ -274,14 +249,14 @@ struct PlaygroundTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.url.path).isEmpty)
     }
 
-    @Test func anOutboxRunStoppedMidwayIsResumedByTheNextWhichThenSaysItIsPublished() throws {
+    @Test func anOutboxRunStoppedMidwayIsResumedByTheNextWhichThenSaysItIsPublished() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let arguments = ["--outbox", folder.url.path, "--scale", "0.1"]
         let uploaded = folder.url.appendingPathComponent("uploaded")
 
         // Stopped once a medium is stored: the outbox keeps its record.
-        let stopped = try playground(arguments + ["--speed", "1"], fast: false, interruptedWith: SIGINT)
+        let stopped = try await playground(arguments + ["--speed", "1"], fast: false, interruptedWith: SIGINT)
         #expect(stopped.status == 128 + SIGINT)
         let line = try #require(
             stopped.error.wholeMatch(
@@ -297,7 +272,7 @@ struct PlaygroundTests {
         #expect(storedFiles.count >= stored)
 
         // The next run resumes the post and sends the rest.
-        let resumed = try playground(arguments + ["--speed", "0"], fast: false)
+        let resumed = try await playground(arguments + ["--speed", "0"], fast: false)
         #expect(resumed.status == 0, "stderr: \(resumed.error)")
         #expect(resumed.output.contains("  resuming: \(stored) of 9 media already stored\n"))
         #expect(resumed.output.contains("Published in"))
@@ -310,7 +285,7 @@ struct PlaygroundTests {
         let dates = try modificationDates(published, in: uploaded)
 
         // Once published, a run says so and sends nothing.
-        let again = try playground(arguments + ["--speed", "0"], fast: false)
+        let again = try await playground(arguments + ["--speed", "0"], fast: false)
         #expect(again.status == 0, "stderr: \(again.error)")
         #expect(again.output.hasPrefix("Already published: \"A day at the beach: six photos and three clips.\"\n"))
         #expect(again.output.contains("nothing was sent"))
@@ -319,20 +294,20 @@ struct PlaygroundTests {
         #expect(try modificationDates(published, in: uploaded) == dates, "no file was written again")
 
         // Another scale is another post: refused, rather than mixed in.
-        let other = try playground(["--outbox", folder.url.path, "--scale", "0.2", "--speed", "0"], fast: false)
+        let other = try await playground(["--outbox", folder.url.path, "--scale", "0.2", "--speed", "0"], fast: false)
         #expect(other.status == 64)
         #expect(other.error.hasSuffix("at scale 0.2: give another --outbox folder\n"), "stderr: \(other.error)")
         #expect(TemporaryFolder.files(in: uploaded).filter { !$0.contains("/.") } == published)
     }
 
-    @Test func anOutboxRunKilledMidwayIsResumedByTheNextIntoTheFolder() throws {
+    @Test func anOutboxRunKilledMidwayIsResumedByTheNextIntoTheFolder() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let arguments = ["--outbox", folder.url.path, "--scale", "0.1"]
-        let killed = try playground(arguments + ["--speed", "1"], fast: false, interruptedWith: SIGKILL)
+        let killed = try await playground(arguments + ["--speed", "1"], fast: false, interruptedWith: SIGKILL)
         #expect(killed.status == SIGKILL && killed.error.isEmpty, "killed, with no word")
 
-        let resumed = try playground(arguments + ["--speed", "0"], fast: false)
+        let resumed = try await playground(arguments + ["--speed", "0"], fast: false)
         #expect(resumed.status == 0, "stderr: \(resumed.error)")
         let line = try #require(resumed.output.firstMatch(of: #/  resuming: (\d) of 9 media already stored\n/#))
         #expect((1..<9).contains(Int(line.output.1) ?? 0), "a medium was stored before the kill")
@@ -355,12 +330,12 @@ struct PlaygroundTests {
         }
     }
 
-    @Test func verboseShowsTheTreeOfJobs() throws {
+    @Test func verboseShowsTheTreeOfJobs() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         // At 1 MB/s, video-2 (2.6 MB) takes 2.6 s at least, so it is under
         // way when the tree is printed at 2 s.
-        let run = try playground(
+        let run = try await playground(
             ["--output", folder.url.path, "--verbose", "--scale", "0.1", "--speed", "1"], fast: false)
         #expect(run.status == 0, "stderr: \(run.error)")
         #expect(run.output.contains("  jobs now:\n    publish"))
@@ -368,8 +343,8 @@ struct PlaygroundTests {
         #expect(run.output.contains("Published in"))
     }
 
-    @Test func helpListsTheOptions() throws {
-        let run = try playground(["--help"], fast: false)
+    @Test func helpListsTheOptions() async throws {
+        let run = try await playground(["--help"], fast: false)
         #expect(run.status == 0)
         for option in [
             "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
@@ -387,51 +362,17 @@ struct PlaygroundTests {
         ["--outbox", "/tmp/x", "--work-folder", "/tmp/y"], ["--outbox"], ["--outbox", "/tmp/x", "--keep"],
         ["--outbox", "/tmp/x", "--verbose"],
     ])
-    func aBadCommandLineExitsWithAUsageError(arguments: [String]) throws {
-        let run = try playground(arguments, fast: false)
+    func aBadCommandLineExitsWithAUsageError(arguments: [String]) async throws {
+        let run = try await playground(arguments, fast: false)
         #expect(run.status == 64)
         #expect(run.error.hasPrefix("error: "))
         #expect(run.output.isEmpty)
     }
 }
 
-/// Kills a Playground that has not exited after `seconds`, so one that
-/// hangs fails its test: the suite's time limit cannot stop a synchronous
-/// test blocked reading a pipe or in `waitUntilExit()`.
-private final class ExitDeadline: Sendable {
-    private enum State { case running, exited, killed }
-
-    private let state = LockedValue(State.running)
-    private let seconds: Int
-
-    init(_ process: Process, seconds: Int = 30) {
-        self.seconds = seconds
-        let pid = process.processIdentifier
-        // A watchdog that kills a hung child; no test waits on it.
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [state] in  // allowed: watchdog
-            state.withValue { state in
-                guard state == .running else { return }
-                state = .killed
-                kill(pid, SIGKILL)
-            }
-        }
-    }
-
-    /// Call once the process exited: records an issue if it was killed.
-    func processExited(sourceLocation: SourceLocation = #_sourceLocation) {
-        let killed = state.withValue { state -> Bool in
-            if state == .running { state = .exited }
-            return state == .killed
-        }
-        if killed {
-            Issue.record(
-                "the Playground had not exited after \(seconds) seconds and was killed", sourceLocation: sourceLocation)
-        }
-    }
-}
-
 /// A run of the built Playground, started at once, its output read when
-/// it ends; killed if it has not ended after a minute.
+/// it ends; killed if it has not ended after `killedAfter` seconds (a
+/// minute by default).
 final class PlaygroundProcess: Sendable {
     private enum Ending { case running, killed, timedOut, exited }
 
@@ -441,7 +382,7 @@ final class PlaygroundProcess: Sendable {
     private let texts = LockedValue((output: "", error: ""))
     private let ending = LockedValue(Ending.running)
 
-    init(_ arguments: [String]) throws {
+    init(_ arguments: [String], killedAfter seconds: Int = 60) throws {
         process.executableURL = try playgroundExecutable()
         process.arguments = arguments
         process.standardOutput = printing
@@ -449,7 +390,7 @@ final class PlaygroundProcess: Sendable {
         try process.run()
         let pid = process.processIdentifier
         // A watchdog that kills a hung child; no test waits on it.
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { [ending] in  // allowed: watchdog
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [ending] in  // allowed: watchdog
             ending.withValue { ending in
                 guard ending == .running else { return }
                 ending = .timedOut
@@ -479,13 +420,21 @@ final class PlaygroundProcess: Sendable {
 
     /// Returns once the run printed a line, or ended.
     func firstLine() async {
+        await read(until: "\n")
+    }
+
+    /// Returns once the run printed `text`, or ended; with `signal`, sends
+    /// it that signal as soon as `text` is read, from the thread that read
+    /// it (a run may end before a busy test gets to send it).
+    func read(until text: String, thenSend signal: Int32? = nil) async {
         let read = await Self.off {
             var data = Data()
-            while !data.contains(UInt8(ascii: "\n")) {
+            while !String(decoding: data, as: UTF8.self).contains(text) {
                 let chunk = self.printing.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
                 data.append(chunk)
             }
+            if let signal { Foundation.kill(self.process.processIdentifier, signal) }
             return data
         }
         texts.withValue { $0.output += String(decoding: read, as: UTF8.self) }
