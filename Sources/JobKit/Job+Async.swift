@@ -3,7 +3,6 @@ import Dispatch
 // MARK: - Awaiting a job
 
 extension Job {
-    #if compiler(>=6.2)
     /// Performs the job on the global concurrent dispatch queue and returns
     /// its value, or throws its error.
     ///
@@ -24,16 +23,6 @@ extension Job {
             try await value(on: DispatchQueue.global())
         }
     }
-    #else
-    /// Performs the job on the global concurrent dispatch queue and returns
-    /// its value, or throws its error. See ``value(on:isolation:)``.
-    @inlinable
-    public var value: Success {
-        get async throws {
-            try await value(on: DispatchQueue.global())
-        }
-    }
-    #endif
 
     /// Performs the job on `queue` and returns its value, or throws its
     /// error.

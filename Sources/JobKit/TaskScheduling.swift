@@ -121,28 +121,20 @@ public struct DefaultTaskScheduler: TaskScheduling {
         start(detached: true, name: name, priority: priority, operation: operation)
     }
 
-    /// Starts the task, named where the OS supports task names. Called
-    /// synchronously by the caller's task, so a non-detached task still
-    /// inherits its priority and task-local values.
+    /// Starts the task, named where the OS supports task names (the name
+    /// is dropped elsewhere). Called synchronously by the caller's task, so
+    /// a non-detached task still inherits its priority and task-local
+    /// values.
     private func start<Success: Sendable>(
         detached: Bool,
         name: String?,
         priority: TaskPriority?,
         operation: @escaping @Sendable @isolated(any) () async throws -> Success
     ) -> ScheduledTask<Success> {
-        #if compiler(>=6.2)
-        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            return ScheduledTask(
-                detached
-                    ? Task.detached(name: name, priority: priority, operation: operation)
-                    : Task(name: name, priority: priority, operation: operation)
-            )
-        }
-        #endif
-        return ScheduledTask(
+        ScheduledTask(
             detached
-                ? Task.detached(priority: priority, operation: operation)
-                : Task(priority: priority, operation: operation)
+                ? Task.detached(name: name, priority: priority, operation: operation)
+                : Task(name: name, priority: priority, operation: operation)
         )
     }
 }

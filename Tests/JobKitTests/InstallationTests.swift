@@ -48,6 +48,23 @@ struct InstallationTests {
         }
     }
 
+    @Test func snippetAndProseNameTheToolsVersionOfThePackage() throws {
+        let toolsVersion = #/^// swift-tools-version:\s*(\d+)\.(\d+)/#
+        let required = try #require(try manifest().firstMatch(of: toolsVersion), "Package.swift has no tools version")
+        let declared = try #require(try snippet().firstMatch(of: toolsVersion), "the snippet has no tools version")
+        #expect(
+            (declared.1, declared.2) == (required.1, required.2),
+            "the snippet's tools version is \(declared.1).\(declared.2), JobKit's \(required.1).\(required.2)")
+        let section = try installationSection()
+        #expect(
+            section.contains("Swift \(required.1).\(required.2) or later"),
+            "README's Installation does not say which Swift JobKit needs")
+        // Xcode 26 is the first with Swift 6.2.
+        if (required.1, required.2) == ("6", "2") {
+            #expect(section.contains("Xcode 26 or later"), "README's Installation does not say which Xcode")
+        }
+    }
+
     // MARK: - Reading the files
 
     private func manifest() throws -> String {

@@ -63,7 +63,6 @@ struct DefaultTaskSchedulerTests {
         #expect(try await handle.value == "main")
     }
 
-    #if compiler(>=6.2)
     @Test func namesTheTaskWhereTheOSSupportsIt() async throws {
         guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
         let scheduled = scheduler.schedule(name: "uploader", priority: nil) { Task.name }
@@ -71,7 +70,6 @@ struct DefaultTaskSchedulerTests {
         #expect(try await scheduled.value == "uploader")
         #expect(try await detached.value == "cleaner")
     }
-    #endif
 }
 
 @Suite("ScheduledTask", .timeLimit(.minutes(1)))
