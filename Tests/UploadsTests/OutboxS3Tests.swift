@@ -6,7 +6,7 @@ import Uploads
 
 @testable import Uploads
 
-extension LargeTransfers {
+extension S3Storage {
     /// An `Outbox` publishing to moto's S3 server through an `S3Uploader`:
     /// pausing keeps a multipart upload's stored parts, removing aborts it.
     @Suite(

@@ -124,7 +124,7 @@ struct ProgressClosureTests {
     }
 }
 
-extension LargeTransfers {
+extension S3Storage {
     /// The same closures on a multipart upload to moto's S3 server: its
     /// parts report from URLSession's threads.
     @Suite(

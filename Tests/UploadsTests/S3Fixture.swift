@@ -70,8 +70,15 @@ final class S3Fixture: Sendable {
     private let process: Process
     private let input: Pipe
 
-    /// Starts the storage, runs `body` with it, and stops it.
+    /// Starts the storage, runs `body` with it, and stops it: a transfer,
+    /// which a memory measurement does not run beside
+    /// (``TransferGate/sharing(_:)``).
     static func with<T>(_ body: (S3Fixture) async throws -> T) async throws -> T {
+        try await TransferGate.sharing { try await withoutGate(body) }
+    }
+
+    /// ``with(_:)`` for a test that holds the ``TransferGate`` already.
+    static func withoutGate<T>(_ body: (S3Fixture) async throws -> T) async throws -> T {
         let fixture = try await start()
         defer { fixture.stop() }
         return try await body(fixture)

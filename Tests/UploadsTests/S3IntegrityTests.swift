@@ -4,7 +4,7 @@ import JobKitTesting
 import Testing
 import Uploads
 
-extension LargeTransfers {
+extension S3Storage {
     /// Bytes checked on the way to moto's S3 server: every request with a
     /// body carries its MD5 as `Content-MD5`, which the project's backend
     /// checks as S3 does (moto does not).

@@ -4,7 +4,7 @@ import JobKitTesting
 import Testing
 import Uploads
 
-extension LargeTransfers {
+extension S3Storage {
     /// Publishing to moto's S3 server through the project's backend, which
     /// counts the requests for each part: every request is retried by
     /// publishing's policy alone, handed to the `S3Uploader`.

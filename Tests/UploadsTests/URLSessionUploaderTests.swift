@@ -502,36 +502,42 @@ struct URLSessionUploaderTests {
 }
 
 extension LargeTransfers {
-    @Suite("Large files over HTTP", .timeLimit(.minutes(1)))
+    @Suite("Large files over HTTP", .timeLimit(.minutes(2)))
     struct LargeHTTPFileTests {
+        /// Alone among the transfers (``TransferGate/alone(_:)``): the memory
+        /// it measures is the process's.
         @Test func aFileLargerThan50MBIsStreamedNotReadWhole() async throws {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
             let size = 80 * 1024 * 1024
             let file = folder.url.appendingPathComponent("large.mp4")
             try writePatternedFile(file, size: size)
-            try await FixtureServer.with { server in
-                let before = residentMemory()
-                let peak = LockedValue(before)
-                let video = Video(file: file, destination: server.url("videos/large.mp4"))
-                _ = try await withTimeLimit(.seconds(45)) {
-                    try await Job.uploading(video, using: URLSessionUploader()) { _ in
-                        let now = residentMemory()
-                        peak.withValue { $0 = max($0, now) }
+            try await TransferGate.alone {
+                try await FixtureServer.with { server in
+                    let before = residentMemory()
+                    let peak = LockedValue(before)
+                    let video = Video(file: file, destination: server.url("videos/large.mp4"))
+                    _ = try await withTimeLimit(.seconds(45)) {
+                        try await Job.uploading(video, using: URLSessionUploader()) { _ in
+                            let now = residentMemory()
+                            peak.withValue { $0 = max($0, now) }
+                        }
+                        .value
                     }
-                    .value
-                }
 
-                let upload = try #require(try await server.received().first)
-                #expect(upload.length == size)
-                #expect(upload.sha256 == (try await sha256(of: file)))
-                if before > 0 {
-                    // Reading the file whole would add 80 MB. (Streamed: 2-5 MB; up to
-                    // 35 MB under Thread Sanitizer with other tests running beside.)
-                    #expect(
-                        peak.value - before < 40 * 1024 * 1024, "anonymous memory grew by \(peak.value - before) bytes")
-                    if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEMORY"] != nil {
-                        print("80 MB upload: RssAnon grew by \(peak.value - before) bytes at its peak")
+                    let upload = try #require(try await server.received().first)
+                    #expect(upload.length == size)
+                    #expect(upload.sha256 == (try await sha256(of: file)))
+                    // Reading the file whole would add 80 MB. (Streamed: 2-5 MB.)
+                    // Not under Thread Sanitizer, whose allocator holds freed
+                    // memory back: 35 MB seen there with other tests beside.
+                    if before > 0, !isThreadSanitized {
+                        #expect(
+                            peak.value - before < 40 * 1024 * 1024,
+                            "anonymous memory grew by \(peak.value - before) bytes")
+                        if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEMORY"] != nil {
+                            print("80 MB upload: RssAnon grew by \(peak.value - before) bytes at its peak")
+                        }
                     }
                 }
             }

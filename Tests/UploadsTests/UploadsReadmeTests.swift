@@ -120,7 +120,7 @@ private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, su
     // END README
 }
 
-extension LargeTransfers {
+extension S3Storage {
     /// The README's S3 example, run against moto's S3 server.
     @Suite("README S3", .timeLimit(.minutes(1)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
     struct S3ReadmeTests {
