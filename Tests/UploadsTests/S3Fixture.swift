@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 import Uploads
 
@@ -8,8 +9,13 @@ import FoundationNetworking
 
 /// moto's S3 server, a widely used implementation of the S3 API that we did
 /// not write, behind the counting, fault-injecting proxy and the presigning
-/// "app backend" of `Fixtures/s3_backend.py`, on 127.0.0.1. Started by a
-/// test and stopped when the test ends, whether it passed or not.
+/// "app backend" of `Fixtures/s3_backend.py`, on 127.0.0.1.
+///
+/// Each test has one to itself, emptied first: backends are started as
+/// tests need them and kept for the next test, which starting moto again
+/// (a second of Python's time) would cost. One with a request still in
+/// flight is stopped rather than kept. The backends exit with the test
+/// process: each stops when its standard input closes.
 final class S3Fixture: Sendable {
     /// The command that installs what these tests need.
     static let installCommand = #"pip install "moto[server]==5.2.1""#
@@ -79,9 +85,22 @@ final class S3Fixture: Sendable {
 
     /// ``with(_:)`` for a test that holds the ``TransferGate`` already.
     static func withoutGate<T>(_ body: (S3Fixture) async throws -> T) async throws -> T {
-        let fixture = try await start()
-        defer { fixture.stop() }
+        let fixture = try await take()
+        defer { idle.withValue { $0.append(fixture) } }
         return try await body(fixture)
+    }
+
+    /// The backends no test has now.
+    private static let idle = LockedValue<[S3Fixture]>([])
+
+    /// An idle backend, emptied, or a new one.
+    private static func take() async throws -> S3Fixture {
+        while let fixture = idle.withValue({ $0.popLast() }) {
+            if (try? await fixture.send("_control/clean", method: "POST")) != nil { return fixture }
+            // A request still in flight, or a backend gone.
+            fixture.stop()
+        }
+        return try await start()
     }
 
     /// Starts `s3_backend.py` and waits for its `READY <port>` line, off

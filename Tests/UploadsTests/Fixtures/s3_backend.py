@@ -29,6 +29,10 @@ Endpoints (all on the one port)
                                   abortMultipartUpload, listParts
     POST /_control/rules          a JSON list of rules, replacing the current ones
     POST /_control/reset          clear the rules and the request records
+    POST /_control/clean          as new for the next test: clear the rules and
+                                  records and empty moto (the bucket stays,
+                                  empty) -> {"ok": true}; refused with 409
+                                  {"inFlight": N} while requests are in flight
     GET  /_control/requests       the records of every proxied request, in order
     GET  /_control/object?key=K   {"exists", "size", "sha256", "etag"} (from moto)
     GET  /_control/uploads        {"uploads": [{"key", "uploadId"}]} (from moto)
@@ -290,6 +294,19 @@ class State:
             record["status"] = status
             self.changed.notify_all()
 
+    def clean(self, empty_storage):
+        """Clear the rules and records and empty the storage, unless a request
+        is in flight; the count in flight."""
+        with self.changed:
+            in_flight = sum(1 for record in self.records if record.get("status") is None)
+            if in_flight:
+                return in_flight
+            empty_storage()
+            self.rules = []
+            self.records = []
+            self.changed.notify_all()
+            return 0
+
     def snapshot(self):
         with self.changed:
             return [dict(record, query=dict(record["query"])) for record in self.records]
@@ -394,6 +411,12 @@ class Handler(BaseHTTPRequestHandler):
         elif route == ("POST", "/_control/reset"):
             state.reset()
             self.send_json(200, {"ok": True})
+        elif route == ("POST", "/_control/clean"):
+            in_flight = state.clean(self.server.empty_storage)
+            if in_flight:
+                self.send_json(409, {"inFlight": in_flight})
+            else:
+                self.send_json(200, {"ok": True})
         elif route == ("GET", "/_control/requests"):
             self.send_json(200, state.snapshot())
         elif route == ("GET", "/_control/object"):
@@ -714,6 +737,18 @@ class Backend(ThreadingHTTPServer):
             "sha256": digest.hexdigest(),
             "etag": response.get("ETag", ""),
         }
+
+    def empty_storage(self):
+        """Reset moto (every object, multipart upload and key it holds) and
+        create the bucket again."""
+        host, port = self.moto_address
+        connection = http.client.HTTPConnection(host, port, timeout=10)
+        try:
+            connection.request("POST", "/moto-api/reset")
+            connection.getresponse().read()
+        finally:
+            connection.close()
+        self.moto.create_bucket(Bucket=BUCKET)
 
     def list_uploads(self):
         response = self.moto.list_multipart_uploads(Bucket=BUCKET)
