@@ -34,11 +34,12 @@ struct OutboxHTTPTests {
                 destination: server.url("normal/post.json"))
             let high = Post(
                 text: "high", photos: [photo("high/0.jpg", seed: 3)], destination: server.url("high/post.json"))
-            // The first photo is answered a second late, so the high post
-            // is added while it is in flight; the second, later still, so
-            // it is in flight when the post is paused.
-            try await server.setRule("normal/0.jpg", ["delay": 2.0])
-            try await server.setRule("normal/1.jpg", ["delay": 20.0])
+            // The first photo is answered 5 s late, so the high post is
+            // added while it is in flight; the second, after a minute, so it
+            // is in flight when the post is paused (the pause ends it). On a
+            // loaded two-core machine, 2 s and 20 s once proved too short.
+            try await server.setRule("normal/0.jpg", ["delay": 5.0])
+            try await server.setRule("normal/1.jpg", ["delay": 60.0])
             // 100 kB photos, 150 kB in flight at most: one at a time.
             let options = Outbox.Options(maxConcurrentUploads: 4, maxBytesInFlight: 150_000)
             let outbox = try Outbox(
