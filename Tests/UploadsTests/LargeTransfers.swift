@@ -3,14 +3,15 @@ import Testing
 /// The tests that measure this process's memory while they move tens or
 /// hundreds of megabytes through a server. The memory they measure is the
 /// whole process's, and another test's transfer would count in it: each
-/// runs alone among the transfers (``TransferGate/alone(_:)``), while the
-/// transfers run beside one another and beside every other test.
-@Suite("Large transfers", .serialized, .timeLimit(.minutes(2)))
+/// runs alone among the transfers and the other measurements
+/// (``TransferGate/alone(_:)``), while the transfers run beside one
+/// another and beside every other test.
+@Suite("Large transfers", .timeLimit(.minutes(2)))
 enum LargeTransfers {}
 
-/// The S3 suites, against moto's S3 server (one per test): they run beside
-/// one another and the other suites, each in a transfer
-/// (``TransferGate/sharing(_:)``, through `S3Fixture.with`).
+/// The S3 suites, against moto's S3 server (a backend to each test while it
+/// runs): they run beside one another and the other suites, each test a
+/// transfer (``TransferGate/sharing(_:)``, through `S3Fixture.with`).
 @Suite("S3 storage", .timeLimit(.minutes(2)))
 enum S3Storage {}
 

@@ -76,9 +76,8 @@ final class S3Fixture: Sendable {
     private let process: Process
     private let input: Pipe
 
-    /// Starts the storage, runs `body` with it, and stops it: a transfer,
-    /// which a memory measurement does not run beside
-    /// (``TransferGate/sharing(_:)``).
+    /// Runs `body` with a backend of its own, emptied: a transfer, which a
+    /// memory measurement does not run beside (``TransferGate/sharing(_:)``).
     static func with<T>(_ body: (S3Fixture) async throws -> T) async throws -> T {
         try await TransferGate.sharing { try await withoutGate(body) }
     }
