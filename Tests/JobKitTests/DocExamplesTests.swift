@@ -654,10 +654,13 @@ struct DocExamplesCompileTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The files where examples are compiled.
+    /// The files where examples are compiled: the articles the README links
+    /// to show its examples too, in full, and more of them.
     static let exampleFiles = [
         "Tests/JobKitTests/DocExamplesTests.swift",
         "Tests/UploadsTests/UploadsDocExamplesTests.swift",
+        "Tests/JobKitTests/ReadmeTests.swift",
+        "Tests/UploadsTests/UploadsReadmeTests.swift",
     ]
 
     /// The modules whose examples are checked.

@@ -5,10 +5,12 @@ import JobKitTesting
 import Synchronization
 import Testing
 
-// The README's examples, verbatim, between the BEGIN/END markers. A test
-// below checks that every Swift block of README.md appears in this file
-// (or, for the Uploads examples, in UploadsTests/UploadsReadmeTests.swift),
-// so the README cannot drift from code that compiles and runs.
+// The README's examples, and the examples of the DocC articles it links to
+// for depth, verbatim, between the BEGIN/END markers. A test below checks
+// that every Swift block of README.md appears in this file (or, for the
+// Uploads examples, in UploadsTests/UploadsReadmeTests.swift), and
+// DocExamplesCompileTests does the same for the articles, so neither can
+// drift from code that compiles and runs.
 
 /// Stands in for a real server in the README's example: each upload
 /// succeeds at once, from a background queue, and is recorded.
@@ -99,22 +101,45 @@ struct ReadmeTests {
         }
         #expect(!blocks.isEmpty)
         // A manifest (the Installation snippet) is built by .ci/check-installation.
-        let skipped = ["// swift-tools-version", "// not compiled"]
-        for block in blocks where !skipped.contains(where: block.hasPrefix) {
+        for block in blocks where !block.hasPrefix("// swift-tools-version") {
             #expect(
                 normalizedSource.contains(normalize(block)), "README block not found in the README tests:\n\(block)")
         }
     }
 
-    /// The README is a tour; measurements and long-form notes live beside
-    /// what they describe (`Sources/Benchmarks/README.md`, the DocC
-    /// catalogs).
+    /// The README is a tour: per capability a short section and a link;
+    /// depth, measurements and long-form notes live beside what they
+    /// describe (the DocC articles, `Sources/Benchmarks/README.md`).
     @Test func theReadmeStaysATour() throws {
         let root = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         let lines = readme.filter { $0 == "\n" }.count
-        #expect(lines < 640, "README.md has \(lines) lines")
+        #expect(lines <= 450, "README.md has \(lines) lines")
+    }
+
+    /// Every link of the README to a file of this repository (an article, the
+    /// benchmarks' tables) leads to one, and every link within it to one of
+    /// its headings.
+    @Test func everyLinkOfTheReadmeLeadsSomewhere() throws {
+        let root = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let targets = readme.matches(of: #/\]\(([^)\s]+)\)/#).map { String($0.1) }
+        #expect(targets.count >= 8, "the README links to its articles")
+        // GitHub's anchors: lowercased, punctuation dropped, spaces as dashes.
+        let anchors = readme.split(separator: "\n").filter { $0.hasPrefix("## ") }.map { heading in
+            String(heading.dropFirst(3).lowercased().filter { $0.isLetter || $0.isNumber || $0 == " " || $0 == "-" })
+                .replacingOccurrences(of: " ", with: "-")
+        }
+        for target in targets where !target.contains("://") {
+            if target.hasPrefix("#") {
+                #expect(anchors.contains(String(target.dropFirst())), "README links to a heading it lacks: \(target)")
+            } else {
+                let path = root.appendingPathComponent(String(target.split(separator: "#")[0])).path
+                #expect(FileManager.default.fileExists(atPath: path), "README links to a missing file: \(target)")
+            }
+        }
     }
 
     /// Lines trimmed of indentation; blank lines and imports (which this
@@ -182,7 +207,7 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
 /// there; here in a suite, so that they get the time limit every suite has.
 @Suite("README testing tasks", .timeLimit(.minutes(1)))
 struct ReadmeTaskSchedulingTests {
-    // BEGIN README: testing tasks example
+    // BEGIN ARTICLE: AsyncCodeInVirtualTime.md, doubles of the task scheduler
     @MainActor
     final class CounterModel {
         private(set) var label = ""
@@ -226,7 +251,7 @@ struct ReadmeTaskSchedulingTests {
             try await withTimeLimit(.milliseconds(100)) { try await Job<Int>.never.value }
         }
     }
-    // END README
+    // END ARTICLE
 }
 
 @Suite("README async/await", .timeLimit(.minutes(1)))
@@ -245,7 +270,7 @@ struct ReadmeAsyncTests {
 /// the test gets the time limit every suite has.
 @Suite("README async code in virtual time", .timeLimit(.minutes(1)))
 struct ReadmeVirtualTimeTests {
-    // BEGIN README: async code in virtual time
+    // BEGIN ARTICLE: AsyncCodeInVirtualTime.md, one queue as executor, scheduler and clock
     /// Searches once typing pauses for 300 ms: each key cancels the search
     /// still waiting.
     final class SearchModel: Sendable {
@@ -291,7 +316,7 @@ struct ReadmeVirtualTimeTests {
         #expect(searched.value == ["swi"])
         #expect(model.results == ["swift", "swim"])
     }
-    // END README
+    // END ARTICLE
 
     // BEGIN README: job task in virtual time
     @Test func aHungRequestTimesOutTwiceInTwentyVirtualSeconds() throws {

@@ -13,9 +13,11 @@ import FoundationNetworking
 import Network
 #endif
 
-// The README's Uploads examples, verbatim, between the BEGIN/END markers.
-// JobKitTests' ReadmeTests checks that every Swift block of README.md
-// appears in its own file or in this one.
+// The README's Uploads examples, and those of the DocC articles it links to
+// for depth, verbatim, between the BEGIN/END markers. JobKitTests'
+// ReadmeTests checks that every Swift block of README.md appears in its own
+// file or in this one; DocExamplesCompileTests does the same for the
+// articles.
 
 private let printedLines = LockedValue<[String]>([])
 private func print(_ line: String) { printedLines.withValue { $0.append(line) } }
@@ -58,7 +60,7 @@ struct UploadsReadmeTests {
         #expect(printedLines.value.last?.hasPrefix("201 https://example.com/posts/1/surf.mp4 ETag \"") == true)
     }
 
-    // BEGIN README: uploads testing example
+    // BEGIN ARTICLE: PublishingAPost.md, testing a publishing step by step
     @Test func retriesAFailedPhotoThenUploadsThePost() throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))
@@ -77,7 +79,7 @@ struct UploadsReadmeTests {
         #expect(uploader.uploads.map(\.destination) == [beach.media.destination, post.destination])
         #expect(try outcome.value?.get().media.first?.etag != nil)
     }
-    // END README
+    // END ARTICLE
 }
 
 private let printedS3Lines = LockedValue<[String]>([])
@@ -168,25 +170,25 @@ private func publishThroughReadmeOutbox(applicationSupport: URL, uploader: any U
 }
 
 private func controlReadmeOutbox(_ outbox: Outbox, _ id: Outbox.PostID) throws {
-    // BEGIN README: outbox control
+    // BEGIN ARTICLE: UsingTheOutbox.md, order and control
     try outbox.pause(id)  // stops its uploads in flight; what is stored stays stored
     try outbox.resume(id)  // sends only the rest
     try outbox.retry(id)  // after it failed for good (a 403, a missing file), once fixed
     try outbox.remove(id)  // aborts its multipart uploads and deletes its record
-    // END README
+    // END ARTICLE
 }
 
 #if canImport(Network)
 // Network is Apple's: this compiles where the tests run on an Apple
 // platform, not on Linux.
 private func watchTheNetwork(for outbox: Outbox) -> NWPathMonitor {
-    // BEGIN README: outbox network
+    // BEGIN ARTICLE: UsingTheOutbox.md, offline is not failure
     let monitor = NWPathMonitor()  // keep it as long as the outbox
     monitor.pathUpdateHandler = { path in
         if path.status == .satisfied { outbox.networkDidChange() }
     }
     monitor.start(queue: .main)
-    // END README
+    // END ARTICLE
     return monitor
 }
 #endif
@@ -257,7 +259,7 @@ private func mediaURLs(in document: Data) throws -> [URL] {
 }
 
 private func exploreReadmePipeline(post: Post) throws {
-    // BEGIN README: ordering bugs example
+    // BEGIN ARTICLE: FindingOrderingBugs.md, a pipeline that passes on a FIFO queue
     /// Uploads the media together, then the post's document naming each one.
     /// The bug: it keeps the receipts in the order the uploads finish, and the
     /// document pairs them with the media in input order.
@@ -281,7 +283,7 @@ private func exploreReadmePipeline(post: Post) throws {
 
     try checkTheDocument(on: TestQueue())  // passes: FIFO is the order it was written in
     try exploreOrderings(seeds: 0..<100, checkTheDocument)  // throws: some orders break it
-    // END README
+    // END ARTICLE
 }
 
 @Suite("README ordering bugs", .timeLimit(.minutes(1)))
@@ -373,9 +375,9 @@ struct ReadmeStallReportTests {
         let uploader = ServerThatHangsOnVideo2()
         let post = stuckPost
         let error = await #expect(throws: TimeLimitExceeded.self) {
-            // BEGIN README: time limit example
+            // BEGIN ARTICLE: WhyIsItStuck.md, in real time
             let receipt = try await withTimeLimit(.seconds(1), performing: Job.publishing(post, using: uploader))
-            // END README
+            // END ARTICLE
             _ = receipt
         }
         #expect(error?.stallReport?.hasPrefix("1 job has not completed:\n  publish ▸ group ") == true)
