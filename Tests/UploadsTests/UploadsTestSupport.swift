@@ -48,9 +48,19 @@ struct TemporaryFolder {
     }
 }
 
-/// Bytes with a recognizable pattern.
+/// Bytes with a recognizable pattern: byte `i` is `i + seed`, modulo 256.
+///
+/// The pattern repeats every 256 bytes, so it is made by copying runs that
+/// double, not byte by byte: a `map` over a mebibyte took most of a second
+/// in the Thread Sanitizer's debug build, a fifth of the CPU time of its
+/// Uploads pass.
 func patternedBytes(_ count: Int, seed: UInt8 = 0) -> Data {
-    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &+ Int(seed)) })
+    var bytes = Data((0..<256).map { UInt8(truncatingIfNeeded: $0 &+ Int(seed)) })
+    while bytes.count < count {
+        bytes.append(bytes.prefix(min(bytes.count, count - bytes.count)))
+    }
+    bytes.count = count
+    return bytes
 }
 
 /// A destination on the example server.
