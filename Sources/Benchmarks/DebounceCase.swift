@@ -2,8 +2,9 @@ import JobKit
 import JobKitTesting
 import Synchronization
 
-/// Case 13: one test of the README's debounced search, in virtual time on a
-/// `TestQueue` against the same test written with real tasks, the
+/// Case 13: one test of the debounced search of JobKitTesting's article
+/// "Async code in virtual time", in virtual time on a `TestQueue` against
+/// the same test written with real tasks, the
 /// continuous clock and a real-time wait with a margin. Each runs `runs`
 /// times, while two neighbouring tasks of the process do CPU work in 250 ms
 /// slices on the cooperative pool (one thread per core), as a suite's
@@ -47,7 +48,7 @@ enum DebounceCase {
         )
     }
 
-    /// The README's test: keys every 100 ms, one search 300 ms after the
+    /// The article's test: keys every 100 ms, one search 300 ms after the
     /// last, on one `TestQueue`.
     static func virtualTime() throws -> Bool {
         let queue = TestQueue()
@@ -107,8 +108,8 @@ private final class Neighbours: Sendable {
     }
 }
 
-/// The README's debounced search model ("Async code in virtual time"),
-/// the code under test.
+/// The debounced search model of JobKitTesting's article "Async code in
+/// virtual time", the code under test.
 private final class SearchModel: Sendable {
     private let clock: any Clock<Duration>
     private let scheduler: any TaskScheduling

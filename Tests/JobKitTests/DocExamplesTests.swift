@@ -630,7 +630,7 @@ struct JobKitTestingDocExamplesTests {
 
     @MainActor
     @Test func manualTaskSchedulerExample() async {
-        // The README's CounterModel.
+        // The CounterModel of the article "Async code in virtual time".
         // BEGIN DOC
         let scheduler = ManualTaskScheduler()
         let model = CounterModel(scheduler: scheduler)

@@ -187,7 +187,7 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
     let api = ProfileAPI()
 
     // (Result<T, Error>) -> Void, (Error?) -> Void, and APIs that return
-    // something cancellable (a URLSessionTask, a DispatchWorkItem):
+    // something cancellable (a DispatchWorkItem; a URLSessionTask with Uploads):
     let user = Job.bridging { completion in api.loadUser(id: 7, completion: completion) }
     let save = Job.bridging { completion in api.save(name: "Ada", completion: completion) }
     let avatar = Job.bridgingCancellable { completion in api.loadAvatar(id: 7, completion: completion) }
@@ -203,8 +203,9 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
     return (name, pixels)
 }
 
-/// The README's tests of code that starts tasks, written at the top level
-/// there; here in a suite, so that they get the time limit every suite has.
+/// The tests of code that starts tasks, of the article "Async code in
+/// virtual time", written at the top level there; here in a suite, so that
+/// they get the time limit every suite has.
 @Suite("README testing tasks", .timeLimit(.minutes(1)))
 struct ReadmeTaskSchedulingTests {
     // BEGIN ARTICLE: AsyncCodeInVirtualTime.md, doubles of the task scheduler
@@ -266,7 +267,7 @@ struct ReadmeAsyncTests {
 
 // MARK: - Async code in virtual time
 
-/// The README's debounced search model and its test, in a suite, so that
+/// The article's debounced search model and its test, in a suite, so that
 /// the test gets the time limit every suite has.
 @Suite("README async code in virtual time", .timeLimit(.minutes(1)))
 struct ReadmeVirtualTimeTests {

@@ -217,7 +217,7 @@ final class S3Fixture: Sendable {
 }
 
 /// The test's "app backend" client: asks `s3_backend.py` for each URL, as
-/// the README's `AppBackend` and the Playground's `PresigningBackend` do.
+/// the S3 article's `AppBackend` and the Playground's `PresigningBackend` do.
 struct FixturePresigner: S3Presigner {
     let endpoint: URL
     /// The most parts per page of ListParts; the storage's own (1,000) when

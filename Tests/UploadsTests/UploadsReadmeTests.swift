@@ -24,7 +24,7 @@ private func print(_ line: String) { printedLines.withValue { $0.append(line) } 
 
 private func publishReadmePost(into root: URL, beachJPEG: Data, surfMovie: URL) async throws {
     // BEGIN README: uploads example
-    let uploader = DirectoryUploader(root: root)  // or URLSessionUploader(), InMemoryUploader()
+    let uploader = DirectoryUploader(root: root)  // or URLSessionUploader(); InMemoryUploader() in tests
     let post = Post(
         text: "Surf's up",
         photos: [Photo(bytes: beachJPEG, destination: URL(string: "https://example.com/posts/1/beach.jpg")!)],
@@ -290,7 +290,7 @@ private func exploreReadmePipeline(post: Post) throws {
 struct ReadmeOrderingBugsTests {
     @Test func exploringFindsTheBugThatFIFOMisses() {
         let failure = LockedValue<OrderingFailure?>(nil)
-        withKnownIssue("the README's pipeline has an ordering bug on purpose") {
+        withKnownIssue("the article's pipeline has an ordering bug on purpose") {
             do {
                 try exploreReadmePipeline(post: readmePost)
             } catch let error as OrderingFailure {
@@ -298,7 +298,7 @@ struct ReadmeOrderingBugsTests {
                 throw error
             }
         }
-        #expect(failure.value?.seed == 2)  // as the README says
+        #expect(failure.value?.seed == 2)  // as the article says
         let description = failure.value?.description ?? ""
         #expect(description.hasPrefix("Failed in the order of seed 2 (after 2 seeds passed): "))
         #expect(
