@@ -88,13 +88,18 @@ struct ReadmeTests {
     }
     // END README
 
+    private static let here = URL(fileURLWithPath: #filePath)
+    private static let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    private func readme() throws -> String {
+        try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+    }
+
     @Test func everySwiftBlockOfTheReadmeIsInThisFile() throws {
-        let here = URL(fileURLWithPath: #filePath)
-        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try readme()
         // The Uploads examples live with the Uploads tests.
-        let uploadsExamples = root.appendingPathComponent("Tests/UploadsTests/UploadsReadmeTests.swift")
-        let source = try [here, uploadsExamples].map { try String(contentsOf: $0, encoding: .utf8) }
+        let uploadsExamples = Self.root.appendingPathComponent("Tests/UploadsTests/UploadsReadmeTests.swift")
+        let source = try [Self.here, uploadsExamples].map { try String(contentsOf: $0, encoding: .utf8) }
         let normalizedSource = source.map(normalize).joined(separator: "\n")
         let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map {
             $0.components(separatedBy: "\n```")[0]
@@ -111,10 +116,7 @@ struct ReadmeTests {
     /// depth, measurements and long-form notes live beside what they
     /// describe (the DocC articles, `Sources/Benchmarks/README.md`).
     @Test func theReadmeStaysATour() throws {
-        let root = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let lines = readme.filter { $0 == "\n" }.count
+        let lines = try readme().filter { $0 == "\n" }.count
         #expect(lines <= 450, "README.md has \(lines) lines")
     }
 
@@ -122,9 +124,7 @@ struct ReadmeTests {
     /// benchmarks' tables) leads to one, and every link within it to one of
     /// its headings.
     @Test func everyLinkOfTheReadmeLeadsSomewhere() throws {
-        let root = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try readme()
         let targets = readme.matches(of: #/\]\(([^)\s]+)\)/#).map { String($0.1) }
         #expect(targets.count >= 8, "the README links to its articles")
         // GitHub's anchors: lowercased, punctuation dropped, spaces as dashes.
@@ -136,7 +136,7 @@ struct ReadmeTests {
             if target.hasPrefix("#") {
                 #expect(anchors.contains(String(target.dropFirst())), "README links to a heading it lacks: \(target)")
             } else {
-                let path = root.appendingPathComponent(String(target.split(separator: "#")[0])).path
+                let path = Self.root.appendingPathComponent(String(target.split(separator: "#")[0])).path
                 #expect(FileManager.default.fileExists(atPath: path), "README links to a missing file: \(target)")
             }
         }
@@ -208,7 +208,7 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
 /// they get the time limit every suite has.
 @Suite("README testing tasks", .timeLimit(.minutes(1)))
 struct ReadmeTaskSchedulingTests {
-    // BEGIN ARTICLE: AsyncCodeInVirtualTime.md, doubles of the task scheduler
+    // BEGIN ARTICLE: AsyncCodeInVirtualTime.md, task scheduler doubles and test helpers
     @MainActor
     final class CounterModel {
         private(set) var label = ""

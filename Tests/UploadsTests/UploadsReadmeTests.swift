@@ -60,7 +60,7 @@ struct UploadsReadmeTests {
         #expect(printedLines.value.last?.hasPrefix("201 https://example.com/posts/1/surf.mp4 ETag \"") == true)
     }
 
-    // BEGIN ARTICLE: PublishingAPost.md, testing a publishing step by step
+    // BEGIN ARTICLE: PublishingAPost.md, testing publishing step by step
     @Test func retriesAFailedPhotoThenUploadsThePost() throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader(latency: .seconds(1))
