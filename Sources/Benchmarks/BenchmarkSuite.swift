@@ -13,6 +13,8 @@ enum BenchmarkSuite {
         /// Not run unless named: two minutes of real-time waits.
         case debounce
         case outbox
+        case race
+        case outcomes
     }
 
     struct Options: Sendable {
@@ -118,7 +120,7 @@ enum BenchmarkSuite {
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
 
           --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
-          --n N              jobs per batch in cases 1-4, 8, 9, jobs in case 7 (default 100000)
+          --n N              jobs per batch in cases 1-4, 8, 9, 15, 16, jobs in case 7 (default 100000)
           --million M        jobs in cases 5 and 6 (default 1000000)
           --rounds R         measured rounds, each running every variant once (default 9)
           --warmups W        unmeasured batches per variant first (default 2)
@@ -181,6 +183,8 @@ enum BenchmarkSuite {
         case .checksums: try ChecksumCase.run(megabytes: options.checksumMegabytes, schedule: options.schedule)
         case .debounce: try DebounceCase.run(runs: options.debounceRuns)
         case .outbox: try OutboxCase.run(records: options.outboxRecords, schedule: options.schedule)
+        case .race: try CombinatorCases.race(n: options.n, schedule: options.schedule)
+        case .outcomes: try CombinatorCases.outcomes(n: options.n, schedule: options.schedule)
         }
     }
 
@@ -190,7 +194,7 @@ enum BenchmarkSuite {
         return """
             # JobKit benchmarks
             \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
-            N = \(options.n) (cases 1-4, 7-9), M = \(options.million) (cases 5-6), \
+            N = \(options.n) (cases 1-4, 7-9, 15-16), M = \(options.million) (cases 5-6), \
             \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
             """
     }

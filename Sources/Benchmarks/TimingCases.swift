@@ -345,8 +345,13 @@ enum TimingCases {
     /// Performs `job` on the global queue and blocks until it completed;
     /// throws its error.
     static func performAndWait<T>(_ job: Job<T>, on queue: any JobQueue = queue) throws {
+        _ = try valueAndWait(job, on: queue)
+    }
+
+    /// Performs `job` on `queue` and blocks until it completes: its value.
+    static func valueAndWait<T>(_ job: Job<T>, on queue: any JobQueue = queue) throws -> T {
         let completion = Completion<Result<T, any Error>>()
         job.perform(on: queue) { completion.complete($0) }
-        _ = try completion.wait().get()
+        return try completion.wait().get()
     }
 }

@@ -54,7 +54,7 @@ extension Job where Success == Void {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: maxConcurrent,
-                failurePolicy: failurePolicy,
+                goal: .everySuccess(failurePolicy),
                 collectsValues: false,
                 queue: controller.queue,
                 report: { outcome in controller.complete(with: outcome.map { _ in () }) }
@@ -91,10 +91,10 @@ extension Job {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: maxConcurrent,
-                failurePolicy: failurePolicy,
+                goal: .everySuccess(failurePolicy),
                 collectsValues: true,
                 queue: controller.queue,
-                report: { outcome in controller.complete(with: outcome) }
+                report: { outcome in controller.complete(with: outcome.map(\.values)) }
             ).start { controller.token.attach($0) }
         }
     }

@@ -41,6 +41,34 @@ extension Job {
     }
 }
 
+// MARK: - sleep
+
+extension Job where Success == Void {
+    /// A job that finishes after `duration`, measured on its queue's clock.
+    ///
+    /// The wait is the queue's ``JobQueue/enqueue(after:_:)``: on a
+    /// `TestQueue` it ends only when the test advances time that far.
+    /// Because jobs are lazy, a sleep followed by a job is a delayed start,
+    /// and the delay begins only when the whole is performed:
+    ///
+    /// ```swift
+    /// let refreshLater = Job.sequence([.sleep(for: .seconds(30)), refresh])
+    /// ```
+    ///
+    /// Cancelling it cancels its timer, so that nothing of it is left on
+    /// the queue. A duration of zero or less finishes on the queue's next
+    /// turn.
+    ///
+    /// - Parameter duration: How long to wait.
+    public static func sleep(for duration: Duration) -> Job<Void> {
+        Job { controller in
+            let timer = TimerSlot(.sleep(duration))
+            controller.token.attach(timer)
+            timer.arm(controller.queue.enqueue(after: max(duration, .zero)) { controller.finish() })
+        }
+    }
+}
+
 // MARK: - retry
 
 /// How long ``Job/retry(attempts:delay:while:)`` waits before each new

@@ -81,15 +81,28 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         /// A `retry` on attempt number `attempt` (from 1) of at most
         /// `attempts`.
         case retry(attempt: Int, attempts: Int)
+        /// A `race` of `count` jobs, `running` of them started (no job has
+        /// completed: the first to complete ends the race).
+        case race(running: Int, count: Int)
+        /// A `firstSuccess` of `count` jobs: `failed` failed, `running`
+        /// started and not completed, the rest not started (none has
+        /// succeeded: the first success ends it).
+        case firstSuccess(failed: Int, running: Int, count: Int)
+        /// A `sleep(for:)` of `duration`.
+        case sleep(Duration)
 
         /// The kind and its progress in a few words: "group 7/9",
-        /// "sequence 2/3", "timeout 30 s", "retry 2/3".
+        /// "sequence 2/3", "timeout 30 s", "retry 2/3", "race of 2",
+        /// "first success, 1/3 failed", "sleep 5 s".
         public var description: String {
             switch self {
             case .group(let done, _, let count): "group \(done)/\(count)"
             case .sequence(let step, let count): "sequence \(step)/\(count)"
             case .timeout(let duration): "timeout \(duration.formatted)"
             case .retry(let attempt, let attempts): "retry \(attempt)/\(attempts)"
+            case .race(_, let count): "race of \(count)"
+            case .firstSuccess(let failed, _, let count): "first success, \(failed)/\(count) failed"
+            case .sleep(let duration): "sleep \(duration.formatted)"
             }
         }
     }

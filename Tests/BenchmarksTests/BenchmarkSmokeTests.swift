@@ -16,7 +16,10 @@ import Testing
 struct BenchmarkSmokeTests {
     static let tiny = Schedule(warmups: 1, rounds: 2)
 
-    @Test(arguments: [BenchmarkSuite.Case.group, .sequence, .value, .bounded, .immediate, .asyncGroup, .asyncSequence])
+    @Test(arguments: [
+        BenchmarkSuite.Case.group, .sequence, .value, .bounded, .immediate, .asyncGroup, .asyncSequence, .race,
+        .outcomes,
+    ])
     func timingCaseRunsAndReportsEveryVariant(chosen: BenchmarkSuite.Case) async throws {
         var options = BenchmarkSuite.Options(n: 64, million: 200, schedule: Self.tiny)
         options.cases = [chosen]

@@ -384,6 +384,42 @@ struct JobKitDocExamplesTests {
         #expect(uploaded.value.last == "post.json")
     }
 
+    @Test func raceAndOutcomeExamples() async throws {
+        let photos = ["a.jpg", "b.jpg", "c.jpg"]
+        func uploading(_ photo: String) -> Job<Void> {
+            photo == "b.jpg" ? .failed(MirrorExamples.Offline()) : .succeeded
+        }
+        // BEGIN DOC
+        let outcomes = try await Job.collectOutcomes(photos.map(uploading), maxConcurrent: 4).value
+        let failed = zip(photos, outcomes).filter { _, outcome in (try? outcome.get()) == nil }.map(\.0)
+        // END DOC
+        #expect(failed == ["b.jpg"])
+        let refreshed = LockedValue(0)
+        let refresh = Job<Void> { controller in
+            refreshed.withValue { $0 += 1 }
+            controller.finish()
+        }
+        // BEGIN DOC
+        let refreshLater = Job.sequence([.sleep(for: .seconds(30)), refresh])
+        // END DOC
+        let queue = TestQueue()
+        refreshLater.perform(on: queue) { _ in }
+        try queue.advance(by: .seconds(29))
+        #expect(refreshed.value == 0)
+        try queue.advance(by: .seconds(1))
+        #expect(refreshed.value == 1)
+    }
+
+    @Test func mirrorExamples() async throws {
+        let examples = MirrorExamples(failing: [])
+        #expect(try await examples.raced().starts(with: Data("https://".utf8)))
+        let nearest = MirrorExamples(failing: ["https://eu.example.com"]).nearest()
+        #expect(try await nearest.value == Data("https://us.example.com".utf8))
+        let none = MirrorExamples(failing: Set(examples.mirrors))
+        await #expect(throws: AllFailedError.self) { try await none.fetch() }
+        #expect(none.logged.value == ["Offline()", "Offline()"])
+    }
+
     @Test func landingPageExample() async throws {
         let mediaUploads = [Job<Void>.succeeded, .succeeded]
         let postUpload = Job<Void>.succeeded
@@ -979,4 +1015,47 @@ struct MainActorArticleTests {
         #expect(queue.unfinishedTasks.map(\.state) == [.stranded])  // waits for the main actor
     }
     // END DOC
+}
+
+/// The mirrors of the examples of `race` and `firstSuccess`: each mirror
+/// answers its own address, unless it is one of the failing ones.
+private struct MirrorExamples {
+    struct Offline: Error {}
+
+    let mirrors = ["https://eu.example.com", "https://us.example.com"]
+    let failing: Set<String>
+    let logged = LockedValue<[String]>([])
+
+    func download(_ mirror: String) -> Job<Data> {
+        failing.contains(mirror) ? .failed(Offline()) : .succeeded(Data(mirror.utf8))
+    }
+
+    func log(_ errors: [any Error]) {
+        logged.setValue(errors.map { "\($0)" })
+    }
+
+    func raced() async throws -> Data {
+        // BEGIN DOC
+        let data = try await Job.race(mirrors.map(download)).value
+        // END DOC
+        return data
+    }
+
+    func nearest() -> Job<Data> {
+        // BEGIN DOC
+        let nearest = Job.firstSuccess(mirrors.map(download), maxConcurrent: 1)
+        // END DOC
+        return nearest
+    }
+
+    func fetch() async throws -> Data {
+        // BEGIN DOC
+        do {
+            return try await Job.firstSuccess(mirrors.map(download)).value
+        } catch let error as AllFailedError {
+            log(error.errors)  // one error per mirror, in the mirrors' order
+            throw error
+        }
+        // END DOC
+    }
 }

@@ -567,14 +567,3 @@ struct GroupTests {
         }
     }
 }
-
-/// A value that runs `onDeinit` when it goes.
-private final class Probe: Sendable {
-    let onDeinit: @Sendable () -> Void
-
-    init(onDeinit: @escaping @Sendable () -> Void) {
-        self.onDeinit = onDeinit
-    }
-
-    deinit { onDeinit() }
-}

@@ -11,7 +11,7 @@ struct GroupStateMachineTests {
     typealias Machine = GroupStateMachine<Int>
 
     private func machine(count: Int, maxConcurrent: Int = .max, policy: FailurePolicy = .failFast) -> Machine {
-        Machine(count: count, maxConcurrent: maxConcurrent, failurePolicy: policy, collectsValues: true)
+        Machine(count: count, maxConcurrent: maxConcurrent, goal: .everySuccess(policy), collectsValues: true)
     }
 
     @Test func startHandsOutTicketsUpToTheLimit() {
@@ -29,7 +29,7 @@ struct GroupStateMachineTests {
 
     @Test func emptyOrInvalidGroupsFinishAtStart() {
         var empty = machine(count: 0)
-        guard case .finish(.success([])) = empty.start() else {
+        guard case .finish(.success(.values([]))) = empty.start() else {
             Issue.record("expected success")
             return
         }
@@ -72,7 +72,7 @@ struct GroupStateMachineTests {
             Issue.record("expected the group to finish")
             return
         }
-        #expect(values == [10, 20, 30])
+        #expect(values.values == [10, 20, 30])
         #expect(!cancelsRunning)
     }
 
@@ -105,7 +105,7 @@ struct GroupStateMachineTests {
             Issue.record("expected the group to finish")
             return
         }
-        #expect(values == [1, 2, 3])
+        #expect(values.values == [1, 2, 3])
     }
 
     @Test func failFastFinishesAtTheFirstFailureAndCancelsTheOthers() {

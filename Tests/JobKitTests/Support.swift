@@ -118,6 +118,18 @@ func currentStackAddress() -> UInt {
 
 final class Tracked: Sendable {}
 
+/// A value, or an error, that runs `onDeinit` when it goes: it says where a
+/// combinator releases what its jobs reported.
+final class Probe: Error, Sendable {
+    let onDeinit: @Sendable () -> Void
+
+    init(onDeinit: @escaping @Sendable () -> Void) {
+        self.onDeinit = onDeinit
+    }
+
+    deinit { onDeinit() }
+}
+
 /// A queue that runs work inline, at once, nested in the call that
 /// enqueues it (it breaks `JobQueue`'s advice on purpose): combinators must
 /// still loop instead of recursing on it.

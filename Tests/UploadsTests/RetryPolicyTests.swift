@@ -200,6 +200,10 @@ struct ReadableErrorTests {
             (UploadError.fileNotFound(URL(fileURLWithPath: "/videos/surf.mov")), "/videos/surf.mov: no such file"),
             (UploadError.missingDestination, "the post has no destination for its document"),
             (JobError.timedOut, "the job timed out and was cancelled"),
+            (
+                AllFailedError(errors: [UploadError.missingDestination, JobError.timedOut]),
+                "all 2 jobs failed: the post has no destination for its document; the job timed out and was cancelled"
+            ),
         ]
         for (error, expected) in cases {
             #expect(error.localizedDescription == expected)

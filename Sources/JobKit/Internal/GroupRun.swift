@@ -39,7 +39,7 @@ import Synchronization
 /// group would finish on a real thread, after the test had looked, and the
 /// lock is needed anyway for the failure policy and the collected values.
 final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
-    private typealias StateMachine = GroupStateMachine<Element>
+    typealias StateMachine = GroupStateMachine<Element>
 
     /// Whether the group is over (reported or cancelled), for the
     /// children's controllers to read without the lock. Set under the lock,
@@ -50,13 +50,19 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     /// when the first does.
     private let tables = LazyReference<ChildTables>()
     let queue: any JobQueue
-    private let report: @Sendable (Result<[Element], any Error>) -> Void
+    private let report: @Sendable (Result<GroupValue<Element>, any Error>) -> Void
     private let lock: Lock<Storage>
     /// The number of children.
     private let count: Int
     /// The most tickets one block takes; set once, before the first block
     /// is enqueued.
     private let blockQuota: Int
+    /// What the group waits for.
+    private let goal: StateMachine.Goal
+    /// Whether the first children start on the thread that starts the
+    /// group, one after another, rather than from blocks enqueued for them:
+    /// a race's.
+    private let startsInline: Bool
 
     /// The most children a block starts in a row before it hops.
     static var inlineBudget: Int { 64 }
@@ -66,14 +72,17 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     init(
         jobs: [Job<Element>],
         maxConcurrent: Int,
-        failurePolicy: FailurePolicy,
+        goal: StateMachine.Goal,
         collectsValues: Bool,
+        startsInline: Bool = false,
         queue: any JobQueue,
-        report: @escaping @Sendable (Result<[Element], any Error>) -> Void
+        report: @escaping @Sendable (Result<GroupValue<Element>, any Error>) -> Void
     ) {
         self.count = jobs.count
         self.queue = queue
         self.report = report
+        self.goal = goal
+        self.startsInline = startsInline
         let firstChildren = min(max(maxConcurrent, 1), jobs.count)
         self.blockQuota = max(1, min(Self.inlineBudget, firstChildren / Self.minimumBlocks))
         self.lock = Lock(
@@ -81,7 +90,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
                 machine: StateMachine(
                     count: jobs.count,
                     maxConcurrent: maxConcurrent,
-                    failurePolicy: failurePolicy,
+                    goal: goal,
                     collectsValues: collectsValues
                 ),
                 jobs: jobs
@@ -97,12 +106,12 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         /// controller (which holds this run) is kept longer.
         var jobs: [Job<Element>]
 
-        /// Takes the jobs, and the values a group that failed or was
-        /// cancelled had collected, out if the group is over, to be released
-        /// by the caller after unlocking (a closure's captures or a value may
-        /// do anything when they go, even report to this group).
-        mutating func jobsToRelease() -> (jobs: [Job<Element>], values: [Element?]) {
-            guard machine.isOver else { return ([], []) }
+        /// Takes the jobs, and the values and errors a group that is over
+        /// had collected, out if the group is over, to be released by the
+        /// caller after unlocking (a closure's captures, a value or an error
+        /// may do anything when they go, even report to this group).
+        mutating func jobsToRelease() -> (jobs: [Job<Element>], leftovers: ([Element?], [(any Error)?])) {
+            guard machine.isOver else { return ([], ([], [])) }
             defer { jobs = [] }
             return (jobs, machine.takeLeftovers())
         }
@@ -116,19 +125,23 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     /// Starts the group. `attach` hands the run to the group's job, which
     /// cancels it with the job and describes it in its snapshots.
     func start(attach: (any JobNode) -> Void) {
-        let (action, released) = lock.withLock { storage in
-            (storage.machine.start(), storage.jobsToRelease())
-        }
-        _ = released  // released here, outside the lock
+        // No tuple of the action and what to release: in unspecialized
+        // code, a tuple's type is looked up at run time, at each start.
+        let action = lock.withLock { $0.machine.start() }
         switch action {
         case .none:
-            break
+            _ = lock.withLock { $0.jobsToRelease() }  // released here, outside the lock
         case .finish(let result):
+            _ = lock.withLock { $0.jobsToRelease() }
             report(result)
         case .enqueueTickets(let count):
             attach(self)
-            let blocks = (count + blockQuota - 1) / blockQuota
-            for _ in 0..<blocks { enqueueBlock() }
+            if startsInline {
+                runBlock(quota: count)
+            } else {
+                let blocks = (count + blockQuota - 1) / blockQuota
+                for _ in 0..<blocks { enqueueBlock() }
+            }
         }
     }
 
@@ -139,11 +152,12 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         Trampoline.enqueue({ [self] in runBlock() }, on: queue)
     }
 
-    /// A block runs: starts up to `blockQuota` children here, one after
+    /// A block runs: starts up to `quota` children here (`blockQuota` by
+    /// default; every ticket, for a group started inline), one after
     /// another, and the children that the completions inside these
     /// children's bodies free room for, unless the group is over.
-    private func runBlock() {
-        var quota = blockQuota
+    private func runBlock(quota: Int? = nil) {
+        var quota = quota ?? blockQuota
         var budget = Self.inlineBudget
         while budget > 0 && quota > 0 {
             let claimed = lock.withLock { storage in
@@ -161,7 +175,13 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             }
         }
         // The budget is spent: the tickets left go to a block of their own.
-        if quota > 0 { enqueueBlock() }
+        guard quota > 0 else { return }
+        if quota <= blockQuota {
+            enqueueBlock()
+        } else {
+            // The tickets of a group started inline: a block takes them all.
+            Trampoline.enqueue({ [self, quota] in runBlock(quota: quota) }, on: queue)
+        }
     }
 
     /// The child at `index` completed with `outcome` (its token's latch let
@@ -240,8 +260,8 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         cancelAttachments(in: cancelling)
     }
 
-    /// Says the job is a group, how far it is, and adds its running
-    /// children.
+    /// Says the job is a group (or a race, or a first success), how far it
+    /// is, and adds its running children.
     func describe(into owner: inout JobSnapshot) {
         let progress = lock.withLock { storage -> (done: Int, running: [AttachmentTable?])? in
             guard let (done, running) = storage.machine.progress else { return nil }
@@ -249,7 +269,12 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             return (done, running.map { tables?.table(at: $0) })
         }
         guard let (done, running) = progress else { return }
-        owner.kind = .group(done: done, running: running.count, count: count)
+        owner.kind =
+            switch goal {
+            case .everySuccess, .everyOutcome: .group(done: done, running: running.count, count: count)
+            case .firstOutcome: .race(running: running.count, count: count)
+            case .firstSuccess: .firstSuccess(failed: done, running: running.count, count: count)
+            }
         // Described here, outside the lock the children complete through.
         for table in running {
             let attachments = table?.entries ?? []

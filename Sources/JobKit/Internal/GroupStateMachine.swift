@@ -14,13 +14,28 @@
 /// one more. The counting is `DispatchGroup`'s: a ticket enters, a
 /// completion leaves, and the group finishes when every child left.
 struct GroupStateMachine<Element: Sendable>: Sendable {
+    /// What the group waits for, and so which outcome ends it.
+    enum Goal: Sendable, Equatable {
+        /// Every child's success (`group`, `collect`); a failure does what
+        /// the policy says.
+        case everySuccess(FailurePolicy)
+        /// Every child's outcome (`collectOutcomes`): a failure is recorded
+        /// and never ends the group.
+        case everyOutcome
+        /// The first outcome, success or failure (`race`).
+        case firstOutcome
+        /// The first success (`firstSuccess`): failures are recorded, and
+        /// when every child failed the group fails with all their errors.
+        case firstSuccess
+    }
+
     /// What the owner does after unlocking, when the group starts.
     enum StartAction: Sendable {
         /// Start this many children (enqueue work that uses the tickets).
         case enqueueTickets(Int)
         /// Report `result`: the group is over before any child started
         /// (no children, a bad argument, or cancelled already).
-        case finish(Result<[Element], any Error>)
+        case finish(Result<GroupValue<Element>, any Error>)
         /// Nothing: the group was cancelled before it started.
         case none
     }
@@ -33,7 +48,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         case enqueueTicket
         /// Report `result`: the group is over. If `cancelsRunning`, children
         /// still run: cancel what they attached.
-        case finish(Result<[Element], any Error>, cancelsRunning: Bool)
+        case finish(Result<GroupValue<Element>, any Error>, cancelsRunning: Bool)
         /// Nothing, and the child's outcome is dropped: the group was over
         /// already, so the child had been cancelled.
         case lost
@@ -54,6 +69,9 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         var firstError: (any Error)?
         /// Each child's value, in input order, when the group collects them.
         var values: [Element?] = []
+        /// Each child's error, in input order, when the group records
+        /// failures (``Goal/everyOutcome``, ``Goal/firstSuccess``).
+        var errors: [(any Error)?] = []
     }
 
     private enum State: Sendable {
@@ -70,22 +88,26 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
 
     let count: Int
     let maxConcurrent: Int
-    let failurePolicy: FailurePolicy
+    let goal: Goal
+    /// Whether the group keeps its children's values (always, for
+    /// ``Goal/everyOutcome``).
     let collectsValues: Bool
+    /// Whether the group keeps its children's errors.
+    private var recordsErrors: Bool { goal == .everyOutcome || goal == .firstSuccess }
     private var state = State.idle
     private var running = Running()
     /// Which children completed while the group ran, by input index (one
     /// bit each); kept once the group is over, so that a child can tell a
     /// cancellation from its own completion.
-    private var completed: [UInt64] = []
+    private var completed = CompletionBits()
     /// See ``takeLeftovers()``.
-    private var leftovers: [Element?] = []
+    private var leftovers: (values: [Element?], errors: [(any Error)?]) = ([], [])
 
-    init(count: Int, maxConcurrent: Int, failurePolicy: FailurePolicy, collectsValues: Bool) {
+    init(count: Int, maxConcurrent: Int, goal: Goal, collectsValues: Bool) {
         self.count = count
         self.maxConcurrent = maxConcurrent
-        self.failurePolicy = failurePolicy
-        self.collectsValues = collectsValues
+        self.goal = goal
+        self.collectsValues = collectsValues || goal == .everyOutcome
     }
 
     /// Whether the group is over: reported, or cancelled.
@@ -105,7 +127,14 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             }
             guard count > 0 else {
                 state = .finished
-                return .finish(.success([]))
+                switch goal {
+                case .everySuccess: return .finish(.success(.values([])))
+                case .everyOutcome: return .finish(.success(.outcomes([])))
+                case .firstOutcome:
+                    return .finish(.failure(JobError.invalidArgument("race needs at least one job, got none")))
+                case .firstSuccess:
+                    return .finish(.failure(JobError.invalidArgument("firstSuccess needs at least one job, got none")))
+                }
             }
             guard count <= Self.maxCount else {
                 state = .finished
@@ -117,7 +146,8 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             running.ticketCount = tickets
             running.activeCount = tickets
             if collectsValues { running.values = Array(repeating: nil, count: count) }
-            completed = Array(repeating: 0, count: (count + 63) / 64)
+            if recordsErrors { running.errors = Array(repeating: nil, count: count) }
+            completed = CompletionBits(count: count)
             return .enqueueTickets(tickets)
         case .finished:
             return .none
@@ -148,24 +178,31 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     mutating func childCompleted(index: Int, outcome: Result<Element, any Error>) -> CompletionAction {
         switch state {
         case .running:
-            completed[index / 64] |= 1 << UInt64(index % 64)
+            completed.insert(index)
             running.activeCount -= 1
             running.completedCount += 1
             switch outcome {
             case .success(let value):
-                if collectsValues { running.values[index] = value }
+                switch goal {
+                case .everySuccess, .everyOutcome:
+                    if collectsValues { running.values[index] = value }
+                case .firstOutcome, .firstSuccess:
+                    let done = finish()
+                    return .finish(.success(.winner(value)), cancelsRunning: done.activeCount > 0)
+                }
             case .failure(let error):
-                if failurePolicy == .failFast {
+                switch goal {
+                case .everySuccess(.failFast), .firstOutcome:
                     let done = finish()
                     return .finish(.failure(error), cancelsRunning: done.activeCount > 0)
+                case .everySuccess(.waitForAll):
+                    if running.firstError == nil { running.firstError = error }
+                case .everyOutcome, .firstSuccess:
+                    running.errors[index] = error
                 }
-                if running.firstError == nil { running.firstError = error }
             }
             if running.completedCount == count {
-                let done = finish()
-                if let error = done.firstError { return .finish(.failure(error), cancelsRunning: false) }
-                let values = collectsValues ? done.values.map { $0! } : []
-                return .finish(.success(values), cancelsRunning: false)
+                return .finish(finishedResult(of: finish()), cancelsRunning: false)
             }
             guard running.ticketCount < count && running.activeCount < maxConcurrent else { return .none }
             running.ticketCount += 1
@@ -175,6 +212,27 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             return .lost
         case .idle:
             preconditionFailure("Internal inconsistency: a child completed before the group started")
+        }
+    }
+
+    /// What a group whose every child completed reports.
+    private func finishedResult(of done: Running) -> Result<GroupValue<Element>, any Error> {
+        switch goal {
+        case .everySuccess:
+            if let error = done.firstError { return .failure(error) }
+            return .success(.values(collectsValues ? done.values.map { $0! } : []))
+        case .everyOutcome:
+            return .success(
+                .outcomes(
+                    done.errors.indices.map { index in
+                        if let error = done.errors[index] { .failure(error) } else { .success(done.values[index]!) }
+                    }
+                )
+            )
+        case .firstSuccess:
+            return .failure(AllFailedError(errors: done.errors.map { $0! }))
+        case .firstOutcome:
+            preconditionFailure("Internal inconsistency: a race's children all completed and none won")
         }
     }
 
@@ -195,7 +253,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
 
     /// Whether the child at `index` completed while the group ran.
     func hasCompleted(_ index: Int) -> Bool {
-        index / 64 < completed.count && completed[index / 64] & (1 << UInt64(index % 64)) != 0
+        completed.contains(index)
     }
 
     /// How far a running group is, and the input indices of its running
@@ -211,7 +269,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     private mutating func finish() -> Running {
         state = .finished
         defer {
-            leftovers = running.values
+            leftovers = (running.values, running.errors)
             running = Running()
         }
         return running
@@ -220,8 +278,68 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     /// The values collected by a group that is over, taken out to be
     /// released after unlocking: they are the user's, and a value's deinit
     /// may do anything, even take a snapshot of this group.
-    mutating func takeLeftovers() -> [Element?] {
-        defer { leftovers = [] }
+    mutating func takeLeftovers() -> (values: [Element?], errors: [(any Error)?]) {
+        defer { leftovers = ([], []) }
         return leftovers
+    }
+}
+
+/// What a group that succeeded reports, by its goal.
+enum GroupValue<Element: Sendable>: Sendable {
+    /// Every child succeeded: their values in input order, if the group
+    /// collects them (empty otherwise).
+    case values([Element])
+    /// Every child completed: their outcomes, in input order.
+    case outcomes([Result<Element, any Error>])
+    /// The first child to succeed (or to complete, in a race) and its value.
+    case winner(Element)
+
+    /// The values of ``values(_:)``.
+    var values: [Element] {
+        guard case .values(let values) = self else { preconditionFailure("Internal inconsistency: \(self)") }
+        return values
+    }
+
+    /// The outcomes of ``outcomes(_:)``.
+    var outcomes: [Result<Element, any Error>] {
+        guard case .outcomes(let outcomes) = self else { preconditionFailure("Internal inconsistency: \(self)") }
+        return outcomes
+    }
+
+    /// The value of ``winner(_:)``.
+    var winner: Element {
+        guard case .winner(let value) = self else { preconditionFailure("Internal inconsistency: \(self)") }
+        return value
+    }
+}
+
+/// A set of children's input indices, one bit each: the first 64 in a word
+/// of their own, so that a small group (a race, a zip) allocates nothing
+/// for it.
+private struct CompletionBits: Sendable {
+    private var first: UInt64 = 0
+    /// The bits of indices from 64 on; empty for a group of at most 64.
+    private var rest: [UInt64] = []
+
+    init() {}
+
+    /// Room for `count` indices, none in the set.
+    init(count: Int) {
+        if count > 64 { rest = Array(repeating: 0, count: (count - 1) / 64) }
+    }
+
+    mutating func insert(_ index: Int) {
+        if index < 64 {
+            first |= 1 << UInt64(index)
+        } else {
+            rest[index / 64 - 1] |= 1 << UInt64(index % 64)
+        }
+    }
+
+    /// Whether `index` is in the set; `false` for an index beyond its room.
+    func contains(_ index: Int) -> Bool {
+        if index < 64 { return first & (1 << UInt64(index)) != 0 }
+        let word = index / 64 - 1
+        return word < rest.count && rest[word] & (1 << UInt64(index % 64)) != 0
     }
 }

@@ -1,4 +1,4 @@
-/// Holds the delayed work of a `timeout` or a `retry` so that it can be
+/// Holds the delayed work of a `timeout`, a `retry` or a `sleep` so that it can be
 /// cancelled when the job completes or is cancelled, whichever thread gets
 /// there first: the timer and the job race, and this decides under the lock.
 ///
@@ -6,13 +6,15 @@
 /// armed after the slot closed is cancelled at once.
 ///
 /// It is attached to its job, which closes it when cancelled, and says in
-/// the job's snapshots which combinator the job is: a timeout and its
-/// duration, or a retry, its attempt, and the wait before the next one.
+/// the job's snapshots which combinator the job is: a timeout or a sleep
+/// and its duration, or a retry, its attempt, and the wait before the next
+/// one.
 final class TimerSlot: JobNode {
     /// The combinator the slot times.
     enum Purpose: Sendable {
         case timeout(Duration)
         case retry(attempts: Int)
+        case sleep(Duration)
     }
 
     private enum Timer: Sendable {
@@ -84,6 +86,8 @@ final class TimerSlot: JobNode {
         switch purpose {
         case .timeout(let duration):
             owner.kind = .timeout(duration)
+        case .sleep(let duration):
+            owner.kind = .sleep(duration)
         case .retry(let attempts):
             let (attempt, wait) = state.withLock { ($0.attempt, $0.wait) }
             owner.kind = .retry(attempt: attempt, attempts: attempts)
