@@ -15,6 +15,7 @@ enum BenchmarkSuite {
         case outbox
         case race
         case outcomes
+        case zip
     }
 
     struct Options: Sendable {
@@ -185,6 +186,7 @@ enum BenchmarkSuite {
         case .outbox: try OutboxCase.run(records: options.outboxRecords, schedule: options.schedule)
         case .race: try CombinatorCases.race(n: options.n, schedule: options.schedule)
         case .outcomes: try CombinatorCases.outcomes(n: options.n, schedule: options.schedule)
+        case .zip: try CombinatorCases.zip(n: options.n, schedule: options.schedule)
         }
     }
 
@@ -194,7 +196,7 @@ enum BenchmarkSuite {
         return """
             # JobKit benchmarks
             \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
-            N = \(options.n) (cases 1-4, 7-9, 15-16), M = \(options.million) (cases 5-6), \
+            N = \(options.n) (cases 1-4, 7-9, 15-17), M = \(options.million) (cases 5-6), \
             \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
             """
     }

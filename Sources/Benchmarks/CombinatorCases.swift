@@ -2,8 +2,8 @@ import Dispatch
 import JobKit
 import Synchronization
 
-/// Cases 15 and 16: the combinators that pick among outcomes, against the
-/// code they replace.
+/// Cases 15 to 17: race, every outcome and zip, against the code they
+/// replace.
 enum CombinatorCases {
     static let queue = DispatchQueue.global()
 
@@ -19,15 +19,7 @@ enum CombinatorCases {
         let contestants = [noOp, noOp]
         let handWritten = "atomic first-wins flag + DispatchWorkItem.cancel (hand-written)"
         let variants = [
-            Variant(name: "JobKit `Job.race`") { n in
-                let group = DispatchGroup()
-                let race = Job.race(contestants)
-                for _ in 0..<n {
-                    group.enter()
-                    race.perform(on: queue) { _ in group.leave() }
-                }
-                try wait(for: group)
-            },
+            Variant(name: "JobKit `Job.race`") { n in try performAtOnce(Job.race(contestants), times: n) },
             Variant(name: handWritten) { n in
                 let group = DispatchGroup()
                 for _ in 0..<n {
@@ -67,6 +59,56 @@ enum CombinatorCases {
             unit: "ns/job",
             rows: try measureInterleaved(variants, n: n, schedule: schedule, goals: [collect: 1.0])
         )
+    }
+
+    // MARK: - 17. Zip
+
+    /// `n` zips of two no-op jobs, all at once, against the same by hand
+    /// with a `DispatchGroup` per zip.
+    static func zip(n: Int, schedule: Schedule) throws -> CaseReport {
+        let handWritten = "DispatchGroup enter/leave + async, notify (hand-written)"
+        let variants = [
+            Variant(name: "JobKit `Job.zip`") { n in try performAtOnce(Job.zip(noOp, noOp), times: n) },
+            Variant(name: handWritten) { n in
+                let group = DispatchGroup()
+                for _ in 0..<n {
+                    group.enter()
+                    let values = HandWrittenPair()
+                    let both = DispatchGroup()
+                    both.enter()
+                    queue.async {
+                        values.first = ()
+                        both.leave()
+                    }
+                    both.enter()
+                    queue.async {
+                        values.second = ()
+                        both.leave()
+                    }
+                    both.notify(queue: queue) {
+                        _ = (values.first!, values.second!)
+                        group.leave()
+                    }
+                }
+                try wait(for: group)
+            },
+        ]
+        return CaseReport(
+            title: "17. \(n) zips of 2 no-op jobs on DispatchQueue.global()",
+            unit: "ns/zip",
+            rows: try measureInterleaved(variants, n: n, schedule: schedule, goals: [handWritten: 1.0])
+        )
+    }
+
+    /// Performs `job` `times` times at once, and waits until every
+    /// performance completed.
+    private static func performAtOnce<T>(_ job: Job<T>, times: Int) throws {
+        let group = DispatchGroup()
+        for _ in 0..<times {
+            group.enter()
+            job.perform(on: queue) { _ in group.leave() }
+        }
+        try wait(for: group)
     }
 
     /// Waits for `group`, at most ten minutes.
@@ -109,4 +151,13 @@ private final class HandWrittenRace: @unchecked Sendable {
         items = []
         report(index)
     }
+}
+
+/// The two values of a zip by hand.
+///
+/// Unchecked: each value is written by one work item before it leaves the
+/// pair's `DispatchGroup`, and read by its `notify` block, after both left.
+private final class HandWrittenPair: @unchecked Sendable {
+    var first: Void?
+    var second: Void?
 }

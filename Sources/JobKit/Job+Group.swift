@@ -54,8 +54,7 @@ extension Job where Success == Void {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: maxConcurrent,
-                goal: .everySuccess(failurePolicy),
-                collectsValues: false,
+                role: .group(failurePolicy),
                 queue: controller.queue,
                 report: { outcome in controller.complete(with: outcome.map { _ in () }) }
             ).start { controller.token.attach($0) }
@@ -91,8 +90,7 @@ extension Job {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: maxConcurrent,
-                goal: .everySuccess(failurePolicy),
-                collectsValues: true,
+                role: .collect(failurePolicy),
                 queue: controller.queue,
                 report: { outcome in controller.complete(with: outcome.map(\.values)) }
             ).start { controller.token.attach($0) }

@@ -38,8 +38,7 @@ extension Job {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: maxConcurrent,
-                goal: .everyOutcome,
-                collectsValues: true,
+                role: .collectOutcomes,
                 queue: controller.queue,
                 report: { outcome in controller.complete(with: outcome.map { $0.outcomes }) }
             ).start { controller.token.attach($0) }
@@ -64,10 +63,11 @@ extension Job {
     /// ```
     ///
     /// The jobs start one after another, in input order, in the work item
-    /// of the race's queue that starts the race (a race's jobs usually only
-    /// start a request or a timer). So a job that completes before its body
-    /// returns wins before the jobs after it start, and they never do; to
-    /// race work that computes, give each job's work a queue of its own.
+    /// of the race's queue that starts the race: each job's body is
+    /// expected to start its work (a request, a timer, a task) and return.
+    /// So a job that completes before its body returns wins before the jobs
+    /// after it start, and they never do; to race work that computes, give
+    /// each job's work a queue of its own.
     ///
     /// A failure wins a race as a success does; to wait out failures, use
     /// ``firstSuccess(_:maxConcurrent:)``. To bound a job's time, prefer
@@ -85,9 +85,7 @@ extension Job {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: .max,
-                goal: .firstOutcome,
-                collectsValues: false,
-                startsInline: true,
+                role: .race,
                 queue: controller.queue,
                 report: { outcome in controller.completeWithWinner(of: outcome) }
             ).start { controller.token.attach($0) }
@@ -126,8 +124,7 @@ extension Job {
             GroupRun(
                 jobs: jobs,
                 maxConcurrent: maxConcurrent,
-                goal: .firstSuccess,
-                collectsValues: false,
+                role: .firstSuccess,
                 queue: controller.queue,
                 report: { outcome in controller.completeWithWinner(of: outcome) }
             ).start { controller.token.attach($0) }

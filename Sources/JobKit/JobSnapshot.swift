@@ -81,6 +81,9 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         /// A `retry` on attempt number `attempt` (from 1) of at most
         /// `attempts`.
         case retry(attempt: Int, attempts: Int)
+        /// A `zip` of `count` jobs: `done` finished, `running` started and
+        /// not completed.
+        case zip(done: Int, running: Int, count: Int)
         /// A `race` of `count` jobs, `running` of them started (no job has
         /// completed: the first to complete ends the race).
         case race(running: Int, count: Int)
@@ -92,7 +95,7 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         case sleep(Duration)
 
         /// The kind and its progress in a few words: "group 7/9",
-        /// "sequence 2/3", "timeout 30 s", "retry 2/3", "race of 2",
+        /// "sequence 2/3", "timeout 30 s", "retry 2/3", "zip 1/2", "race of 2",
         /// "first success, 1/3 failed", "sleep 5 s".
         public var description: String {
             switch self {
@@ -100,6 +103,7 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
             case .sequence(let step, let count): "sequence \(step)/\(count)"
             case .timeout(let duration): "timeout \(duration.formatted)"
             case .retry(let attempt, let attempts): "retry \(attempt)/\(attempts)"
+            case .zip(let done, _, let count): "zip \(done)/\(count)"
             case .race(_, let count): "race of \(count)"
             case .firstSuccess(let failed, _, let count): "first success, \(failed)/\(count) failed"
             case .sleep(let duration): "sleep \(duration.formatted)"

@@ -18,7 +18,7 @@ struct BenchmarkSmokeTests {
 
     @Test(arguments: [
         BenchmarkSuite.Case.group, .sequence, .value, .bounded, .immediate, .asyncGroup, .asyncSequence, .race,
-        .outcomes,
+        .outcomes, .zip,
     ])
     func timingCaseRunsAndReportsEveryVariant(chosen: BenchmarkSuite.Case) async throws {
         var options = BenchmarkSuite.Options(n: 64, million: 200, schedule: Self.tiny)

@@ -410,6 +410,18 @@ struct JobKitDocExamplesTests {
         #expect(refreshed.value == 1)
     }
 
+    @Test func zipExample() async throws {
+        struct User: Sendable { let name: String }
+        func fetchUser(_ id: Int) -> Job<User> { .succeeded(User(name: "user \(id)")) }
+        func fetchAvatar(_ id: Int) -> Job<Data> { .succeeded(Data([UInt8(id)])) }
+        let id = 7
+        // BEGIN DOC
+        let (user, avatar) = try await Job.zip(fetchUser(id), fetchAvatar(id)).value
+        // END DOC
+        #expect(user.name == "user 7")
+        #expect(avatar == Data([7]))
+    }
+
     @Test func mirrorExamples() async throws {
         let examples = MirrorExamples(failing: [])
         #expect(try await examples.raced().starts(with: Data("https://".utf8)))

@@ -95,11 +95,13 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     /// The child's index in its run.
     var index: Int { Int(storedIndex) }
 
-    /// A group's child.
-    init<Element>(run: GroupRun<Element>, index: Int) where Run == GroupRun<Element> {
+    /// A group's child; a zip's, if `boxesValue`: then the run is a group
+    /// of `any Sendable`, and the child's controllers, typed as its own
+    /// job, box the value they report.
+    init<Element>(run: GroupRun<Element>, index: Int, boxesValue: Bool) where Run == GroupRun<Element> {
         self.run = run
         self.storedIndex = UInt32(truncatingIfNeeded: index)
-        self.childKind = .groupChild
+        self.childKind = boxesValue ? .zipChild : .groupChild
     }
 
     /// A sequence's step.

@@ -9,7 +9,9 @@
 ///   state is a ``JobState``;
 /// - ``ChildToken``: a group's running child or a sequence's step, whose
 ///   state is the token itself and its place in its run's state machine,
-///   so that a parked child costs one small object.
+///   so that a parked child costs one small object;
+///   A zip's child is a ``ChildToken`` of a group of `any Sendable` whose
+///   controllers are typed as the child's own job: they box its value.
 ///
 /// A controller holds the token as one class reference, so that a closure
 /// that captures a controller (`other.async { controller.finish() }`) has
@@ -28,7 +30,7 @@
 @usableFromInline class ControllerToken: @unchecked Sendable {
     /// Which subclass a token is.
     enum Kind: UInt8, Sendable {
-        case state, groupChild, sequenceStep
+        case state, groupChild, sequenceStep, zipChild
     }
 
     @usableFromInline
@@ -46,6 +48,7 @@
         case .state: .state(unsafeDowncast(self, to: StateToken<Success>.self))
         case .groupChild: .groupChild(unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self))
         case .sequenceStep: .sequenceStep(unsafeDowncast(self, to: ChildToken<SequenceRun>.self))
+        case .zipChild: .zipChild(unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self))
         }
     }
 }
@@ -62,6 +65,9 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// A sequence's step: only a `Job<Void>`'s controller holds one, so
     /// the value it reports is `()`.
     case sequenceStep(ChildToken<SequenceRun>)
+    /// A zip's child: a child of a group of `any Sendable`, whatever its
+    /// own value type, which it boxes.
+    case zipChild(ChildToken<GroupRun<any Sendable>>)
 
     /// The queue the job runs on; children run on it too.
     var queue: any JobQueue {
@@ -69,6 +75,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.queue
         case .groupChild(let child): child.run.queue
         case .sequenceStep(let step): step.run.queue
+        case .zipChild(let child): child.run.queue
         }
     }
 
@@ -78,6 +85,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.isCancelled
         case .groupChild(let child): child.isCancelled
         case .sequenceStep(let step): step.isCancelled
+        case .zipChild(let child): child.isCancelled
         }
     }
 
@@ -87,6 +95,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.isCompleted
         case .groupChild(let child): child.isCompleted
         case .sequenceStep(let step): step.isCompleted
+        case .zipChild(let child): child.isCompleted
         }
     }
 
@@ -97,6 +106,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.succeed(with: value)
         case .groupChild(let child): child.report(.success(value))
         case .sequenceStep(let step): step.report(.success(()))
+        case .zipChild(let child): child.report(.success(value))
         }
     }
 
@@ -107,6 +117,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.fail(with: error)
         case .groupChild(let child): child.report(.failure(error))
         case .sequenceStep(let step): step.report(.failure(error))
+        case .zipChild(let child): child.report(.failure(error))
         }
     }
 
@@ -117,6 +128,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.complete(with: outcome)
         case .groupChild(let child): child.report(outcome)
         case .sequenceStep(let step): step.report(outcome.map { _ in () })
+        case .zipChild(let child): child.report(outcome.map { $0 as any Sendable })
         }
     }
 
@@ -129,6 +141,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.attach(attachment)
         case .groupChild(let child): child.attach(attachment)
         case .sequenceStep(let step): step.attach(attachment)
+        case .zipChild(let child): child.attach(attachment)
         }
     }
 
@@ -157,6 +170,8 @@ enum TypedToken<Success: Sendable>: Sendable {
             groupChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         case .sequenceStep(let step):
             step.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+        case .zipChild(let zipChild):
+            zipChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         }
     }
 }

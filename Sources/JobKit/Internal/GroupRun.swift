@@ -57,12 +57,11 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     /// The most tickets one block takes; set once, before the first block
     /// is enqueued.
     private let blockQuota: Int
-    /// What the group waits for.
-    private let goal: StateMachine.Goal
-    /// Whether the first children start on the thread that starts the
-    /// group, one after another, rather than from blocks enqueued for them:
-    /// a race's.
-    private let startsInline: Bool
+    /// Which combinator the group is.
+    private let role: GroupRole
+    /// Whether the children are a zip's, each of its own value type: the
+    /// group is one of `any Sendable`, and boxes their values.
+    private let boxesValues: Bool
 
     /// The most children a block starts in a row before it hops.
     static var inlineBudget: Int { 64 }
@@ -72,17 +71,17 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     init(
         jobs: [Job<Element>],
         maxConcurrent: Int,
-        goal: StateMachine.Goal,
-        collectsValues: Bool,
-        startsInline: Bool = false,
+        role: GroupRole,
         queue: any JobQueue,
         report: @escaping @Sendable (Result<GroupValue<Element>, any Error>) -> Void
     ) {
         self.count = jobs.count
         self.queue = queue
         self.report = report
-        self.goal = goal
-        self.startsInline = startsInline
+        self.role = role
+        self.boxesValues = role == .zip
+        precondition(
+            role != .zip || Element.self == (any Sendable).self, "Internal inconsistency: a zip of \(Element.self)")
         let firstChildren = min(max(maxConcurrent, 1), jobs.count)
         self.blockQuota = max(1, min(Self.inlineBudget, firstChildren / Self.minimumBlocks))
         self.lock = Lock(
@@ -90,8 +89,8 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
                 machine: StateMachine(
                     count: jobs.count,
                     maxConcurrent: maxConcurrent,
-                    goal: goal,
-                    collectsValues: collectsValues
+                    goal: role.goal,
+                    collectsValues: role.collectsValues
                 ),
                 jobs: jobs
             )
@@ -136,9 +135,12 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             report(result)
         case .enqueueTickets(let count):
             attach(self)
-            if startsInline {
+            switch role {
+            case .race, .zip:
+                // Each child's body starts its work and returns: they start
+                // here, one after another, without a queue hop each.
                 runBlock(quota: count)
-            } else {
+            case .group, .collect, .collectOutcomes, .firstSuccess:
                 let blocks = (count + blockQuota - 1) / blockQuota
                 for _ in 0..<blocks { enqueueBlock() }
             }
@@ -169,7 +171,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             for index in claimed.indices {
                 // Over since the claim: the children left never start.
                 if isOver { return }
-                let child = ChildToken(run: self, index: index)
+                let child = ChildToken(run: self, index: index, boxesValue: boxesValues)
                 claimed[index].body(Job<Element>.Controller(child))
                 if child.bodyReturned() { quota += 1 }
             }
@@ -260,8 +262,8 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         cancelAttachments(in: cancelling)
     }
 
-    /// Says the job is a group (or a race, or a first success), how far it
-    /// is, and adds its running children.
+    /// Says which combinator the job is and how far it is, and adds its
+    /// running children.
     func describe(into owner: inout JobSnapshot) {
         let progress = lock.withLock { storage -> (done: Int, running: [AttachmentTable?])? in
             guard let (done, running) = storage.machine.progress else { return nil }
@@ -270,15 +272,52 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         }
         guard let (done, running) = progress else { return }
         owner.kind =
-            switch goal {
-            case .everySuccess, .everyOutcome: .group(done: done, running: running.count, count: count)
-            case .firstOutcome: .race(running: running.count, count: count)
+            switch role {
+            case .group, .collect, .collectOutcomes: .group(done: done, running: running.count, count: count)
+            case .zip: .zip(done: done, running: running.count, count: count)
+            case .race: .race(running: running.count, count: count)
             case .firstSuccess: .firstSuccess(failed: done, running: running.count, count: count)
             }
         // Described here, outside the lock the children complete through.
         for table in running {
             let attachments = table?.entries ?? []
             owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
+        }
+    }
+}
+
+/// Which combinator a ``GroupRun`` is: what it waits for, whether it keeps
+/// values, how it starts its children, and how it shows in snapshots.
+enum GroupRole: Sendable, Equatable {
+    /// `group`: every child's success; values dropped.
+    case group(FailurePolicy)
+    /// `collect`: every child's value, in input order.
+    case collect(FailurePolicy)
+    /// `zip`: every child's value, failing fast. Its children start one
+    /// after another on the thread that starts it.
+    case zip
+    /// `collectOutcomes`: every child's outcome.
+    case collectOutcomes
+    /// `race`: the first outcome. Its children start one after another on
+    /// the thread that starts it.
+    case race
+    /// `firstSuccess`: the first success, or every error.
+    case firstSuccess
+
+    var goal: GroupGoal {
+        switch self {
+        case .group(let policy), .collect(let policy): .everySuccess(policy)
+        case .zip: .everySuccess(.failFast)
+        case .collectOutcomes: .everyOutcome
+        case .race: .firstOutcome
+        case .firstSuccess: .firstSuccess
+        }
+    }
+
+    var collectsValues: Bool {
+        switch self {
+        case .collect, .zip, .collectOutcomes: true
+        case .group, .race, .firstSuccess: false
         }
     }
 }

@@ -1,3 +1,18 @@
+/// What the group waits for, and so which outcome ends it.
+enum GroupGoal: Sendable, Equatable {
+    /// Every child's success (`group`, `collect`); a failure does what
+    /// the policy says.
+    case everySuccess(FailurePolicy)
+    /// Every child's outcome (`collectOutcomes`): a failure is recorded
+    /// and never ends the group.
+    case everyOutcome
+    /// The first outcome, success or failure (`race`).
+    case firstOutcome
+    /// The first success (`firstSuccess`): failures are recorded, and
+    /// when every child failed the group fails with all their errors.
+    case firstSuccess
+}
+
 /// The state of one performance of a group, as a state machine: each event
 /// changes the state and returns the action to take once the lock is
 /// released. It runs nothing itself; ``GroupRun`` holds it under its lock
@@ -14,21 +29,6 @@
 /// one more. The counting is `DispatchGroup`'s: a ticket enters, a
 /// completion leaves, and the group finishes when every child left.
 struct GroupStateMachine<Element: Sendable>: Sendable {
-    /// What the group waits for, and so which outcome ends it.
-    enum Goal: Sendable, Equatable {
-        /// Every child's success (`group`, `collect`); a failure does what
-        /// the policy says.
-        case everySuccess(FailurePolicy)
-        /// Every child's outcome (`collectOutcomes`): a failure is recorded
-        /// and never ends the group.
-        case everyOutcome
-        /// The first outcome, success or failure (`race`).
-        case firstOutcome
-        /// The first success (`firstSuccess`): failures are recorded, and
-        /// when every child failed the group fails with all their errors.
-        case firstSuccess
-    }
-
     /// What the owner does after unlocking, when the group starts.
     enum StartAction: Sendable {
         /// Start this many children (enqueue work that uses the tickets).
@@ -70,7 +70,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         /// Each child's value, in input order, when the group collects them.
         var values: [Element?] = []
         /// Each child's error, in input order, when the group records
-        /// failures (``Goal/everyOutcome``, ``Goal/firstSuccess``).
+        /// failures (``GroupGoal/everyOutcome``, ``GroupGoal/firstSuccess``).
         var errors: [(any Error)?] = []
     }
 
@@ -88,9 +88,9 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
 
     let count: Int
     let maxConcurrent: Int
-    let goal: Goal
+    let goal: GroupGoal
     /// Whether the group keeps its children's values (always, for
-    /// ``Goal/everyOutcome``).
+    /// ``GroupGoal/everyOutcome``).
     let collectsValues: Bool
     /// Whether the group keeps its children's errors.
     private var recordsErrors: Bool { goal == .everyOutcome || goal == .firstSuccess }
@@ -103,7 +103,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     /// See ``takeLeftovers()``.
     private var leftovers: (values: [Element?], errors: [(any Error)?]) = ([], [])
 
-    init(count: Int, maxConcurrent: Int, goal: Goal, collectsValues: Bool) {
+    init(count: Int, maxConcurrent: Int, goal: GroupGoal, collectsValues: Bool) {
         self.count = count
         self.maxConcurrent = maxConcurrent
         self.goal = goal

@@ -1,0 +1,176 @@
+import Dispatch
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+
+@Suite("zip", .timeLimit(.minutes(1)))
+struct ZipTests {
+    private struct User: Equatable, Sendable {
+        let name: String
+    }
+
+    @Test func valuesOfEveryTypeComeInArgumentOrderWhateverOrderTheyFinishIn() throws {
+        let user = ManualJob<User>()
+        let avatar = ManualJob<Data?>()
+        let count = ManualJob<Int>()
+        let saved = ManualJob<Void>()
+        let queue = TestQueue()
+        let recorder = Recorder<(User, Data?, Int, Void)>()
+        Job.zip(user.job, avatar.job, count.job, saved.job).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        let starts: [Int] = [user.startCount, avatar.startCount, count.startCount, saved.startCount]
+        #expect(starts == [1, 1, 1, 1])
+        saved.finish()
+        count.finish(with: 3)
+        avatar.finish(with: nil)
+        try queue.run()
+        #expect(recorder.count == 0)
+        user.finish(with: User(name: "ada"))
+        try queue.run()
+        let (name, data, number, _) = try #require(recorder.last).get()
+        #expect(name == User(name: "ada"))
+        #expect(data == nil)
+        #expect(number == 3)
+        #expect(recorder.count == 1)
+    }
+
+    @Test func noJobsGiveAJobOfVoidAndOneJobItsOwnValue() throws {
+        let none: Job<Void> = Job.zip()
+        #expect(outcome(of: none)?.isSuccess == true)
+        let one: Job<Int> = Job.zip(Job.succeeded(7))
+        #expect(try outcome(of: one)?.get() == 7)
+    }
+
+    @Test func twelveJobsOfSixTypes() throws {
+        let zipped = Job.zip(
+            Job.succeeded(1), Job.succeeded("2"), Job.succeeded(3.0), Job.succeeded([4]), Job.succeeded(Int?(5)),
+            Job.succeeded(UInt8(6)), Job.succeeded(7), Job.succeeded("8"), Job.succeeded(9.0), Job.succeeded([10]),
+            Job.succeeded(Int?.none), Job.succeeded(UInt8(12))
+        )
+        let values = try #require(outcome(of: zipped)).get()
+        #expect(values.0 == 1 && values.1 == "2" && values.2 == 3.0 && values.3 == [4] && values.4 == 5)
+        #expect(values.5 == 6 && values.6 == 7 && values.7 == "8" && values.8 == 9.0 && values.9 == [10])
+        #expect(values.10 == nil && values.11 == 12)
+    }
+
+    @Test func theFirstFailureFailsItAndCancelsTheJobsStillRunningAtOnce() throws {
+        let first = ManualJob<Int>()
+        let second = ManualJob<String>()
+        let third = ManualJob<Int>()
+        let queue = TestQueue()
+        let recorder = Recorder<(Int, String, Int)>()
+        Job.zip(first.job, second.job, third.job).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        first.finish(with: 1)
+        second.fail(with: TestError(id: 2))
+        let cancels: [Int] = [first.cancelCount, second.cancelCount, third.cancelCount]
+        #expect(cancels == [0, 0, 1])
+        try queue.run()
+        #expect(recorder.last?.failure as? TestError == TestError(id: 2))
+        #expect(third.finish(with: 3) == false)
+        try queue.run()
+        #expect(recorder.count == 1)
+        #expect(queue.isIdle)
+    }
+
+    @Test func cancellingItCancelsEveryJob() throws {
+        let first = ManualJob<Int>()
+        let second = ManualJob<String>()
+        let queue = TestQueue()
+        let recorder = Recorder<(Int, String)>()
+        let handle = Job.zip(first.job, second.job).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        handle.cancel()
+        let cancels: [Int] = [first.cancelCount, second.cancelCount]
+        #expect(cancels == [1, 1])
+        try queue.run()
+        #expect(isCancellation(recorder.last?.failure))
+        #expect(recorder.count == 1)
+    }
+
+    @Test func aJobThatDropsItsControllerFailsItAsAbandoned() {
+        let dropping = Job<String> { _ in }
+        #expect(outcome(of: Job.zip(Job.succeeded(1), dropping))?.failure as? JobError == .abandoned)
+    }
+
+    @Test func theJobsStartInArgumentOrderAndPerformingItAgainRunsThemAgain() throws {
+        let starts = LockedValue<[String]>([])
+        func starting<T: Sendable>(_ name: String, _ value: T) -> Job<T> {
+            Job { controller in
+                starts.withValue { $0.append(name) }
+                controller.finish(with: value)
+            }
+        }
+        let zipped = Job.zip(starting("a", 1), starting("b", "two"), starting("c", 3.0))
+        let queue = TestQueue()
+        let recorder = Recorder<(Int, String, Double)>()
+        zipped.perform(on: queue, then: recorder.handler)
+        try queue.run()
+        zipped.perform(on: queue, then: recorder.handler)
+        try queue.run()
+        #expect(starts.value == ["a", "b", "c", "a", "b", "c"])
+        #expect(try recorder.outcomes.map { try $0.get().1 } == ["two", "two"])
+    }
+
+    @Test func twoFailuresAtTheSameInstantFailItWithEitherByTheSeedTheSameWayEveryTime() throws {
+        func failure(seed: UInt64) throws -> Int {
+            let queue = TestQueue(ordering: .shuffled(seed: seed))
+            let recorder = Recorder<(Int, String)>()
+            Job.zip(failing(Int.self, TestError(id: 1)), failing(String.self, TestError(id: 2)))
+                .perform(on: queue, then: recorder.handler)
+            try queue.advance(by: .seconds(1))
+            try #require(recorder.count == 1)
+            try #require(queue.isIdle)
+            return try #require((recorder.last?.failure as? TestError)?.id)
+        }
+        let failures = try (0..<64).map { try failure(seed: UInt64($0)) }
+        #expect(Set(failures) == [1, 2])
+        #expect(try (0..<64).map { try failure(seed: UInt64($0)) } == failures)
+    }
+
+    /// A job of `type` that fails with `error` a second after it starts, in
+    /// its queue's time; cancelling it stops its timer.
+    private func failing<T: Sendable>(_ type: T.Type, _ error: TestError) -> Job<T> {
+        Job { controller in
+            let timer = controller.queue.enqueue(after: .seconds(1)) { controller.fail(with: error) }
+            controller.onCancel { timer.cancel() }
+        }
+    }
+
+    @Test func aZipSaysHowFarItIsAndWhichJobsItWaitsOn() throws {
+        let queue = TestQueue()
+        let user = ManualJob<User>()
+        let avatar = ManualJob<Data>()
+        let settings = ManualJob<Int>()
+        let handle = Job.zip(user.job.named("user"), avatar.job.named("avatar"), settings.job.named("settings"))
+            .named("profile")
+            .perform(on: queue) { _ in }
+        try queue.run()
+        avatar.finish(with: Data())
+        try queue.run()
+        let snapshot = handle.snapshot()
+        #expect(snapshot.kind == .zip(done: 1, running: 2, count: 3))
+        #expect(snapshot.title == "profile: zip 1/3")
+        #expect(snapshot.children.map(\.line) == ["user (running)", "settings (running)"])
+        handle.cancel()
+    }
+
+    @Test func completesOnceWithEveryValueWhenJobsFinishOnManyThreads() throws {
+        func later<T: Sendable>(_ value: T) -> Job<T> {
+            Job { controller in DispatchQueue.global().async { controller.finish(with: value) } }
+        }
+        for round in 0..<200 {
+            let done = DispatchSemaphore(value: 0)
+            let recorder = Recorder<(Int, String, [Int])>()
+            Job.zip(later(round), later("\(round)"), later([round])).perform(on: DispatchQueue.global()) { outcome in
+                recorder.handler(outcome)
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            let values = try #require(recorder.last).get()
+            #expect(values.0 == round && values.1 == "\(round)" && values.2 == [round])
+            #expect(recorder.count == 1)
+        }
+    }
+}
