@@ -422,6 +422,36 @@ struct JobKitDocExamplesTests {
         #expect(avatar == Data([7]))
     }
 
+    @Test func alwaysExamples() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("always-\(UUID().uuidString)")
+        try Data("draft".utf8).write(to: file)
+        func uploading(_ file: URL) -> Job<Void> { .succeeded }
+        // BEGIN DOC
+        let upload = uploading(file).always { _ in try? FileManager.default.removeItem(at: file) }
+        // END DOC
+        try await upload.value
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+
+        struct Server: Sendable {
+            let closed = LockedValue<[String]>([])
+            func closing(_ session: String) -> Job<Void> {
+                Job { controller in
+                    closed.withValue { $0.append(session) }
+                    controller.finish()
+                }
+            }
+        }
+        let server = Server()
+        let session = "session-1"
+        let post = "post"
+        func uploadingMedia(_ post: String) -> Job<Int> { .failed(TestError(id: 1)) }
+        // BEGIN DOC
+        let publish = uploadingMedia(post).always(then: { _ in server.closing(session) })
+        // END DOC
+        await #expect(throws: TestError.self) { try await publish.value }
+        #expect(server.closed.value == ["session-1"])
+    }
+
     @Test func mirrorExamples() async throws {
         let examples = MirrorExamples(failing: [])
         #expect(try await examples.raced().starts(with: Data("https://".utf8)))
