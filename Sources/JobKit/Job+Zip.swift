@@ -39,11 +39,13 @@ extension Job {
                 queue: controller.queue,
                 report: { outcome in
                     switch outcome {
-                    case .success(let values):
-                        var unboxing = Unboxing(values.values)
+                    case .success(.collected(let values)):
+                        var unboxing = Unboxing(values)
                         controller.finish(with: (repeat unboxing.next((each T).self)))
                     case .failure(let error):
                         controller.fail(with: error)
+                    case .success(let other):
+                        preconditionFailure("Internal inconsistency: a zip ended with \(other)")
                     }
                 }
             ).start { controller.token.attach($0) }
@@ -62,17 +64,17 @@ extension Job {
 
 /// Takes a zip's boxed values out, in order, as the types of its jobs.
 private struct Unboxing {
-    private let values: [any Sendable]
+    private let values: [(any Sendable)?]
     private var index = 0
 
-    init(_ values: [any Sendable]) {
+    init(_ values: [(any Sendable)?]) {
         self.values = values
     }
 
     /// The next value, which the zip's job of type `Value` reported.
     mutating func next<Value: Sendable>(_: Value.Type) -> Value {
         defer { index += 1 }
-        guard let value = values[index] as? Value else {
+        guard let value = values[index].flatMap({ $0 as? Value }) else {
             preconditionFailure("Internal inconsistency: a zip's value \(index) is not a \(Value.self)")
         }
         return value

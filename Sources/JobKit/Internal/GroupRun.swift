@@ -307,7 +307,7 @@ enum GroupRole: Sendable, Equatable {
     var goal: GroupGoal {
         switch self {
         case .group(let policy), .collect(let policy): .everySuccess(policy)
-        case .zip: .everySuccess(.failFast)
+        case .zip: .everyValue
         case .collectOutcomes: .everyOutcome
         case .race: .firstOutcome
         case .firstSuccess: .firstSuccess

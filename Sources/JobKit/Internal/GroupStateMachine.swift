@@ -3,6 +3,9 @@ enum GroupGoal: Sendable, Equatable {
     /// Every child's success (`group`, `collect`); a failure does what
     /// the policy says.
     case everySuccess(FailurePolicy)
+    /// Every child's value, failing fast (`zip`): reported as collected,
+    /// for the reader to unwrap.
+    case everyValue
     /// Every child's outcome (`collectOutcomes`): a failure is recorded
     /// and never ends the group.
     case everyOutcome
@@ -70,7 +73,8 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         /// Each child's value, in input order, when the group collects them.
         var values: [Element?] = []
         /// Each child's error, in input order, when the group records
-        /// failures (``GroupGoal/everyOutcome``, ``GroupGoal/firstSuccess``).
+        /// failures (``GroupGoal/everyOutcome``, ``GroupGoal/firstSuccess``);
+        /// empty until the first failure.
         var errors: [(any Error)?] = []
     }
 
@@ -92,8 +96,6 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     /// Whether the group keeps its children's values (always, for
     /// ``GroupGoal/everyOutcome``).
     let collectsValues: Bool
-    /// Whether the group keeps its children's errors.
-    private var recordsErrors: Bool { goal == .everyOutcome || goal == .firstSuccess }
     private var state = State.idle
     private var running = Running()
     /// Which children completed while the group ran, by input index (one
@@ -129,6 +131,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
                 state = .finished
                 switch goal {
                 case .everySuccess: return .finish(.success(.values([])))
+                case .everyValue: return .finish(.success(.collected([])))
                 case .everyOutcome: return .finish(.success(.outcomes([])))
                 case .firstOutcome:
                     return .finish(.failure(JobError.invalidArgument("race needs at least one job, got none")))
@@ -146,7 +149,6 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             running.ticketCount = tickets
             running.activeCount = tickets
             if collectsValues { running.values = Array(repeating: nil, count: count) }
-            if recordsErrors { running.errors = Array(repeating: nil, count: count) }
             completed = CompletionBits(count: count)
             return .enqueueTickets(tickets)
         case .finished:
@@ -184,7 +186,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             switch outcome {
             case .success(let value):
                 switch goal {
-                case .everySuccess, .everyOutcome:
+                case .everySuccess, .everyValue, .everyOutcome:
                     if collectsValues { running.values[index] = value }
                 case .firstOutcome, .firstSuccess:
                     let done = finish()
@@ -192,12 +194,14 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
                 }
             case .failure(let error):
                 switch goal {
-                case .everySuccess(.failFast), .firstOutcome:
+                case .everySuccess(.failFast), .everyValue, .firstOutcome:
                     let done = finish()
                     return .finish(.failure(error), cancelsRunning: done.activeCount > 0)
                 case .everySuccess(.waitForAll):
                     if running.firstError == nil { running.firstError = error }
                 case .everyOutcome, .firstSuccess:
+                    // Made on the first failure: most groups have none.
+                    if running.errors.isEmpty { running.errors = Array(repeating: nil, count: count) }
                     running.errors[index] = error
                 }
             }
@@ -221,11 +225,17 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         case .everySuccess:
             if let error = done.firstError { return .failure(error) }
             return .success(.values(collectsValues ? done.values.map { $0! } : []))
+        case .everyValue:
+            return .success(.collected(done.values))
         case .everyOutcome:
             return .success(
                 .outcomes(
-                    done.errors.indices.map { index in
-                        if let error = done.errors[index] { .failure(error) } else { .success(done.values[index]!) }
+                    done.values.indices.map { index in
+                        if let error = done.errors.isEmpty ? nil : done.errors[index] {
+                            .failure(error)
+                        } else {
+                            .success(done.values[index]!)
+                        }
                     }
                 )
             )
@@ -286,18 +296,23 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
 
 /// What a group that succeeded reports, by its goal.
 enum GroupValue<Element: Sendable>: Sendable {
-    /// Every child succeeded: their values in input order, if the group
-    /// collects them (empty otherwise).
+    /// Every child succeeded, and the group does not collect their values.
     case values([Element])
+    /// Every child of a zip succeeded: their values in input order, each
+    /// there, unwrapped by the reader.
+    case collected([Element?])
     /// Every child completed: their outcomes, in input order.
     case outcomes([Result<Element, any Error>])
     /// The first child to succeed (or to complete, in a race) and its value.
     case winner(Element)
 
-    /// The values of ``values(_:)``.
+    /// The values of ``values(_:)`` or ``collected(_:)``.
     var values: [Element] {
-        guard case .values(let values) = self else { preconditionFailure("Internal inconsistency: \(self)") }
-        return values
+        switch self {
+        case .values(let values): values
+        case .collected(let values): values.map { $0! }
+        case .outcomes, .winner: preconditionFailure("Internal inconsistency: \(self)")
+        }
     }
 
     /// The outcomes of ``outcomes(_:)``.
