@@ -178,6 +178,36 @@ final class ProfileAPI: Sendable {
     }
 }
 
+/// The example of "Coming from PromiseKit, swift-nio or TaskGroup".
+@Suite("README: coming from PromiseKit", .timeLimit(.minutes(1)))
+struct ReadmeComingFromPromiseKitTests {
+    struct User: Sendable {
+        let name: String
+    }
+
+    @Test func theCombinatorsComeOutAsTheCommentsSay() async throws {
+        func fetchUser(_ id: Int) -> Job<User> { .succeeded(User(name: "Ada")) }
+        func fetchAvatar(_ id: Int) -> Job<[UInt8]> { .succeeded([UInt8(id)]) }
+        let mirrors = ["eu", "us"]
+        func download(_ mirror: String) -> Job<String> { .succeeded(mirror) }
+        let uploads: [Job<Void>] = [.succeeded, .failed(CancellationError()), .succeeded]
+        let draft = FileManager.default.temporaryDirectory.appendingPathComponent("draft-\(UUID().uuidString)")
+        try Data("draft".utf8).write(to: draft)
+        let upload = Job<Void>.succeeded
+        // BEGIN README: coming from PromiseKit
+        let (user, avatar) = try await Job.zip(fetchUser(7), fetchAvatar(7)).value
+        let data = try await Job.race(mirrors.map(download)).value  // the losers are cancelled
+        let outcomes = try await Job.collectOutcomes(uploads).value  // a Result per upload, in order
+        try await upload.always { _ in try? FileManager.default.removeItem(at: draft) }.value
+        // END README
+        #expect(user.name == "Ada" && avatar == [7])
+        // The first mirror finishes in its body: the second never starts.
+        #expect(data == "eu")
+        #expect(outcomes.map { (try? $0.get()) != nil } == [true, false, true])
+        #expect(!FileManager.default.fileExists(atPath: draft.path))
+    }
+}
+
 /// The async/await example prints its result; here `print` records it.
 private let printedAsync = LockedValue<[String]>([])
 
