@@ -1,3 +1,5 @@
+import Synchronization
+
 // MARK: - always
 
 extension Job {
@@ -8,8 +10,8 @@ extension Job {
     /// started: after a success, a failure, a timeout, or a cancel while it
     /// ran (then with `CancellationError`, as the cancel happens). It runs
     /// before the returned job reports, and does not change the outcome. A
-    /// performance cancelled before its queue ran it started nothing, and
-    /// runs no cleanup.
+    /// performance cancelled before this job's body had its turn on the
+    /// queue started nothing, and runs no cleanup.
     ///
     /// ```swift
     /// let upload = uploading(file).always { _ in try? FileManager.default.removeItem(at: file) }
@@ -22,10 +24,11 @@ extension Job {
     ///   that completes this job (or cancels it).
     public func always(_ cleanup: @escaping @Sendable (Outcome) -> Void) -> Job<Success> {
         Job { controller in
+            let gate = StartGate()
             // A child's handler is called once, with its outcome or, when
             // this job is cancelled, with the cancellation.
-            controller.token.performChild(self) { outcome in
-                cleanup(outcome)
+            controller.token.performChild(gate.guarding(self)) { outcome in
+                if gate.started { cleanup(outcome) }
                 controller.complete(with: outcome)
             }
         }
@@ -63,7 +66,12 @@ extension Job {
         then cleanup: @escaping @Sendable (Outcome) -> Job<CleanupValue>
     ) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self) { outcome in
+            let gate = StartGate()
+            controller.token.performChild(gate.guarding(self)) { outcome in
+                guard gate.started else {
+                    controller.complete(with: outcome)
+                    return
+                }
                 let cleaning = JobState<CleanupValue>(queue: controller.queue, hopsToQueue: false) { _ in
                     controller.complete(with: outcome)
                 }
@@ -72,6 +80,36 @@ extension Job {
                 cleaning.start(cleanup(outcome).body)
             }
         }
+    }
+}
+
+/// Whether the body of the job that `always` cleans up after started:
+/// that body and the job's completion (a cancel, before the body's turn
+/// on the queue) race for it, and one of them wins.
+private final class StartGate: Sendable {
+    private enum Phase: UInt8, AtomicRepresentable {
+        case waiting, started, closed
+    }
+
+    private let phase = Atomic<Phase>(.waiting)
+
+    /// `job`, whose body runs only if the gate opens for it first.
+    func guarding<Value>(_ job: Job<Value>) -> Job<Value> {
+        Job<Value> { controller in
+            let opened = self.phase.compareExchange(
+                expected: .waiting, desired: .started, ordering: .acquiringAndReleasing
+            ).exchanged
+            guard opened else { return }
+            job.body(controller)
+        }
+    }
+
+    /// Whether the body started; once asked, a body that had not started
+    /// never does. Ask it once, when the job completed.
+    var started: Bool {
+        let (closed, original) = phase.compareExchange(
+            expected: .waiting, desired: .closed, ordering: .acquiringAndReleasing)
+        return !closed && original == .started
     }
 }
 

@@ -63,8 +63,9 @@ extension Job {
     /// ```
     ///
     /// The jobs start one after another, in input order, in the work item
-    /// of the race's queue that starts the race: each job's body is
-    /// expected to start its work (a request, a timer, a task) and return.
+    /// of the race's queue that starts the race (64 of them; any more, in
+    /// the work items that follow it): each job's body is expected to start
+    /// its work (a request, a timer, a task) and return.
     /// So a job that completes before its body returns wins before the jobs
     /// after it start, and they never do; to race work that computes, give
     /// each job's work a queue of its own.

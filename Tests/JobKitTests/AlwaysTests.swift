@@ -72,6 +72,35 @@ struct AlwaysTests {
         #expect(queue.isIdle)
     }
 
+    @Test func aJobCancelledAfterAlwaysStartedButBeforeItsOwnTurnCleansUpNothing() throws {
+        let inner = ManualJob<Int>()
+        let cleanups = Cleanups()
+        let queue = TestQueue()
+        let handle = inner.job.always { cleanups.record($0) }.perform(on: queue) { _ in }
+        #expect(queue.runNext())  // the body of always, which enqueues the job's
+        handle.cancel()
+        try queue.run()
+        #expect(inner.startCount == 0)
+        #expect(cleanups.all.isEmpty)
+    }
+
+    @Test func aZipThatFailsBeforeItsCleanedUpJobStartedCleansUpNothing() throws {
+        // The zip starts the first job, whose body waits for its turn on the
+        // queue; the second fails at once and the zip cancels the first.
+        let opened = ManualJob<Int>()
+        let cleanups = Cleanups()
+        let closing = ManualJob<Void>()
+        let session = opened.job.always(then: { outcome in
+            cleanups.record(outcome)
+            return closing.job
+        })
+        let zipped = Job.zip(session, Job<Int>.failed(TestError(id: 1)))
+        #expect(outcome(of: zipped)?.failure as? TestError == TestError(id: 1))
+        #expect(opened.startCount == 0)
+        #expect(cleanups.all.isEmpty)
+        #expect(closing.startCount == 0)
+    }
+
     @Test func aTimeoutInsideOrOutsideItCleansUpWithWhatHappened() throws {
         let cleanups = Cleanups()
         let queue = TestQueue()

@@ -440,14 +440,28 @@ struct GroupTests {
         let snapshotsTaken = LockedValue(0)
         let probe = Job<Probe> { controller in
             controller.finish(
-                with: Probe {
-                    _ = handle.value?.snapshot()
-                    snapshotsTaken.withValue { $0 += 1 }
-                })
+                with: Probe.snapshotting(handle, counting: snapshotsTaken))
         }
         let failing = ManualJob<Probe>()
         handle.setValue(Job.collect([probe, failing.job]).perform(on: ImmediateQueue()) { _ in })
         failing.fail(with: TestError(id: 1))
+        #expect(snapshotsTaken.value == 1)
+    }
+
+    @Test func theFirstErrorOfACancelledGroupIsReleasedOutsideItsLock() throws {
+        // An error whose deinit takes a snapshot of the group: released under
+        // the group's lock, it would take that lock again.
+        let handle = LockedValue<JobHandle?>(nil)
+        let snapshotsTaken = LockedValue(0)
+        let failing = Job<Void> { controller in
+            controller.fail(
+                with: Probe.snapshotting(handle, counting: snapshotsTaken))
+        }
+        let waiting = ManualJob<Void>()
+        handle.setValue(
+            Job.group([failing, waiting.job], failurePolicy: .waitForAll).perform(on: ImmediateQueue()) { _ in })
+        #expect(snapshotsTaken.value == 0)
+        handle.value?.cancel()
         #expect(snapshotsTaken.value == 1)
     }
 

@@ -449,10 +449,7 @@ struct OutcomeCombinatorGuaranteeTests {
         let snapshotsTaken = LockedValue(0)
         let failing = Job<Int> { controller in
             controller.fail(
-                with: Probe {
-                    _ = handle.value?.snapshot()
-                    snapshotsTaken.withValue { $0 += 1 }
-                })
+                with: Probe.snapshotting(handle, counting: snapshotsTaken))
         }
         let waiting = ManualJob<Int>()
         handle.setValue(Job.firstSuccess([failing, waiting.job]).perform(on: ImmediateQueue()) { _ in })

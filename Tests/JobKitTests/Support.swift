@@ -128,6 +128,16 @@ final class Probe: Error, Sendable {
     }
 
     deinit { onDeinit() }
+
+    /// A probe that takes a snapshot of the job `handle` holds when it goes,
+    /// and counts it in `snapshotsTaken`: released under that job's lock,
+    /// it would take the lock again.
+    static func snapshotting(_ handle: LockedValue<JobHandle?>, counting snapshotsTaken: LockedValue<Int>) -> Probe {
+        Probe {
+            _ = handle.value?.snapshot()
+            snapshotsTaken.withValue { $0 += 1 }
+        }
+    }
 }
 
 /// A queue that runs work inline, at once, nested in the call that

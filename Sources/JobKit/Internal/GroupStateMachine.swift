@@ -279,7 +279,10 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
     private mutating func finish() -> Running {
         state = .finished
         defer {
-            leftovers = (running.values, running.errors)
+            var errors = running.errors
+            // The first error too: a cancelled group drops it, under the lock.
+            if let firstError = running.firstError { errors.append(firstError) }
+            leftovers = (running.values, errors)
             running = Running()
         }
         return running
