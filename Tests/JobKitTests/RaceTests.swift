@@ -160,6 +160,36 @@ struct CollectOutcomesTests {
     }
 }
 
+extension CollectOutcomesTests {
+    @Test func outcomesComeInInputOrderInEveryOrderOfCompletion() throws {
+        let completionOrders = LockedValue<Set<[Int]>>([])
+        try exploreOrderings(seeds: 0..<200) { queue in
+            let finished = LockedValue<[Int]>([])
+            let jobs = (0..<4).map { index in
+                Job<Int> { controller in
+                    let timer = controller.queue.enqueue(after: .seconds(1)) {
+                        finished.withValue { $0.append(index) }
+                        if index.isMultiple(of: 2) {
+                            controller.fail(with: TestError(id: index))
+                        } else {
+                            controller.finish(with: index)
+                        }
+                    }
+                    controller.onCancel { timer.cancel() }
+                }
+            }
+            let recorder = Recorder<[Job<Int>.Outcome]>()
+            Job.collectOutcomes(jobs).perform(on: queue, then: recorder.handler)
+            try queue.advance(by: .seconds(1))
+            try #require(recorder.count == 1)
+            try #require(summary(try #require(recorder.last).get()) == [0, 1, -2, 3])
+            completionOrders.withValue { $0.insert(finished.value) }
+        }
+        // 4! orders of completion.
+        #expect(completionOrders.value.count == 24)
+    }
+}
+
 @Suite("race", .timeLimit(.minutes(1)))
 struct RaceTests {
     @Test func theFirstSuccessWinsAndTheLosersAreCancelledAtOnce() throws {
@@ -410,6 +440,21 @@ struct FirstSuccessTests {
         #expect(snapshot.title == "first success, 1/3 failed")
         #expect(snapshot.children.map(\.line) == ["cdn 1 (running)", "cdn 2 (running)"])
         handle.cancel()
+    }
+
+    @Test(arguments: [1, .max])
+    func threeHundredThousandSynchronousFailuresBeforeASuccessKeepAFlatStack(maxConcurrent: Int) throws {
+        let count = isThreadSanitized ? 30_000 : 300_000
+        let top = currentStackAddress()
+        let deepest = LockedValue(top)
+        let failing = Job<Int> { controller in
+            let address = currentStackAddress()
+            deepest.withValue { $0 = min($0, address) }
+            controller.fail(with: TestError(id: 0))
+        }
+        let jobs = Array(repeating: failing, count: count - 1) + [.succeeded(count)]
+        #expect(try outcome(of: Job.firstSuccess(jobs, maxConcurrent: maxConcurrent))?.get() == count)
+        #expect(top - deepest.value < 64 * 1024)
     }
 
     @Test func aFailureAndASuccessAtTheSameInstantGiveTheSuccessInEveryOrder() throws {
