@@ -92,7 +92,7 @@ extension Job {
                 maxConcurrent: maxConcurrent,
                 role: .collect(failurePolicy),
                 queue: controller.queue,
-                report: { outcome in controller.complete(with: outcome.map(\.values)) }
+                report: { outcome in controller.complete(with: outcome.map { $0.values }) }
             ).start { controller.token.attach($0) }
         }
     }

@@ -309,13 +309,10 @@ enum GroupValue<Element: Sendable>: Sendable {
     /// The first child to succeed (or to complete, in a race) and its value.
     case winner(Element)
 
-    /// The values of ``values(_:)`` or ``collected(_:)``.
+    /// The values of ``values(_:)``.
     var values: [Element] {
-        switch self {
-        case .values(let values): values
-        case .collected(let values): values.map { $0! }
-        case .outcomes, .winner: preconditionFailure("Internal inconsistency: \(self)")
-        }
+        guard case .values(let values) = self else { preconditionFailure("Internal inconsistency: \(self)") }
+        return values
     }
 
     /// The outcomes of ``outcomes(_:)``.
