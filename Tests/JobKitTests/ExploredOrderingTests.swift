@@ -12,29 +12,6 @@ struct ExploredOrderingTests {
         let description: String
     }
 
-    /// A job that finishes with `value`, or fails with `error`, `delay`
-    /// after it starts, in its queue's time; cancelling it stops the timer
-    /// and fails it with `CancellationError`.
-    private func finishing<T: Sendable>(
-        _ value: T,
-        failing error: (any Error)? = nil,
-        after delay: Duration,
-        ran: LockedValue<Int>? = nil,
-        finished: LockedValue<[T]>? = nil
-    ) -> Job<T> {
-        Job { controller in
-            ran?.withValue { $0 += 1 }
-            let timer = controller.queue.enqueue(after: delay) {
-                finished?.withValue { $0.append(value) }
-                if let error { controller.fail(with: error) } else { controller.finish(with: value) }
-            }
-            controller.onCancel {
-                timer.cancel()
-                controller.fail(with: CancellationError())
-            }
-        }
-    }
-
     /// Runs `job` on `queue` until `time`, and returns its one outcome;
     /// throws if it completed twice or not at all, or left work behind.
     private func onlyOutcome<T>(of job: Job<T>, on queue: TestQueue, until time: Duration = .seconds(60)) throws

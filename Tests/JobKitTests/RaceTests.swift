@@ -3,28 +3,6 @@ import JobKit
 import JobKitTesting
 import Testing
 
-/// A job that finishes with `value`, or fails with `error`, `delay` after
-/// it starts, in its queue's time; cancelling it stops its timer (`cancels`
-/// counts that) and fails it with `CancellationError`.
-private func finishing<T: Sendable>(
-    _ value: T,
-    failing error: (any Error)? = nil,
-    after delay: Duration,
-    starts: LockedValue<[T]>? = nil,
-    cancels: LockedValue<[T]>? = nil
-) -> Job<T> {
-    Job { controller in
-        starts?.withValue { $0.append(value) }
-        let timer = controller.queue.enqueue(after: delay) {
-            if let error { controller.fail(with: error) } else { controller.finish(with: value) }
-        }
-        controller.onCancel {
-            cancels?.withValue { $0.append(value) }
-            timer.cancel()
-        }
-    }
-}
-
 /// The values of `outcomes`, with each failure's `TestError` id negated.
 private func summary(_ outcomes: [Job<Int>.Outcome]) -> [Int] {
     outcomes.map { outcome in
@@ -166,17 +144,9 @@ extension CollectOutcomesTests {
         try exploreOrderings(seeds: 0..<200) { queue in
             let finished = LockedValue<[Int]>([])
             let jobs = (0..<4).map { index in
-                Job<Int> { controller in
-                    let timer = controller.queue.enqueue(after: .seconds(1)) {
-                        finished.withValue { $0.append(index) }
-                        if index.isMultiple(of: 2) {
-                            controller.fail(with: TestError(id: index))
-                        } else {
-                            controller.finish(with: index)
-                        }
-                    }
-                    controller.onCancel { timer.cancel() }
-                }
+                finishing(
+                    index, failing: index.isMultiple(of: 2) ? TestError(id: index) : nil, after: .seconds(1),
+                    finished: finished)
             }
             let recorder = Recorder<[Job<Int>.Outcome]>()
             Job.collectOutcomes(jobs).perform(on: queue, then: recorder.handler)
@@ -281,8 +251,9 @@ struct RaceTests {
         let queue = TestQueue()
         let recorder = Recorder<Void>()
         let cancels = LockedValue<[Int]>([])
-        let slow = finishing(2, after: .seconds(60), cancels: cancels).discardingValue()
-        Job.race([.sleep(for: .seconds(1)), slow, .sleep(for: .seconds(30))]).perform(on: queue, then: recorder.handler)
+        let slow = finishing(2, after: .seconds(60), cancelled: cancels).discardingValue()
+        let sleeps = [Job.sleep(for: .seconds(1)), .sleep(for: .seconds(30))]  // allowed: virtual time, on a TestQueue
+        Job.race([sleeps[0], slow, sleeps[1]]).perform(on: queue, then: recorder.handler)
         try queue.advance(by: .seconds(1))
         #expect(recorder.last?.isSuccess == true)
         #expect(cancels.value == [2])
@@ -294,7 +265,7 @@ struct RaceTests {
         let queue = TestQueue()
         let starts = LockedValue<[Int]>([])
         let job = Job.race([
-            finishing(1, after: .seconds(2), starts: starts), finishing(2, after: .seconds(1), starts: starts),
+            finishing(1, after: .seconds(2), started: starts), finishing(2, after: .seconds(1), started: starts),
         ])
         let recorder = Recorder<Int>()
         job.perform(on: queue, then: recorder.handler)
@@ -526,10 +497,11 @@ struct SleepTests {
     @Test func finishesAfterItsDurationInTheQueuesTime() throws {
         let queue = TestQueue()
         let recorder = Recorder<Void>()
-        let handle = Job.sleep(for: .seconds(30)).perform(on: queue, then: recorder.handler)
+        let sleep = Job.sleep(for: .seconds(30))  // allowed: virtual time, on a TestQueue
+        let handle = sleep.perform(on: queue, then: recorder.handler)
         try queue.advance(by: .seconds(29))
         #expect(recorder.count == 0)
-        #expect(handle.snapshot().kind == .sleep(.seconds(30)))
+        #expect(handle.snapshot().kind == .sleep(.seconds(30)))  // allowed: a snapshot's kind, no wait
         #expect(handle.snapshot().title == "sleep 30 s")
         try queue.advance(by: .seconds(1))
         #expect(recorder.last?.isSuccess == true)
@@ -539,7 +511,8 @@ struct SleepTests {
     @Test func cancellingItLeavesNothingOnTheQueue() throws {
         let queue = TestQueue()
         let recorder = Recorder<Void>()
-        let handle = Job.sleep(for: .seconds(30)).perform(on: queue, then: recorder.handler)
+        let sleep = Job.sleep(for: .seconds(30))  // allowed: virtual time, on a TestQueue
+        let handle = sleep.perform(on: queue, then: recorder.handler)
         try queue.run()
         #expect(queue.pendingCount == 1)
         handle.cancel()
@@ -552,7 +525,7 @@ struct SleepTests {
     func aDurationOfZeroOrLessFinishesOnTheQueuesNextTurn(duration: Duration) throws {
         let queue = TestQueue()
         let recorder = Recorder<Void>()
-        Job.sleep(for: duration).perform(on: queue, then: recorder.handler)
+        Job.sleep(for: duration).perform(on: queue, then: recorder.handler)  // allowed: virtual time, on a TestQueue
         try queue.run()
         #expect(recorder.last?.isSuccess == true)
         #expect(queue.now == .zero)

@@ -40,6 +40,33 @@ func runsOfAnOnCancelRacing(withCancelOf handle: JobHandle, _ controller: Job<Vo
     return runs.value
 }
 
+/// A job that finishes with `value`, or fails with `error`, `delay` after
+/// it starts, in its queue's time; cancelling it stops its timer. `ran`
+/// counts its starts; `started`, `finished` and `cancelled` record its
+/// value as it starts, completes of its own, or is cancelled.
+func finishing<T: Sendable>(
+    _ value: T,
+    failing error: (any Error)? = nil,
+    after delay: Duration,
+    ran: LockedValue<Int>? = nil,
+    started: LockedValue<[T]>? = nil,
+    finished: LockedValue<[T]>? = nil,
+    cancelled: LockedValue<[T]>? = nil
+) -> Job<T> {
+    Job { controller in
+        ran?.withValue { $0 += 1 }
+        started?.withValue { $0.append(value) }
+        let timer = controller.queue.enqueue(after: delay) {
+            finished?.withValue { $0.append(value) }
+            if let error { controller.fail(with: error) } else { controller.finish(with: value) }
+        }
+        controller.onCancel {
+            cancelled?.withValue { $0.append(value) }
+            timer.cancel()
+        }
+    }
+}
+
 /// Records the outcomes a handler receives, in order.
 final class Recorder<T: Sendable>: Sendable {
     private let box = LockedValue<[Job<T>.Outcome]>([])

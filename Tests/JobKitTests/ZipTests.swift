@@ -117,8 +117,11 @@ struct ZipTests {
         func failure(seed: UInt64) throws -> Int {
             let queue = TestQueue(ordering: .shuffled(seed: seed))
             let recorder = Recorder<(Int, String)>()
-            Job.zip(failing(Int.self, TestError(id: 1)), failing(String.self, TestError(id: 2)))
-                .perform(on: queue, then: recorder.handler)
+            Job.zip(
+                finishing(1, failing: TestError(id: 1), after: .seconds(1)),
+                finishing("2", failing: TestError(id: 2), after: .seconds(1))
+            )
+            .perform(on: queue, then: recorder.handler)
             try queue.advance(by: .seconds(1))
             try #require(recorder.count == 1)
             try #require(queue.isIdle)
@@ -127,15 +130,6 @@ struct ZipTests {
         let failures = try (0..<64).map { try failure(seed: UInt64($0)) }
         #expect(Set(failures) == [1, 2])
         #expect(try (0..<64).map { try failure(seed: UInt64($0)) } == failures)
-    }
-
-    /// A job of `type` that fails with `error` a second after it starts, in
-    /// its queue's time; cancelling it stops its timer.
-    private func failing<T: Sendable>(_ type: T.Type, _ error: TestError) -> Job<T> {
-        Job { controller in
-            let timer = controller.queue.enqueue(after: .seconds(1)) { controller.fail(with: error) }
-            controller.onCancel { timer.cancel() }
-        }
     }
 
     @Test func aZipSaysHowFarItIsAndWhichJobsItWaitsOn() throws {
