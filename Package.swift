@@ -22,7 +22,7 @@ let package = Package(
         .target(name: "JobKitTesting", dependencies: ["JobKit"]),
         .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"]),
         .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting"]),
-        .target(name: "Uploads", dependencies: ["JobKit"]),
+        .target(name: "Uploads", dependencies: ["JobKit"], exclude: ["README.md"]),
         .target(name: "UploadsTesting", dependencies: ["Uploads", "JobKit", "JobKitTesting"]),
         .testTarget(
             name: "UploadsTests",
