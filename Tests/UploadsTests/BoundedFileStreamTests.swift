@@ -84,6 +84,55 @@ struct BoundedFileStreamTests {
         #expect(missing.streamError != nil)
     }
 
+    // MARK: - Bytes around the file (a form's fields and closing boundary)
+
+    @Test(arguments: [1, 7, 100, 4_096, 65_536, 1 << 20])
+    func aFileBetweenAHeadAndATailIsTheHeadThePartThenTheTailThenTheEnd(bufferSize: Int) throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("surf.mp4")
+        try writePatternedFile(file, size: 300_000)
+        let head = Data("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n".utf8)
+        let tail = Data("\r\n--b--\r\n".utf8)
+        let stream = BoundedFileStream(file: file, offset: 11, length: 200_000, head: head, tail: tail)
+        stream.open()
+
+        let read = try #require(Self.readAll(stream, bufferSize: bufferSize))
+
+        #expect(read == head + (try Data(contentsOf: file)[11..<200_011]) + tail)
+        #expect(stream.streamStatus == .atEnd)
+        #expect(!stream.hasBytesAvailable)
+    }
+
+    @Test func anEmptyFileOrAnEmptyHeadOrTailLeavesTheRestExact() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("empty.txt")
+        try Data().write(to: file)
+        let head = Data("head".utf8)
+        let tail = Data("tail".utf8)
+        for (head, tail) in [(head, tail), (head, Data()), (Data(), tail)] {
+            let stream = BoundedFileStream(file: file, length: 0, head: head, tail: tail)
+            stream.open()
+            #expect(stream.streamStatus == .open, "bytes are left to read")
+            #expect(Self.readAll(stream, bufferSize: 3) == head + tail)
+            #expect(stream.streamStatus == .atEnd)
+        }
+    }
+
+    @Test func aFileThatEndsSoonerBetweenAHeadAndATailFailsBeforeTheTail() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("shrunk.mp4")
+        try writePatternedFile(file, size: 70_000)
+        let stream = BoundedFileStream(
+            file: file, offset: 0, length: 80_000, head: Data("head".utf8), tail: Data("tail".utf8))
+        stream.open()
+        #expect(Self.readAll(stream, bufferSize: 65_536) == nil)
+        #expect(stream.streamStatus == .error)
+        #expect(stream.streamError as? BoundedFileStream.Failure == .fileEnded(found: 70_000, expected: 80_000))
+    }
+
     // MARK: - Run-loop events
 
     /// What a delegate that reads on each event saw.

@@ -22,6 +22,10 @@ final class FixtureServer: Sendable {
         /// The body's MD5, in hex: the ETag answered by default.
         let md5: String
         let body: String?
+        /// A form's entries, as Node's `Request.formData()` parsed them.
+        let form: ParsedForm?
+        /// Why Node's `Request.formData()` refused a form.
+        let formError: String?
     }
 
     let baseURL: URL

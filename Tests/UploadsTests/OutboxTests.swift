@@ -51,6 +51,22 @@ final class KeyRecordingUploader: Uploader {
     }
 }
 
+/// An uploader that records every medium it is asked to upload and hands
+/// it to an `InMemoryUploader`.
+final class MediaRecordingUploader: Uploader {
+    let base: InMemoryUploader
+    let media = LockedValue<[Media]>([])
+
+    init(_ base: InMemoryUploader) {
+        self.base = base
+    }
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        self.media.withValue { $0.append(media) }
+        return base.upload(media, progress: progress)
+    }
+}
+
 /// A writer whose writes fail, as on a full disk, once `failing` says so.
 final class FailingWriter: Sendable {
     let failing = LockedValue(false)
@@ -141,6 +157,40 @@ struct OutboxTests {
             "the copies of its in-memory media are gone once it is published")
         #expect(uploader.uploads.last?.bytes == documentBytes(post, record.media.compactMap { $0.receipt?.receipt }))
         outbox.close()
+    }
+
+    @Test func aRelaunchSendsEachMediumWithTheFileNameAndFormFieldsTheAppGaveIt() throws {
+        defer { folder.remove() }
+        var post = outboxPost("a", photos: 2, videos: 1)
+        post.photos[0].media.formFields = [
+            FormField(name: "description", value: "Dawn"), FormField(name: "focus", value: "0.1,0.2"),
+        ]
+        post.videos[0].media.filename = "surf \"take 2\".mp4"
+        var outbox = try open(InMemoryUploader())
+        try outbox.add(post)
+        outbox.close()  // as a kill would, before any upload
+
+        let uploader = MediaRecordingUploader(InMemoryUploader())
+        outbox = try open(uploader)
+        try queue.run()
+
+        let sent = uploader.media.value.filter { $0.destination != post.destination }
+        #expect(sent.map(\.destination) == post.media.map(\.destination))
+        #expect(sent.map(\.formFields) == post.media.map(\.formFields))
+        #expect(
+            sent.map { $0.filename ?? $0.defaultFilename } == ["photo-0.jpg", "photo-1.jpg", "surf \"take 2\".mp4"],
+            "a copy of bytes in memory is named as the bytes were, not as the outbox's copy")
+        #expect(outbox.posts.map(\.state) == [.published])
+        outbox.close()
+
+        // A record written before media had names and fields reads as
+        // media without them.
+        let old =
+            try JSONSerialization.jsonObject(with: JSONEncoder().encode(Self.unitRecord(media: 1)))
+            as? [String: Any] ?? [:]
+        #expect((old["media"] as? [[String: Any]])?.first?.keys.contains("formFields") == false, "none written")
+        let read = try JSONDecoder().decode(OutboxRecord.self, from: JSONSerialization.data(withJSONObject: old))
+        #expect(read.upload(0).filename == nil && read.upload(0).formFields.isEmpty)
     }
 
     @Test func aRelaunchSendsOnlyWhatIsNotStored() throws {

@@ -22,17 +22,7 @@ final class S3Fixture: Sendable {
 
     /// Whether moto can run here. Always `true` under CI, where a missing
     /// moto must fail the tests, not skip them.
-    static let isAvailable: Bool = {
-        if ProcessInfo.processInfo.environment["CI"] != nil { return true }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import boto3, moto.server"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }()
+    static let isAvailable = isRunningInCI || python3CanRun("import boto3, moto.server")
 
     /// Why the S3 tests are skipped where moto is missing.
     static let skipReason: Comment = "moto's S3 server is not installed; install it with: \(installCommand)"
@@ -102,45 +92,11 @@ final class S3Fixture: Sendable {
         return try await start()
     }
 
-    /// Starts `s3_backend.py` and waits for its `READY <port>` line, off
-    /// Swift's cooperative threads (moto takes a second or two to import),
-    /// for at most 60 seconds.
+    /// Starts `s3_backend.py` and waits for its `READY <port>` line, for
+    /// at most 60 seconds (moto takes a second or two to import).
     private static func start() async throws -> S3Fixture {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/s3_backend.py")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        // Bounds the wait: a backend that never prints is stopped, which
-        // ends its output.
-        let watchdog = DispatchWorkItem { process.terminate() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)  // allowed: watchdog
-        let line = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                var line = Data()
-                while !line.contains(UInt8(ascii: "\n")) {
-                    let chunk = output.fileHandleForReading.availableData
-                    guard !chunk.isEmpty else { break }
-                    line.append(chunk)
-                }
-                continuation.resume(returning: String(decoding: line, as: UTF8.self))
-            }
-        }
-        watchdog.cancel()
-        // One line: `READY <port>`, or `UNAVAILABLE <reason>` and an exit.
-        let words = line.trimmingCharacters(in: .whitespacesAndNewlines)
-            .split(separator: " ", maxSplits: 1).map(String.init)
-        guard words.count == 2, words[0] == "READY", let port = Int(words[1]) else {
-            process.terminate()
-            process.waitUntilExit()
-            throw FixtureServer.ServerError(
-                message: "s3_backend.py did not start (\(words.joined(separator: " "))); \(Self.installCommand)")
-        }
+        let (port, process, input) = try await startPythonFixture(
+            "s3_backend.py", seconds: 60, installCommand: installCommand)
         return S3Fixture(baseURL: URL(string: "http://127.0.0.1:\(port)")!, process: process, input: input)
     }
 

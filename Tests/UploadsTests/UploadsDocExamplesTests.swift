@@ -224,8 +224,28 @@ struct UploadsDocExamplesTests {
         #expect(json?["text"] == "ids")
     }
 
+    @Test func formFieldExample() {
+        let beach = URL(fileURLWithPath: "/photos/beach.jpg")
+        let mediaEndpoint = URL(string: "https://social.example/api/v2/media")!
+        // BEGIN DOC
+        var photo = Photo(file: beach, destination: mediaEndpoint)
+        photo.media.formFields = [FormField(name: "description", value: "Dawn over the bay")]
+        // END DOC
+        #expect(photo.media.formFields.map(\.name) == ["description"])
+        #expect(photo.media.defaultFilename == "beach.jpg")
+    }
+
     /// Compiled, not run: these need a server.
-    private func serverExamples(video: Video, post: Post, token: String) async throws {
+    private func serverExamples(video: Video, post: Post, token: String, beach: URL) async throws {
+        do {
+            // BEGIN DOC
+            let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
+            var photo = Photo(file: beach, destination: URL(string: "https://social.example/api/v2/media")!)
+            photo.media.formFields = [FormField(name: "description", value: "Dawn over the bay")]
+            let receipt = try await Job.uploading(photo, using: uploader).value
+            // END DOC
+            _ = receipt
+        }
         do {
             // BEGIN DOC
             let uploader = URLSessionUploader(headers: ["Authorization": "Bearer \(token)"])

@@ -245,3 +245,62 @@ func isFirst(_ flag: LockedValue<Bool>) -> Bool {
         return !done
     }
 }
+
+/// Whether the tests run under CI, where a missing server fails the tests
+/// that need it rather than skipping them.
+let isRunningInCI = ProcessInfo.processInfo.environment["CI"] != nil
+
+/// Whether `python3 -c statement` succeeds here: whether a Python fixture's
+/// modules are installed.
+func python3CanRun(_ statement: String) -> Bool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", statement]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}
+
+/// Starts `python3 Fixtures/<script>` and waits for its first line,
+/// `READY <port>` (or `UNAVAILABLE <reason>` before it exits), off Swift's
+/// cooperative threads, for at most `seconds`: a fixture that never prints
+/// is stopped, which ends its output.
+func startPythonFixture(
+    _ script: String, seconds: Int, installCommand: String
+) async throws -> (port: Int, process: Process, input: Pipe) {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/\(script)").path
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", path]
+    let input = Pipe()
+    let output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+    let watchdog = DispatchWorkItem { process.terminate() }
+    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: watchdog)  // allowed: watchdog
+    let line = await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = output.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { break }
+                line.append(chunk)
+            }
+            continuation.resume(returning: String(decoding: line, as: UTF8.self))
+        }
+    }
+    watchdog.cancel()
+    let words = line.trimmingCharacters(in: .whitespacesAndNewlines)
+        .split(separator: " ", maxSplits: 1).map(String.init)
+    guard words.count == 2, words[0] == "READY", let port = Int(words[1]) else {
+        process.terminate()
+        process.waitUntilExit()
+        throw FixtureServer.ServerError(
+            message: "\(script) did not start (\(words.joined(separator: " "))); \(installCommand)")
+    }
+    return (port, process, input)
+}

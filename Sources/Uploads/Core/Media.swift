@@ -37,6 +37,15 @@ public struct Media: Sendable, Hashable {
     /// uploader make one per upload. An `Outbox` keeps one per upload in
     /// its journal.
     public var idempotencyKey: String?
+    /// The file name the server is told, by uploaders that tell one (the
+    /// file part of a ``MultipartFormUploader``'s form); `nil` (the
+    /// default) for ``defaultFilename``.
+    public var filename: String?
+    /// Text fields sent with the bytes by uploaders that send fields (a
+    /// ``MultipartFormUploader`` puts them before the file, in this order);
+    /// none by default. An `Outbox` keeps them, and ``filename``, in its
+    /// journal.
+    public var formFields: [FormField] = []
 
     /// Creates media from bytes in memory.
     public init(bytes: Data, destination: URL, contentType: String) {
@@ -50,6 +59,18 @@ public struct Media: Sendable, Hashable {
         self.content = .file(file)
         self.destination = destination
         self.contentType = contentType
+    }
+
+    /// The file name the server is told when ``filename`` is `nil`: the
+    /// file's own name, or for bytes in memory the last component of the
+    /// destination's path (`file` when it has none).
+    public var defaultFilename: String {
+        switch content {
+        case .file(let url): url.lastPathComponent
+        case .bytes:
+            destination.lastPathComponent.isEmpty || destination.lastPathComponent == "/"
+                ? "file" : destination.lastPathComponent
+        }
     }
 
     /// The size of the bytes to upload.

@@ -22,4 +22,9 @@ public struct Photo: Sendable, Hashable {
     public init(file: URL, destination: URL, contentType: String = "image/jpeg") {
         media = Media(file: file, destination: destination, contentType: contentType)
     }
+
+    /// A photo of `media`, as it was.
+    init(media: Media) {
+        self.media = media
+    }
 }

@@ -23,4 +23,9 @@ public struct Video: Sendable, Hashable {
     public init(bytes: Data, destination: URL, contentType: String = "video/mp4") {
         media = Media(bytes: bytes, destination: destination, contentType: contentType)
     }
+
+    /// A video of `media`, as it was.
+    init(media: Media) {
+        self.media = media
+    }
 }

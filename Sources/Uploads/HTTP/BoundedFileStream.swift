@@ -1,9 +1,10 @@
 import Foundation
 
 /// `length` bytes of a file from `offset` (the whole file, or one part of a
-/// multipart upload), as an upload body framed by `Content-Length: length`:
-/// never more, whatever the file has grown to meanwhile, and an error, not
-/// a short end, if the file ends sooner.
+/// multipart upload), between the bytes of `head` and of `tail` (a form's
+/// fields and closing boundary, or nothing), as an upload body framed by a
+/// `Content-Length` of their sum: never more, whatever the file has grown
+/// to meanwhile, and an error, not a short end, if the file ends sooner.
 ///
 /// FoundationNetworking hands a streamed body to libcurl with no length of
 /// its own, so libcurl sends whatever the stream yields. Bytes past the
@@ -39,8 +40,14 @@ final class BoundedFileStream: InputStream {
     private let file: URL
     private let offset: Int64
     private let length: Int64
+    private let head: Data
+    private let tail: Data
     private var source: FileHandle?
+    /// The bytes of the file delivered so far.
     private var delivered: Int64 = 0
+    /// The bytes of `head`, then of `tail`, delivered so far.
+    private var headDelivered = 0
+    private var tailDelivered = 0
     private var status: Stream.Status = .notOpen
     private var failure: (any Error)?
 
@@ -52,11 +59,14 @@ final class BoundedFileStream: InputStream {
     private var openCompletedSent = false
     private var lastEventSent = false
 
-    /// A stream of `length` bytes of `file` from `offset`, unopened.
-    init(file: URL, offset: Int64 = 0, length: Int64) {
+    /// A stream of `head`, `length` bytes of `file` from `offset`, then
+    /// `tail`; unopened.
+    init(file: URL, offset: Int64 = 0, length: Int64, head: Data = Data(), tail: Data = Data()) {
         self.file = file
         self.offset = max(offset, 0)
         self.length = max(length, 0)
+        self.head = head
+        self.tail = tail
         // InputStream's only designated initializers make a backing
         // CFReadStream; this empty one is never used: every member that
         // would touch it is overridden below.
@@ -74,7 +84,8 @@ final class BoundedFileStream: InputStream {
         }
         self.source = source
         status = .open
-        if length == 0 { finish() }
+        if length == 0 { releaseFile() }
+        if head.isEmpty, length == 0, tail.isEmpty { finish() }
         announce()
     }
 
@@ -99,7 +110,35 @@ final class BoundedFileStream: InputStream {
         case .atEnd, .closed: return 0
         default: return -1
         }
-        guard let source, len > 0 else { return 0 }
+        guard len > 0 else { return 0 }
+        if headDelivered < head.count {
+            let count = copy(head, from: headDelivered, into: buffer, maxLength: len)
+            headDelivered += count
+            if length == 0, tail.isEmpty, headDelivered == head.count { finish() }
+            announce()
+            return count
+        }
+        guard delivered == length else { return readFromFile(into: buffer, maxLength: len) }
+        let count = copy(tail, from: tailDelivered, into: buffer, maxLength: len)
+        tailDelivered += count
+        if tailDelivered == tail.count { finish() }
+        announce()
+        return count
+    }
+
+    /// Copies the bytes of `bytes` from `start` into `buffer`, as many as
+    /// fit, and says how many.
+    private func copy(_ bytes: Data, from start: Int, into buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+        let count = min(maxLength, bytes.count - start)
+        bytes.withUnsafeBytes { bytes in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + start, byteCount: count)
+        }
+        return count
+    }
+
+    /// Reads the next bytes of the file into `buffer`.
+    private func readFromFile(into buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        guard let source else { return -1 }
         let wanted = Int(min(Int64(len), length - delivered))
         // Straight into the session's buffer: nothing allocated per read.
         var count: Int
@@ -114,7 +153,10 @@ final class BoundedFileStream: InputStream {
             return -1
         }
         delivered += Int64(count)
-        if delivered == length { finish() }
+        if delivered == length {
+            releaseFile()
+            if tail.isEmpty { finish() }
+        }
         announce()
         return count
     }
@@ -203,9 +245,14 @@ final class BoundedFileStream: InputStream {
         weak var stream: BoundedFileStream?
     }
 
-    /// All `length` bytes delivered: release the file at once.
+    /// Every byte delivered: release the file at once.
     private func finish() {
         status = .atEnd
+        releaseFile()
+    }
+
+    /// Closes the file: its bytes are all delivered, or the stream ended.
+    private func releaseFile() {
         try? source?.close()
         source = nil
     }

@@ -12,15 +12,16 @@ enum HTTPBody: Sendable, Hashable {
     /// Bytes in memory.
     case data(Data)
     /// `length` bytes of `file` from `offset`, streamed from disk as they
-    /// are sent.
-    case file(URL, offset: Int64, length: Int64)
+    /// are sent, between the bytes of `head` and those of `tail` (a form's
+    /// fields and closing boundary; none by default).
+    case file(URL, offset: Int64, length: Int64, head: Data = Data(), tail: Data = Data())
 
     /// How many bytes the body holds.
     var count: Int64 {
         switch self {
         case .empty: 0
         case .data(let data): Int64(data.count)
-        case .file(_, _, let length): length
+        case .file(_, _, let length, let head, let tail): Int64(head.count) + length + Int64(tail.count)
         }
     }
 }
@@ -96,12 +97,12 @@ final class HTTPClient: Sendable {
                 task = session.dataTask(with: request)
             case .data(let data):
                 task = session.uploadTask(with: request, from: data)
-            case .file(let file, let offset, let length):
+            case .file(let file, let offset, let length, let head, let tail):
                 // Streamed from disk as it is sent, framed by Content-Length
                 // alone. (`uploadTask(with:fromFile:)` is not used: on Linux,
                 // cancelling one mid-way crashes FoundationNetworking; a
                 // `Data` body, even memory-mapped, is copied whole.)
-                request.setValue(String(length), forHTTPHeaderField: "Content-Length")
+                request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
                 #if canImport(FoundationNetworking)
                 // FoundationNetworking gives libcurl a streamed body with no
                 // length, so libcurl adds `Transfer-Encoding: chunked` beside
@@ -116,7 +117,7 @@ final class HTTPClient: Sendable {
                 request.setValue(" ", forHTTPHeaderField: "Expect")
                 #endif
                 task = session.uploadTask(withStreamedRequest: request)
-                range = .init(file: file, offset: offset, length: length)
+                range = .init(file: file, offset: offset, length: length, head: head, tail: tail)
             }
             let url = request.url ?? destination
             delegate.register(

@@ -8,11 +8,13 @@ import FoundationNetworking
 /// The session delegate of an ``HTTPClient``: routes each task's events to
 /// the request it belongs to.
 final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable {
-    /// The part of a file a body streams.
+    /// The part of a file a body streams, and the bytes around it.
     struct FileRange: Sendable, Hashable {
         var file: URL
         var offset: Int64
         var length: Int64
+        var head = Data()
+        var tail = Data()
     }
 
     /// What one running request needs from the session's events.
@@ -65,7 +67,9 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             completionHandler(nil)
             return
         }
-        completionHandler(BoundedFileStream(file: range.file, offset: range.offset, length: range.length))
+        completionHandler(
+            BoundedFileStream(
+                file: range.file, offset: range.offset, length: range.length, head: range.head, tail: range.tail))
     }
 
     func urlSession(

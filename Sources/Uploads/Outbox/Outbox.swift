@@ -189,7 +189,9 @@ public final class Outbox: Sendable {
                 media.append(
                     OutboxRecord.Medium(
                         file: file, destination: medium.destination, contentType: medium.contentType,
-                        size: sizes[index], isCopy: isCopy, idempotencyKey: UUID().uuidString))
+                        size: sizes[index], isCopy: isCopy, idempotencyKey: UUID().uuidString,
+                        filename: medium.filename ?? (isCopy ? medium.defaultFilename : nil),
+                        formFields: medium.formFields.isEmpty ? nil : medium.formFields))
             }
             let record = OutboxRecord(
                 destination: destination, text: post.text, photoCount: post.photos.count, media: media,

@@ -37,6 +37,19 @@ struct OutboxRecord: Codable, Sendable, Hashable {
         /// Sent with each attempt of the upload, across launches.
         var idempotencyKey: String
         var receipt: Receipt?
+        /// The name the server is told, when the app gave one, or when
+        /// the file is a copy (whose own name is the outbox's).
+        var filename: String?
+        /// The media's form fields, when it has any.
+        var formFields: [FormField]?
+
+        /// The medium as the app gave it, its bytes read from ``file``.
+        var media: Media {
+            var media = Media(file: file, destination: destination, contentType: contentType)
+            media.filename = filename
+            media.formFields = formFields ?? []
+            return media
+        }
     }
 
     /// An ``UploadReceipt``, as the journal keeps it.
@@ -96,20 +109,15 @@ struct OutboxRecord: Codable, Sendable, Hashable {
     var post: Post {
         Post(
             text: text,
-            photos: media.prefix(photoCount).map {
-                Photo(file: $0.file, destination: $0.destination, contentType: $0.contentType)
-            },
-            videos: media.dropFirst(photoCount).map {
-                Video(file: $0.file, destination: $0.destination, contentType: $0.contentType)
-            },
+            photos: media.prefix(photoCount).map { Photo(media: $0.media) },
+            videos: media.dropFirst(photoCount).map { Video(media: $0.media) },
             destination: destination
         )
     }
 
     /// The upload of medium `index`, with its idempotency key.
     func upload(_ index: Int) -> Media {
-        var upload = Media(
-            file: media[index].file, destination: media[index].destination, contentType: media[index].contentType)
+        var upload = media[index].media
         upload.idempotencyKey = media[index].idempotencyKey
         return upload
     }

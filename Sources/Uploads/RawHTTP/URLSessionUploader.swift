@@ -72,12 +72,7 @@ public final class URLSessionUploader: Uploader, Sendable {
 
     /// Checks that `destination` is an `http` or `https` URL with a host.
     public func validate(destination: URL) throws(UploadError) {
-        guard let scheme = destination.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw .invalidDestination(destination, reason: "not an http or https URL")
-        }
-        guard let host = destination.host, !host.isEmpty else {
-            throw .invalidDestination(destination, reason: "it has no host")
-        }
+        try HTTPClient.validate(httpDestination: destination)
     }
 
     /// A job that sends `media` to its destination in one HTTP request and
@@ -89,30 +84,14 @@ public final class URLSessionUploader: Uploader, Sendable {
     /// it stores a retried upload once even when the answer to an earlier
     /// attempt was lost.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        let idempotencyKey = media.idempotencyKey ?? UUID().uuidString
-        return Job { [self] controller in
-            let size: Int64
-            do {
-                size = try checkedSize(of: media)
-            } catch {
-                controller.fail(with: error)
-                return
-            }
-            var request = URLRequest(url: media.destination)
-            request.httpMethod = method.rawValue
-            request.setValue(media.contentType, forHTTPHeaderField: "Content-Type")
-            request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
-            for (name, value) in headers {
-                request.setValue(value, forHTTPHeaderField: name)
-            }
-            let body: HTTPBody =
+        client.upload(
+            media, checkedBy: self, method: method.rawValue, headers: headers, headersNameContentType: true,
+            encode: { size in
                 switch media.content {
-                case .bytes(let data): .data(data)
-                case .file(let file): .file(file, offset: 0, length: size)
+                case .bytes(let data): (media.contentType, .data(data))
+                case .file(let file): (media.contentType, .file(file, offset: 0, length: size))
                 }
-            controller.perform(client.send(request, body: body, destination: media.destination, progress: progress)) {
-                controller.complete(with: $0.map(\.receipt))
-            }
-        }
+            },
+            progress: progress)
     }
 }

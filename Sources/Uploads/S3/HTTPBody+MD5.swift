@@ -8,17 +8,20 @@ extension HTTPBody {
         switch self {
         case .empty: MD5.digest(of: Data())
         case .data(let data): MD5.digest(of: data)
-        case .file(let file, let offset, let length): try Self.md5(of: file, offset: offset, length: length)
+        case .file(let file, let offset, let length, let head, let tail):
+            try Self.md5(of: file, offset: offset, length: length, head: head, tail: tail)
         }
     }
 
-    /// The MD5 of `length` bytes of `file` from `offset`; an error when
-    /// the file cannot be read or ends sooner.
+    /// The MD5 of `head`, `length` bytes of `file` from `offset`, then
+    /// `tail`; an error when the file cannot be read or ends sooner.
     ///
     /// Read 64 KiB at a time into one buffer: below the size from which
     /// the C library maps each allocation afresh (and the kernel zeroes its
     /// pages), which would cost more than hashing them.
-    private static func md5(of file: URL, offset: Int64, length: Int64) throws(UploadError) -> Data {
+    private static func md5(
+        of file: URL, offset: Int64, length: Int64, head: Data, tail: Data
+    ) throws(UploadError) -> Data {
         let handle: FileHandle
         do {
             handle = try FileHandle(forReadingFrom: file)
@@ -30,6 +33,7 @@ extension HTTPBody {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { buffer.deallocate() }
         var md5 = MD5()
+        md5.update(head)
         var read: Int64 = 0
         while read < length {
             var count: Int
@@ -46,6 +50,7 @@ extension HTTPBody {
             md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             read += Int64(count)
         }
+        md5.update(tail)
         return md5.finalize()
     }
 }

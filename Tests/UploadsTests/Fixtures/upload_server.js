@@ -44,6 +44,15 @@
  *
  * A rule replaces any earlier rule for the same path; fields combine.
  *
+ * A multipart/form-data upload is also parsed, once whole, by Node's own
+ * `Request.formData()` (undici's parser, as strict as browsers' fetch: it
+ * refuses LF-only lines, an unquoted or reordered Content-Disposition, and
+ * backslash-escaped quotes). Its record gets `form`: {entries: [...]}, each
+ * entry {name, value} for a field or {name, filename, type, size, sha256}
+ * for a file, in the order sent; a success is answered 201 with that JSON
+ * (unless a rule gives an answer). A form the parser refuses is answered
+ * 400 "bad form: <why>", and its record gets `formError`.
+ *
  * GET /_received      every upload received so far, as a JSON array of
  *                     {method, path, headers, rawHeaders, length, complete,
  *                      sha256, md5, body}; headers has lower-cased names, rawHeaders
@@ -78,6 +87,7 @@ const http = require('node:http');
 
 const CHUNK = 64 * 1024; // drop after this much; pause after each this much
 const SMALL = 64 * 1024; // bodies up to this size are kept in the record
+const FORM_LIMIT = 64 * 1024 * 1024; // largest form parsed
 const WAIT_LIMIT_MS = 10_000; // GET /_wait
 const CONTROL_LIMIT = 1024 * 1024; // largest POST /_control body
 const MAX_DELAY_S = 600; // longest delay or read_delay a rule may ask for
@@ -260,6 +270,22 @@ function waitFor(req, res) {
 
 // MARK: - Uploads
 
+/** The entries of a multipart/form-data body, as Node's fetch parses them. */
+async function parseForm(contentType, body) {
+  const request = new Request('http://127.0.0.1/', { method: 'POST', headers: { 'content-type': contentType }, body });
+  const entries = [];
+  for (const [name, value] of await request.formData()) {
+    if (typeof value === 'string') {
+      entries.push({ name, value });
+    } else {
+      const bytes = Buffer.from(await value.arrayBuffer());
+      const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+      entries.push({ name, filename: value.name, type: value.type, size: bytes.length, sha256 });
+    }
+  }
+  return { entries };
+}
+
 function upload(req, res) {
   const path = pathOf(req.url);
   // The rule as it is now; its "times" is counted down when answering.
@@ -281,6 +307,9 @@ function upload(req, res) {
   const md5 = crypto.createHash('md5');
   const small = [];
   let smallLength = 0;
+  const isForm = /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');
+  const form = []; // the whole body of a form, to parse once it ended
+  let formLength = 0;
   let sincePause = 0; // bytes read since the last read_delay pause
   let ended = false;
   let pauseTimer = null;
@@ -293,8 +322,25 @@ function upload(req, res) {
     record.sha256 = digest.digest('hex');
     record.md5 = md5.digest('hex');
     record.body = record.length <= SMALL ? Buffer.concat(small).toString('latin1') : null;
-    recordEnded(record);
-    if (complete) respond(req, res, path, rule, record.md5);
+    const done = () => {
+      recordEnded(record);
+      if (complete) respond(req, res, path, rule, record);
+    };
+    if (!complete || !isForm) return done();
+    if (formLength > FORM_LIMIT) {
+      record.formError = `larger than ${FORM_LIMIT} bytes`;
+      return done();
+    }
+    parseForm(req.headers['content-type'], Buffer.concat(form)).then(
+      (parsed) => {
+        record.form = parsed;
+        done();
+      },
+      (error) => {
+        record.formError = String(error?.message ?? error);
+        done();
+      },
+    );
   };
 
   req.on('data', (chunk) => {
@@ -304,6 +350,10 @@ function upload(req, res) {
     record.length += chunk.length;
     bytesArrived += chunk.length;
     for (const waiter of [...progressWaiters]) waiter.check();
+    if (isForm && formLength <= FORM_LIMIT) {
+      form.push(chunk);
+      formLength += chunk.length;
+    }
     if (smallLength < SMALL) {
       const kept = chunk.subarray(0, SMALL - smallLength);
       small.push(kept);
@@ -342,7 +392,8 @@ function upload(req, res) {
   req.on('error', () => {});
 }
 
-function respond(req, res, path, rule, md5) {
+function respond(req, res, path, rule, record) {
+  const md5 = record.md5;
   if (rule.hang_up) {
     // What a proxy that gives up, or a keep-alive connection the server
     // closed just as it was reused, looks like to the client.
@@ -362,8 +413,16 @@ function respond(req, res, path, rule, md5) {
       answer(res, rule.status, rule.answer ?? `boom: the server failed on ${path}`, contentType, headers);
       return;
     }
+    if (record.formError !== undefined) {
+      answer(res, 400, `bad form: ${record.formError}`, 'text/plain', headers);
+      return;
+    }
     if (!Object.keys(headers).some((name) => name.toLowerCase() === 'etag')) {
       headers.ETag = `"${md5}"`;
+    }
+    if (record.form !== undefined && rule.answer === undefined) {
+      answer(res, 201, JSON.stringify(record.form), 'application/json', headers);
+      return;
     }
     answer(res, 201, rule.answer ?? 'stored', contentType, headers);
   };

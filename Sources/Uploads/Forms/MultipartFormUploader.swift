@@ -1,0 +1,99 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An uploader that `POST`s each medium as a multipart/form-data form: the
+/// way Mastodon and the servers that speak its API, Discord, Telegram's
+/// Bot API, Cloudinary, Imgur and WordPress take media.
+///
+/// Each upload is one `POST` to the medium's destination. Its form holds
+/// this uploader's ``fields``, then the medium's own
+/// (``Media/formFields``), each in its order and repeated names allowed,
+/// then the file's part under ``fileField``, with the medium's
+/// ``Media/filename`` (by default its file's name) and content type.
+///
+/// ```swift
+/// let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
+/// var photo = Photo(file: beach, destination: URL(string: "https://social.example/api/v2/media")!)
+/// photo.media.formFields = [FormField(name: "description", value: "Dawn over the bay")]
+/// let receipt = try await Job.uploading(photo, using: uploader).value
+/// ```
+///
+/// A file is streamed from disk as it is sent, between the bytes of the
+/// fields and of the form's end, with an exact `Content-Length` computed
+/// before the first byte: no temporary copy, never chunked. Each attempt
+/// builds its form afresh, with a boundary of 128 random bits. Names and
+/// file names are escaped as browsers escape them (`"`, CR and LF as `%22`,
+/// `%0D` and `%0A`; nothing else, so a name that holds `%22` itself reaches
+/// the server as `"`).
+///
+/// Progress counts every byte of the form. Errors, receipts, retries and
+/// the `Idempotency-Key` header are those of ``URLSessionUploader``: the
+/// job fails with ``UploadError/httpStatus(_:)`` for a status outside
+/// 200...299, with the receipt of the answer (its headers, the start of
+/// its body); with ``UploadError/fileNotFound(_:)``,
+/// ``UploadError/unreadableFile(_:reason:)`` or
+/// ``UploadError/invalidDestination(_:reason:)`` before any request; and
+/// with ``UploadError/network(_:_:)`` when the connection fails.
+public final class MultipartFormUploader: Uploader, Sendable {
+    /// The name of the file's part; `file` by default.
+    public let fileField: String
+    /// Fields sent in every form, before the medium's own.
+    public let fields: [FormField]
+    /// Headers sent with each upload, such as `Authorization`. The
+    /// form's own `Content-Type` replaces any given here.
+    public let headers: [String: String]
+    private let client: HTTPClient
+
+    /// Creates an uploader with its own `URLSession`.
+    /// - Parameters:
+    ///   - fileField: The name of the file's part; `file` by default.
+    ///   - fields: Fields sent in every form, before each medium's own;
+    ///     none by default.
+    ///   - headers: Headers sent with each upload, such as
+    ///     `Authorization`.
+    ///   - configuration: The session's configuration; ephemeral (no
+    ///     cache, no cookies kept) by default.
+    public init(
+        fileField: String = "file",
+        fields: [FormField] = [],
+        headers: [String: String] = [:],
+        configuration: URLSessionConfiguration = .ephemeral
+    ) {
+        self.fileField = fileField
+        self.fields = fields
+        self.headers = headers
+        client = HTTPClient(configuration: configuration)
+    }
+
+    /// Checks that `destination` is an `http` or `https` URL with a host.
+    public func validate(destination: URL) throws(UploadError) {
+        try HTTPClient.validate(httpDestination: destination)
+    }
+
+    /// A job that `POST`s `media` as a form to its destination and
+    /// finishes with the server's receipt.
+    ///
+    /// Every performance of the returned job sends the same
+    /// `Idempotency-Key` header, the media's ``Media/idempotencyKey`` or
+    /// else a new UUID per call of this method.
+    public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        client.upload(
+            media, checkedBy: self, method: "POST", headers: headers, headersNameContentType: false,
+            encode: { [fields, fileField] size in
+                let form = MultipartForm()
+                let head = form.head(
+                    fields: fields + media.formFields, fileField: fileField,
+                    filename: media.filename ?? media.defaultFilename, contentType: media.contentType)
+                return switch media.content {
+                case .bytes(let data): (form.contentType, .data(head + data + form.tail))
+                case .file(let file):
+                    (form.contentType, .file(file, offset: 0, length: size, head: head, tail: form.tail))
+                }
+            },
+            progress: progress)
+    }
+}

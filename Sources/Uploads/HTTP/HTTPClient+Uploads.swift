@@ -1,0 +1,63 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension HTTPClient {
+    /// Checks that `destination` is an `http` or `https` URL with a host:
+    /// what every HTTP uploader accepts.
+    static func validate(httpDestination destination: URL) throws(UploadError) {
+        guard let scheme = destination.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw .invalidDestination(destination, reason: "not an http or https URL")
+        }
+        guard let host = destination.host, !host.isEmpty else {
+            throw .invalidDestination(destination, reason: "it has no host")
+        }
+    }
+
+    /// A job that uploads `media` in one request to its destination and
+    /// finishes with the server's receipt: the upload of
+    /// ``URLSessionUploader`` and ``MultipartFormUploader``.
+    ///
+    /// Each performance checks the media first, as `uploader` does (a
+    /// missing file or a refused destination fails it, and nothing is
+    /// sent), then builds its body afresh with `encode`, given the media's
+    /// size, and sends it with `method`, `headers` and the body's content
+    /// type (which a `Content-Type` in `headers` replaces when
+    /// `headersNameContentType`), and with the media's `Idempotency-Key`
+    /// (a new one per call of this method when it has none) unless
+    /// `headers` name one.
+    func upload(
+        _ media: Media,
+        checkedBy uploader: some Uploader,
+        method: String,
+        headers: [String: String],
+        headersNameContentType: Bool,
+        encode: @escaping @Sendable (_ size: Int64) -> (contentType: String, body: HTTPBody),
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        let idempotencyKey = media.idempotencyKey ?? UUID().uuidString
+        return Job { [self] controller in
+            let size: Int64
+            do {
+                size = try uploader.checkedSize(of: media)
+            } catch {
+                controller.fail(with: error)
+                return
+            }
+            let (contentType, body) = encode(size)
+            var request = URLRequest(url: media.destination)
+            request.httpMethod = method
+            request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
+            for (name, value) in headers where headersNameContentType || name.lowercased() != "content-type" {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+            controller.perform(send(request, body: body, destination: media.destination, progress: progress)) {
+                controller.complete(with: $0.map(\.receipt))
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A form as a parser nobody here wrote read it: Node's
+/// `Request.formData()` (in `upload_server.js`) or Werkzeug's (in
+/// `form_server.py`).
+struct ParsedForm: Decodable, Sendable, Hashable {
+    /// A field (`value`) or a file (`filename`, `type`, `size`, `sha256`).
+    struct Entry: Decodable, Sendable, Hashable {
+        let name: String
+        let value: String?
+        let filename: String?
+        let type: String?
+        let size: Int?
+        let sha256: String?
+    }
+
+    let entries: [Entry]
+    /// Werkzeug's only: the request's `Content-Length`, the bytes of body
+    /// it read, and its `Transfer-Encoding`.
+    let contentLength: Int?
+    let received: Int?
+    let transferEncoding: String?
+
+    /// The fields, as name and value, in order.
+    var fields: [[String]] { entries.compactMap { entry in entry.value.map { [entry.name, $0] } } }
+    /// The files, in order.
+    var files: [Entry] { entries.filter { $0.filename != nil } }
+}
+
+/// Werkzeug's form parser (Flask's), behind Werkzeug's own server on
+/// 127.0.0.1, from `Fixtures/form_server.py`: a second opinion on every
+/// form. Installed with moto, pinned, by `.ci/run`.
+final class WerkzeugFormServer: Sendable {
+    static let installCommand = #"pip install "Werkzeug==3.1.8""#
+
+    /// Whether Werkzeug can run here. Always `true` under CI, where a
+    /// missing Werkzeug must fail the tests, not skip them.
+    static let isAvailable = isRunningInCI || python3CanRun("import werkzeug.formparser")
+
+    /// Why the Werkzeug tests are skipped where it is missing.
+    static let skipReason: Comment = "Werkzeug is not installed; install it with: \(installCommand)"
+
+    let baseURL: URL
+    private let process: Process
+    private let input: Pipe
+
+    /// Starts a server, runs `body` with it, and stops it.
+    static func with<T>(_ body: (WerkzeugFormServer) async throws -> T) async throws -> T {
+        let server = try await start()
+        defer { server.stop() }
+        return try await body(server)
+    }
+
+    /// Starts `form_server.py` and waits for its `READY <port>` line, for
+    /// at most 30 seconds.
+    private static func start() async throws -> WerkzeugFormServer {
+        let (port, process, input) = try await startPythonFixture(
+            "form_server.py", seconds: 30, installCommand: installCommand)
+        return WerkzeugFormServer(baseURL: URL(string: "http://127.0.0.1:\(port)")!, process: process, input: input)
+    }
+
+    private init(baseURL: URL, process: Process, input: Pipe) {
+        self.baseURL = baseURL
+        self.process = process
+        self.input = input
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// A URL on the server.
+    func url(_ path: String) -> URL {
+        baseURL.appendingPathComponent(path)
+    }
+}

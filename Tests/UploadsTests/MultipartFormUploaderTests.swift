@@ -1,0 +1,274 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+
+@testable import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The bytes of a form, exactly: what the parsers below agree with.
+@Suite("Multipart form encoding", .timeLimit(.minutes(1)))
+struct MultipartFormTests {
+    @Test func fieldsInTheirOrderThenTheFilePartEveryLineEndedByCRLF() {
+        let form = MultipartForm(boundary: "b0undary")
+        let head = form.head(
+            fields: [
+                FormField(name: "media_ids[]", value: "1"), FormField(name: "media_ids[]", value: "2"),
+                FormField(name: "description", value: "two\nlines, é"),
+            ],
+            fileField: "file", filename: "beach.jpg", contentType: "image/jpeg")
+
+        let expected =
+            "--b0undary\r\nContent-Disposition: form-data; name=\"media_ids[]\"\r\n\r\n1\r\n"
+            + "--b0undary\r\nContent-Disposition: form-data; name=\"media_ids[]\"\r\n\r\n2\r\n"
+            + "--b0undary\r\nContent-Disposition: form-data; name=\"description\"\r\n\r\ntwo\nlines, é\r\n"
+            + "--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"beach.jpg\"\r\n"
+            + "Content-Type: image/jpeg\r\n\r\n"
+        #expect(String(decoding: head, as: UTF8.self) == expected, "a value is sent as given")
+        #expect(String(decoding: form.tail, as: UTF8.self) == "\r\n--b0undary--\r\n")
+        #expect(form.contentType == "multipart/form-data; boundary=b0undary")
+    }
+
+    @Test func namesAndFilenamesEscapeQuotesCRAndLFAsTheHTMLStandardDoesAndNothingElse() {
+        #expect(MultipartForm.escaped("a\"b\rc\nd") == "a%22b%0Dc%0Ad")
+        #expect(MultipartForm.escaped("é 😀 100% \\ ; = '") == "é 😀 100% \\ ; = '")
+        #expect(MultipartForm.escaped("\r\n") == "%0D%0A")
+        let head = MultipartForm(boundary: "b").head(
+            fields: [FormField(name: "x\"y", value: "v\"")], fileField: "f\n", filename: "a\".jpg",
+            contentType: "image/jpeg")
+        let text = String(decoding: head, as: UTF8.self)
+        #expect(text.contains("name=\"x%22y\"\r\n\r\nv\"\r\n"), "the value is not escaped")
+        #expect(text.contains("name=\"f%0A\"; filename=\"a%22.jpg\"\r\n"))
+    }
+
+    @Test func eachFormHasABoundaryOf128RandomBits() {
+        let boundaries = (0..<200).map { _ in MultipartForm().boundary }
+        #expect(Set(boundaries).count == boundaries.count)
+        for boundary in boundaries {
+            #expect(boundary.hasPrefix("JobKit-"))
+            let bits = boundary.dropFirst("JobKit-".count)
+            #expect(bits.count == 32 && bits.allSatisfy(\.isHexDigit), "\(boundary)")
+        }
+        // Every one of the 128 bits varies: none is fixed across forms.
+        let values = boundaries.map { UInt128($0.dropFirst("JobKit-".count), radix: 16) ?? 0 }
+        #expect(values.reduce(UInt128(0)) { $0 | $1 } == ~UInt128(0))
+        #expect(values.reduce(~UInt128(0)) { $0 & $1 } == 0)
+    }
+}
+
+/// `MultipartFormUploader` against Node's `http` server, its forms parsed
+/// by Node's own `Request.formData()`, and against Werkzeug's parser: two
+/// parsers nobody here wrote.
+@Suite("MultipartFormUploader", .serialized, .timeLimit(.minutes(1)))
+struct MultipartFormUploaderTests {
+    /// A name an app could give a file: a quote, CR, LF, an emoji and
+    /// letters that are not ASCII.
+    static let awkwardName = "Plage \"à l'aube\"\r\nbis 🌅 Ærø.jpg"
+    /// A file part that ends off any 64 KiB boundary.
+    static let largeSize = 8 * 1024 * 1024 + 12_345
+
+    /// The video the form carries, its fields, and the uploader's.
+    static func video(at file: URL, to destination: URL) -> Video {
+        var video = Video(file: file, destination: destination, contentType: "video/mp4")
+        video.media.filename = awkwardName
+        video.media.formFields = [
+            FormField(name: "description", value: "Surf at dawn, \"golden\" 🌊\nsecond line"),
+            FormField(name: "media_ids[]", value: "101"), FormField(name: "media_ids[]", value: "102"),
+        ]
+        return video
+    }
+
+    static let uploaderFields = [FormField(name: "upload_preset", value: "posts")]
+
+    @Test func aLargeFileArrivesByteExactAfterItsFieldsThroughNodesFormData() async throws {
+        try await TransferGate.sharing {
+            try await FixtureServer.with { server in
+                let folder = try TemporaryFolder()
+                defer { folder.remove() }
+                let file = folder.url.appendingPathComponent("surf.mp4")
+                try writePatternedFile(file, size: Self.largeSize)
+                let uploader = MultipartFormUploader(
+                    fields: Self.uploaderFields, headers: ["Authorization": "Bearer s3cret"])
+                let video = Self.video(at: file, to: server.url("api/v2/media"))
+                let reports = LockedValue<[UploadProgress]>([])
+
+                let receipt = try await withTimeLimit(.seconds(40)) {
+                    try await Job.uploading(video, using: uploader) { progress in
+                        reports.withValue { $0.append(progress) }
+                    }.value
+                }
+
+                let upload = try #require(try await server.received().first)
+                #expect(upload.formError == nil)
+                let form = try #require(upload.form)
+                #expect(
+                    form.fields == [
+                        ["upload_preset", "posts"], ["description", "Surf at dawn, \"golden\" 🌊\nsecond line"],
+                        ["media_ids[]", "101"], ["media_ids[]", "102"],
+                    ])
+                #expect(form.entries.last?.name == "file", "the file's part comes last")
+                let part = try #require(form.files.first)
+                #expect(form.files.count == 1)
+                #expect(part.filename == Self.awkwardName, "the name arrives as the app gave it")
+                #expect(part.type == "video/mp4")
+                #expect(part.size == Self.largeSize)
+                #expect(part.sha256 == (try await sha256(of: file)))
+                #expect(upload.method == "POST")
+                #expect(upload.headers["authorization"] == "Bearer s3cret")
+                #expect(upload.headers["content-type"]?.hasPrefix("multipart/form-data; boundary=JobKit-") == true)
+                #expect(upload.headers["content-length"] == "\(upload.length)", "exactly the body's length")
+                #expect(upload.headers["transfer-encoding"] == nil, "never chunked")
+                #expect(upload.headers["idempotency-key"] != nil)
+                #expect(try JSONDecoder().decode(ParsedForm.self, from: receipt.body) == form, "the server's answer")
+                let progress = reports.value
+                #expect(progress.last?.bytesSent == Int64(upload.length), "progress counts the whole form")
+                #expect(progress.last?.bytesTotal == Int64(upload.length))
+                #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.bytesSent <= $1.bytesSent })
+            }
+        }
+    }
+
+    @Test(.enabled(if: WerkzeugFormServer.isAvailable, WerkzeugFormServer.skipReason))
+    func theSameFormThroughWerkzeugsParser() async throws {
+        try await TransferGate.sharing {
+            try await WerkzeugFormServer.with { server in
+                let folder = try TemporaryFolder()
+                defer { folder.remove() }
+                let file = folder.url.appendingPathComponent("surf.mp4")
+                try writePatternedFile(file, size: Self.largeSize)
+                let uploader = MultipartFormUploader(fields: Self.uploaderFields)
+                let video = Self.video(at: file, to: server.url("api/v2/media"))
+
+                let receipt = try await withTimeLimit(.seconds(40)) {
+                    try await Job.uploading(video, using: uploader).value
+                }
+
+                let form = try JSONDecoder().decode(ParsedForm.self, from: receipt.body)
+                #expect(
+                    form.fields == [
+                        ["upload_preset", "posts"], ["description", "Surf at dawn, \"golden\" 🌊\nsecond line"],
+                        ["media_ids[]", "101"], ["media_ids[]", "102"],
+                    ])
+                let part = try #require(form.files.first)
+                // Werkzeug decodes `%22` (and `\"`), but leaves `%0D` and
+                // `%0A` as they came: what it gives for a browser's form too.
+                #expect(part.filename == "Plage \"à l'aube\"%0D%0Abis 🌅 Ærø.jpg")
+                #expect(part.name == "file")
+                #expect(part.type == "video/mp4")
+                #expect(part.size == Self.largeSize)
+                #expect(part.sha256 == (try await sha256(of: file)))
+                #expect(form.contentLength != nil && form.contentLength == form.received, "exactly the body's length")
+                #expect(form.transferEncoding == nil, "never chunked")
+            }
+        }
+    }
+
+    @Test func bytesInMemoryAreAFileNamedAfterTheDestinationUnlessTheAppNamesIt() async throws {
+        try await FixtureServer.with { server in
+            let uploader = MultipartFormUploader(fileField: "image")
+            let jpeg = patternedBytes(70_000)
+            let unnamed = Photo(bytes: jpeg, destination: server.url("media/beach.jpg"))
+            var named = Photo(bytes: jpeg, destination: server.url("media"), contentType: "image/png")
+            named.media.filename = "dawn.png"
+            let photos = [unnamed, named]
+
+            try await withTimeLimit(.seconds(20)) {
+                for photo in photos { _ = try await Job.uploading(photo, using: uploader).value }
+            }
+
+            let received = try await server.received()
+            #expect(received.count == 2)
+            let forms = received.compactMap(\.form)
+            #expect(forms.map(\.entries.count) == [1, 1], "no fields: the file alone")
+            #expect(forms.flatMap(\.files).map(\.name) == ["image", "image"])
+            #expect(forms.flatMap(\.files).map(\.filename) == ["beach.jpg", "dawn.png"])
+            #expect(forms.flatMap(\.files).map(\.type) == ["image/jpeg", "image/png"])
+            #expect(forms.flatMap(\.files).map(\.size) == [70_000, 70_000])
+            #expect(received.allSatisfy { $0.headers["content-length"] == "\($0.length)" })
+        }
+    }
+
+    @Test func aRetriedFormIsBuiltAfreshWithTheSameIdempotencyKey() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("api/v2/media", ["status": 503, "times": 1])
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let file = folder.url.appendingPathComponent("beach.jpg")
+            try writePatternedFile(file, size: 200_000)
+            let photo = Photo(file: file, destination: server.url("api/v2/media"))
+            let attempts = UploadAttempts(retry: RetryPolicy(attempts: 2, initialDelay: .milliseconds(1)))
+
+            let receipt = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(photo, using: MultipartFormUploader(), attempts: attempts).value
+            }
+
+            let received = try await server.received()
+            #expect(received.count == 2)
+            #expect(receipt.status == 201)
+            #expect(received.allSatisfy { $0.form?.files.first?.size == 200_000 }, "both forms whole")
+            #expect(Set(received.map { $0.headers["content-type"] }).count == 2, "a new boundary per attempt")
+            #expect(Set(received.map { $0.headers["idempotency-key"] }).count == 1)
+            #expect(received[0].headers["idempotency-key"] != nil)
+        }
+    }
+
+    @Test func theFormsContentTypeWinsOverOneInTheHeaders() async throws {
+        try await FixtureServer.with { server in
+            let uploader = MultipartFormUploader(headers: ["content-type": "application/json", "X-App": "1"])
+            let photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("media"))
+            try await withTimeLimit(.seconds(20)) {
+                _ = try await Job.uploading(photo, using: uploader).value
+            }
+            let upload = try #require(try await server.received().first)
+            #expect(upload.headers["content-type"]?.hasPrefix("multipart/form-data; boundary=") == true)
+            #expect(upload.headers["x-app"] == "1")
+            #expect(upload.form?.files.first?.size == 4)
+        }
+    }
+
+    @Test func aMissingFileOrABadDestinationFailsBeforeAByteIsSent() async throws {
+        try await FixtureServer.with { server in
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let missing = folder.url.appendingPathComponent("gone.mp4")
+            let uploader = MultipartFormUploader()
+            let video = Video(file: missing, destination: server.url("api/v2/media"))
+            let ftp = Photo(bytes: Data("x".utf8), destination: URL(string: "ftp://example.com/media")!)
+
+            await #expect(throws: UploadError.fileNotFound(missing)) {
+                try await Job.uploading(video, using: uploader).value
+            }
+            await #expect(
+                throws: UploadError.invalidDestination(ftp.media.destination, reason: "not an http or https URL")
+            ) {
+                try await Job.uploading(ftp, using: uploader).value
+            }
+            #expect(try await server.received().isEmpty)
+        }
+    }
+
+    @Test func aServersRefusalIsAnHTTPStatusErrorWithTheStartOfItsAnswer() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule(
+                "api/v2/media",
+                [
+                    "status": 422, "answer": #"{"error":"Validation failed: File content type is invalid"}"#,
+                    "answer_type": "application/json",
+                ])
+            let photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("api/v2/media"))
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.uploading(photo, using: MultipartFormUploader()).value
+            }
+            guard case .httpStatus(let receipt) = error else {
+                Issue.record("not a status: \(String(describing: error))")
+                return
+            }
+            #expect(receipt.status == 422)
+            #expect(error?.isTransient == false, "not retried")
+            #expect(receipt.bodyText.contains("File content type is invalid"))
+        }
+    }
+}
