@@ -16,6 +16,7 @@ enum BenchmarkSuite {
         case race
         case outcomes
         case zip
+        case form
     }
 
     struct Options: Sendable {
@@ -36,6 +37,8 @@ enum BenchmarkSuite {
         var debounceRuns = 100
         /// Posts in the outbox of case 14.
         var outboxRecords = 1_000
+        /// The file's size in case 18, in MiB.
+        var formMegabytes = 32
         var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -86,6 +89,7 @@ enum BenchmarkSuite {
                 case "--checksum-mib": checksumMegabytes = try count(for: argument, minimum: 1)
                 case "--debounce-runs": debounceRuns = try count(for: argument, minimum: 1)
                 case "--outbox-records": outboxRecords = try count(for: argument, minimum: 1)
+                case "--form-mib": formMegabytes = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
@@ -115,6 +119,7 @@ enum BenchmarkSuite {
         USAGE: swift run -c release Benchmarks [--quick] [--n N] [--million M] [--rounds R]
                                                [--warmups W] [--memory-rounds R] [--count-n C] [--count-rounds K]
                                                [--checksum-mib S] [--debounce-runs D] [--outbox-records R]
+                                               [--form-mib F]
                                                [--case NAME,...] [--only TEXT] [--variant NAME]
 
         Runs JobKit and hand-written GCD side by side, interleaved, in one process,
@@ -131,6 +136,7 @@ enum BenchmarkSuite {
           --checksum-mib S   the file's size in case 12, in MiB (default 64; needs node)
           --debounce-runs D  runs of each test in case 13 (default 100)
           --outbox-records R posts in the outbox case 14 opens (default 1000)
+          --form-mib F       the file's size in case 18, in MiB (default 32; needs node)
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
@@ -187,6 +193,7 @@ enum BenchmarkSuite {
         case .race: try CombinatorCases.race(n: options.n, schedule: options.schedule)
         case .outcomes: try CombinatorCases.outcomes(n: options.n, schedule: options.schedule)
         case .zip: try CombinatorCases.zip(n: options.n, schedule: options.schedule)
+        case .form: try FormCase.run(megabytes: options.formMegabytes, schedule: options.schedule)
         }
     }
 

@@ -26,18 +26,9 @@ enum ChecksumCase {
     static let link = 100.0
 
     static func run(megabytes: Int, schedule: Schedule) throws -> CaseReport {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("JobKitChecksums-\(UUID())")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (folder, file) = try writeVideo(megabytes: megabytes, in: "JobKitChecksums")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let file = folder.appendingPathComponent("video.mp4")
         let size = megabytes * 1024 * 1024
-        // Bytes that differ from mebibyte to mebibyte (an MD5 costs the
-        // same whatever they are).
-        var bytes = Data(count: size)
-        bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
-            for index in stride(from: 0, to: size, by: 4096) { buffer[index] = UInt8(truncatingIfNeeded: index >> 12) }
-        }
-        try bytes.write(to: file)
 
         let loopback = try NodeServer.start()
         defer { loopback.stop() }
@@ -119,6 +110,22 @@ enum ChecksumCase {
     }
 }
 
+/// Writes `video.mp4`, `megabytes` MiB of bytes that differ from mebibyte
+/// to mebibyte (an MD5 costs the same whatever they are), in a new folder
+/// named after `prefix` under the temporary folder; returns both.
+func writeVideo(megabytes: Int, in prefix: String) throws -> (folder: URL, file: URL) {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID())")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let file = folder.appendingPathComponent("video.mp4")
+    let size = megabytes * 1024 * 1024
+    var bytes = Data(count: size)
+    bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+        for index in stride(from: 0, to: size, by: 4096) { buffer[index] = UInt8(truncatingIfNeeded: index >> 12) }
+    }
+    try bytes.write(to: file)
+    return (folder, file)
+}
+
 /// Node's test server (`Tests/UploadsTests/Fixtures/upload_server.js`), run
 /// for the length of a case: it stops when its standard input closes.
 struct NodeServer {
@@ -165,6 +172,32 @@ struct NodeServer {
             done.complete((response as? HTTPURLResponse)?.statusCode ?? 0)
         }.resume()
         guard try done.wait(seconds: 10) == 204 else { throw BenchmarkFailure("node's test server refused a rule") }
+    }
+
+    /// One request the server received (see the script's `GET /_received`).
+    struct Received: Decodable {
+        let method: String
+        let path: String
+        let rawHeaders: [[String]]
+        /// The body's bytes.
+        let length: Int
+
+        /// The bytes of the request line and headers, as sent: HTTP/1.1,
+        /// each header `name: value` on a line, then an empty line.
+        var headerBytes: Int {
+            "\(method) \(path) HTTP/1.1\r\n".utf8.count
+                + rawHeaders.reduce(0) { $0 + $1.joined(separator: ": ").utf8.count + 2 } + 2
+        }
+    }
+
+    /// Every request the server received so far.
+    func received() throws -> [Received] {
+        let done = Completion<Data?>()
+        URLSession.shared.dataTask(with: url.appendingPathComponent("_received")) { data, _, _ in
+            done.complete(data)
+        }.resume()
+        guard let data = try done.wait(seconds: 30) else { throw BenchmarkFailure("node's test server did not answer") }
+        return try JSONDecoder().decode([Received].self, from: data)
     }
 
     func stop() {

@@ -89,11 +89,14 @@ func now() -> UInt64 {
 /// alike. Each row's ratio is the median over rounds of
 /// `time(baseline) / time(variant)` taken within the same round, where the
 /// baseline is the nearest variant above marked `isBaseline`, else the first.
+/// Times are read from `clock`: wall time by default, or, say, the
+/// process's CPU time.
 func measureInterleaved(
     _ variants: [Variant],
     n: Int,
     schedule: Schedule,
-    goals: [String: Double] = [:]
+    goals: [String: Double] = [:],
+    clock: () -> UInt64 = now
 ) throws -> [Row] {
     let variants = variants.filter { schedule.measures($0.name) }
     for variant in variants {
@@ -103,9 +106,9 @@ func measureInterleaved(
     for round in 0..<max(schedule.rounds, 1) {
         let order = round % 2 == 0 ? Array(variants.indices) : variants.indices.reversed()
         for index in order {
-            let start = now()
+            let start = clock()
             try variants[index].run(n)
-            let elapsed = now() - start
+            let elapsed = clock() - start
             times[index].append(Double(elapsed) / Double(max(n, 1)))
         }
     }

@@ -106,6 +106,18 @@ struct BenchmarkSmokeTests {
         #expect(report.markdown.contains("MB/s"))
     }
 
+    @Test func formCaseUploadsAsAFormAndAsARawBody() async throws {
+        let report = try await onOwnThread { try FormCase.run(megabytes: 2, schedule: Self.tiny) }
+        #expect(report.rows.map(\.name) == ["form: MultipartFormUploader", "raw body: URLSessionUploader, POST"])
+        for row in report.rows {
+            #expect(row.samples.count == Self.tiny.rounds)
+            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
+        }
+        #expect(report.rows[1].ratio.map { $0 > 0 } == true)
+        #expect(report.notes.last?.contains("form 1.00") == true, "\(report.notes)")
+        #expect(report.notes.last?.contains("raw 1.00") == true, "\(report.notes)")
+    }
+
     @Test func synchronousSequenceKeepsAFlatStack() async throws {
         #expect(try await onOwnThread { try TestQueueCases.sequenceStackDepth(count: 10_000) } < 256 * 1024)
     }

@@ -36,6 +36,9 @@
  *                                                   add headers to the answer (error
  *                                                   answers too; an ETag here replaces
  *                                                   the default one)
+ *   {"path": "/a.jpg", "parse_form": false}         do not parse forms sent to this path
+ *                                                   (a benchmark's, whose client must not wait
+ *                                                   for the parser)
  *   {"path": "/a.jpg", "answer": "text", "answer_type": "application/json"}
  *                                                   the answer's body and content type
  *                                                   (default "stored" for a success,
@@ -184,6 +187,9 @@ function parseRule(body) {
     throw new Error('"hang_up" must be true or false');
   }
   if (rule.answer !== undefined && typeof rule.answer !== 'string') throw new Error('"answer" must be a string');
+  if (rule.parse_form !== undefined && typeof rule.parse_form !== 'boolean') {
+    throw new Error('"parse_form" must be true or false');
+  }
   if (rule.answer_type !== undefined && typeof rule.answer_type !== 'string') {
     throw new Error('"answer_type" must be a string');
   }
@@ -307,7 +313,7 @@ function upload(req, res) {
   const md5 = crypto.createHash('md5');
   const small = [];
   let smallLength = 0;
-  const isForm = /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');
+  const isForm = rule.parse_form !== false && /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');
   const form = []; // the whole body of a form, to parse once it ended
   let formLength = 0;
   let sincePause = 0; // bytes read since the last read_delay pause
