@@ -250,25 +250,46 @@ struct MultipartFormUploaderTests {
         }
     }
 
-    @Test func aServersRefusalIsAnHTTPStatusErrorWithTheStartOfItsAnswer() async throws {
+    @Test(arguments: [
+        (413, "File is too large", "413 Payload Too Large"),
+        (422, "Validation failed: File content type is invalid", "422 Unprocessable Content"),
+    ])
+    func aRefusalNamesTheFileAndQuotesTheServersErrorAndIsNotRetried(
+        status: Int, said: String, statusLine: String
+    ) async throws {
         try await FixtureServer.with { server in
+            let answer = String(data: try JSONSerialization.data(withJSONObject: ["error": said]), encoding: .utf8)!
             try await server.setRule(
-                "api/v2/media",
-                [
-                    "status": 422, "answer": #"{"error":"Validation failed: File content type is invalid"}"#,
-                    "answer_type": "application/json",
-                ])
-            let photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("api/v2/media"))
+                "api/v2/media", ["status": status, "times": 5, "answer": answer, "answer_type": "application/json"])
+            var photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("api/v2/media"))
+            photo.media.filename = "beach.jpg"
+            let attempts = UploadAttempts(retry: RetryPolicy(attempts: 3, initialDelay: .milliseconds(1)))
+
             let error = await #expect(throws: UploadError.self) {
-                try await Job.uploading(photo, using: MultipartFormUploader()).value
+                try await Job.uploading(photo, using: MultipartFormUploader(), attempts: attempts).value
             }
+
+            #expect(
+                error?.localizedDescription
+                    == "beach.jpg → api/v2/media: the server answered \(statusLine) (\"\(said)\")")
             guard case .httpStatus(let receipt) = error else {
                 Issue.record("not a status: \(String(describing: error))")
                 return
             }
-            #expect(receipt.status == 422)
-            #expect(error?.isTransient == false, "not retried")
-            #expect(receipt.bodyText.contains("File content type is invalid"))
+            #expect(receipt.status == status)
+            #expect(receipt.filename == "beach.jpg")
+            #expect(try await server.received().count == 1, "a refusal is not retried")
+        }
+    }
+
+    @Test func aReceiptNamesTheFileItsFormSent() async throws {
+        try await FixtureServer.with { server in
+            let photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("api/v2/media/beach.jpg"))
+            let receipt = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(photo, using: MultipartFormUploader()).value
+            }
+            #expect(receipt.filename == "beach.jpg")
+            #expect(try await Job.uploading(photo, using: URLSessionUploader()).value.filename == nil)
         }
     }
 }

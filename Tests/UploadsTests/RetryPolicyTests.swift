@@ -175,6 +175,15 @@ struct RetryPolicyTests {
 
 @Suite("Readable errors", .timeLimit(.minutes(1)))
 struct ReadableErrorTests {
+    /// The receipt of a form's file, named with a quote and a line break,
+    /// that the server refused with `body`.
+    static func formReceipt(status: Int, body: String) -> UploadReceipt {
+        var receipt = UploadReceipt(
+            destination: URL(string: "https://social.example/api/v2/media")!, status: status, body: Data(body.utf8))
+        receipt.filename = "beach \"2\"\n.jpg"
+        return receipt
+    }
+
     @Test func eachErrorIsOneSentenceNamingTheFile() {
         let video = URL(string: "https://media.example.com/posts/1/video.mp4?X-Amz-Signature=secret")!
         let cases: [(any Error, String)] = [
@@ -186,6 +195,23 @@ struct ReadableErrorTests {
                 UploadError.httpStatus(
                     UploadReceipt(destination: video, status: 500, body: Data("  oops\nstack trace  ".utf8))),
                 "posts/1/video.mp4: the server answered 500 Internal Server Error (\"oops stack trace\")"
+            ),
+            (
+                UploadError.httpStatus(
+                    Self.formReceipt(status: 422, body: #"{"error":"Validation failed: File content type is invalid"}"#)
+                ),
+                "beach \"2\" .jpg → api/v2/media: the server answered 422 Unprocessable Content "
+                    + "(\"Validation failed: File content type is invalid\")"
+            ),
+            (
+                UploadError.httpStatus(
+                    Self.formReceipt(status: 401, body: #"{"message": "401: Unauthorized", "code": 0}"#)),
+                "beach \"2\" .jpg → api/v2/media: the server answered 401 Unauthorized (\"401: Unauthorized\")"
+            ),
+            (
+                UploadError.httpStatus(Self.formReceipt(status: 413, body: #"{"errors": ["too large"]}"#)),
+                "beach \"2\" .jpg → api/v2/media: the server answered 413 Payload Too Large "
+                    + "(\"{\"errors\": [\"too large\"]}\")"
             ),
             (
                 UploadError.network(video, URLError(.cannotConnectToHost)),

@@ -114,9 +114,10 @@ extension UploadError: CustomStringConvertible {
         case .missingDestination:
             "the post has no destination for its document"
         case .httpStatus(let receipt):
-            "\(Self.name(of: receipt.destination)): the server answered \(Self.statusLine(receipt.status))"
+            (receipt.filename.map { "\(Self.oneLine($0)) → " } ?? "")
+                + "\(Self.name(of: receipt.destination)): the server answered \(Self.statusLine(receipt.status))"
                 + (S3XML.error(in: receipt.body).map { " (\($0.code): \($0.message))" }
-                    ?? Self.excerpt(of: receipt.bodyText))
+                    ?? Self.excerpt(of: Self.jsonError(in: receipt.body) ?? receipt.bodyText))
         case .network(let destination, let error):
             "\(Self.name(of: destination)): \(URLErrorName.sentence(for: error.code))"
         case .timedOut(let destination, let limit):
@@ -145,10 +146,24 @@ extension UploadError: CustomStringConvertible {
         reasonPhrases[status].map { "\(status) \($0)" } ?? "\(status)"
     }
 
+    /// The message of an answer that is a JSON object with a string
+    /// `error` (Mastodon's API and many others) or `message` (Discord's,
+    /// GitHub's).
+    static func jsonError(in body: Data) -> String? {
+        guard body.first == UInt8(ascii: "{"),
+            let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any]
+        else { return nil }
+        return object["error"] as? String ?? object["message"] as? String
+    }
+
+    /// `text` on one line: its line breaks as spaces, trimmed.
+    private static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+    }
+
     /// The start of a server's answer, on one line, or nothing.
     private static func excerpt(of body: String) -> String {
-        let line = body.split(whereSeparator: \.isNewline).joined(separator: " ")
-            .trimmingCharacters(in: .whitespaces)
+        let line = oneLine(body)
         guard !line.isEmpty else { return "" }
         return " (\"" + (line.count > 80 ? line.prefix(79) + "…" : line) + "\")"
     }

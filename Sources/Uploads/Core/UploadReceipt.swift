@@ -23,6 +23,10 @@ public struct UploadReceipt: Sendable, Hashable {
     /// The start of the answer's body: its first ``bodyPrefixLength``
     /// bytes at most.
     public var body: Data
+    /// The name of the file the upload sent, when the destination does not
+    /// say which it was: a ``MultipartFormUploader``'s, whose media all go
+    /// to one endpoint. Errors name it.
+    public var filename: String?
 
     /// The most bytes of an answer's body a receipt keeps.
     public static let bodyPrefixLength = 4096

@@ -34,9 +34,13 @@ import FoundationNetworking
 /// the `Idempotency-Key` header are those of ``URLSessionUploader``: the
 /// job fails with ``UploadError/httpStatus(_:)`` for a status outside
 /// 200...299, with the receipt of the answer (its headers, the start of
-/// its body); with ``UploadError/fileNotFound(_:)``,
+/// its body); as every medium goes to the same endpoint, the receipt names
+/// the file (``UploadReceipt/filename``), and so does the error, which
+/// quotes the server's JSON `error`: `beach.jpg → api/v2/media: the
+/// server answered 413 Payload Too Large ("File is too large")`. It fails
+/// with ``UploadError/fileNotFound(_:)``,
 /// ``UploadError/unreadableFile(_:reason:)`` or
-/// ``UploadError/invalidDestination(_:reason:)`` before any request; and
+/// ``UploadError/invalidDestination(_:reason:)`` before any request, and
 /// with ``UploadError/network(_:_:)`` when the connection fails.
 public final class MultipartFormUploader: Uploader, Sendable {
     /// The name of the file's part; `file` by default.
@@ -83,6 +87,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         client.upload(
             media, checkedBy: self, method: "POST", headers: headers, headersNameContentType: false,
+            filename: media.filename ?? media.defaultFilename,
             encode: { [fields, fileField] size in
                 let form = MultipartForm()
                 let head = form.head(

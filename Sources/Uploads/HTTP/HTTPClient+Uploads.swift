@@ -28,13 +28,15 @@ extension HTTPClient {
     /// type (which a `Content-Type` in `headers` replaces when
     /// `headersNameContentType`), and with the media's `Idempotency-Key`
     /// (a new one per call of this method when it has none) unless
-    /// `headers` name one.
+    /// `headers` name one. The receipt, and that of an
+    /// ``UploadError/httpStatus(_:)``, names `filename` when given.
     func upload(
         _ media: Media,
         checkedBy uploader: some Uploader,
         method: String,
         headers: [String: String],
         headersNameContentType: Bool,
+        filename: String? = nil,
         encode: @escaping @Sendable (_ size: Int64) -> (contentType: String, body: HTTPBody),
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
@@ -56,8 +58,25 @@ extension HTTPClient {
                 request.setValue(value, forHTTPHeaderField: name)
             }
             controller.perform(send(request, body: body, destination: media.destination, progress: progress)) {
-                controller.complete(with: $0.map(\.receipt))
+                controller.complete(with: Self.naming(filename, in: $0.map(\.receipt)))
             }
+        }
+    }
+
+    /// `outcome`, its receipt (or its error's) naming `filename`.
+    private static func naming(
+        _ filename: String?, in outcome: Result<UploadReceipt, any Error>
+    ) -> Result<UploadReceipt, any Error> {
+        guard let filename else { return outcome }
+        switch outcome {
+        case .success(var receipt):
+            receipt.filename = filename
+            return .success(receipt)
+        case .failure(UploadError.httpStatus(var receipt)):
+            receipt.filename = filename
+            return .failure(UploadError.httpStatus(receipt))
+        case .failure:
+            return outcome
         }
     }
 }

@@ -59,16 +59,20 @@ struct OutboxRecord: Codable, Sendable, Hashable {
         var headers: [String: String]
         /// The start of the answer's body, in base 64.
         var body: Data
+        var filename: String?
 
         init(_ receipt: UploadReceipt) {
             destination = receipt.destination
             status = receipt.status
             headers = receipt.headers
             body = receipt.body
+            filename = receipt.filename
         }
 
         var receipt: UploadReceipt {
-            UploadReceipt(destination: destination, status: status, headers: headers, body: body)
+            var receipt = UploadReceipt(destination: destination, status: status, headers: headers, body: body)
+            receipt.filename = filename
+            return receipt
         }
     }
 
