@@ -224,6 +224,15 @@ struct UploadsDocExamplesTests {
         #expect(json?["text"] == "ids")
     }
 
+    @Test func mediaProcessingExample() {
+        let token = "t-1"
+        // BEGIN DOC
+        let uploader = MultipartFormUploader(
+            headers: ["Authorization": "Bearer \(token)"], processing: .mastodon)
+        // END DOC
+        #expect(uploader.processing != nil)
+    }
+
     @Test func formFieldExample() {
         let beach = URL(fileURLWithPath: "/photos/beach.jpg")
         let mediaEndpoint = URL(string: "https://social.example/api/v2/media")!

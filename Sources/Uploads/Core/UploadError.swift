@@ -57,6 +57,11 @@ public enum UploadError: Error, Hashable, Sendable {
     /// (or a part's) `ETag`, where it is an MD5, is not the MD5 of the
     /// bytes. A multipart upload is aborted.
     case storedObjectDiffers(URL, reason: String)
+    /// The server accepted the medium but had not made it ready within
+    /// ``MediaProcessing/timeLimit``; the receipt is its last answer. Not
+    /// retried: the server holds the medium, and sending it again would
+    /// store it twice.
+    case notProcessed(UploadReceipt, after: Duration)
 
     /// Whether the same upload may succeed if tried again later: a
     /// connection that failed in a way that can pass (timed out, lost,
@@ -76,7 +81,7 @@ public enum UploadError: Error, Hashable, Sendable {
         case .timedOut:
             true
         case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed, .fileChanged,
-            .invalidAnswer, .storedObjectDiffers:
+            .invalidAnswer, .storedObjectDiffers, .notProcessed:
             false
         }
     }
@@ -128,6 +133,9 @@ extension UploadError: CustomStringConvertible {
             "\(file.path): changed during its upload: \(reason)"
         case .invalidAnswer(let destination, let reason):
             "\(Self.name(of: destination)): the server's answer could not be understood: \(reason)"
+        case .notProcessed(let receipt, let limit):
+            (receipt.filename.map { "\(Self.oneLine($0)) → " } ?? "")
+                + "\(Self.name(of: receipt.destination)): still being processed after \(Self.seconds(limit))"
         case .storedObjectDiffers(let destination, let reason):
             "\(Self.name(of: destination)): the stored object differs from what was sent: \(reason)"
         }

@@ -50,6 +50,9 @@ public final class MultipartFormUploader: Uploader, Sendable {
     /// Headers sent with each upload, such as `Authorization`. The
     /// form's own `Content-Type` replaces any given here.
     public let headers: [String: String]
+    /// How to wait, after each upload, until the server has made the
+    /// medium ready to use; `nil` when an upload's answer means ready.
+    public let processing: MediaProcessing?
     private let client: HTTPClient
 
     /// Creates an uploader with its own `URLSession`.
@@ -58,18 +61,22 @@ public final class MultipartFormUploader: Uploader, Sendable {
     ///   - fields: Fields sent in every form, before each medium's own;
     ///     none by default.
     ///   - headers: Headers sent with each upload, such as
-    ///     `Authorization`.
+    ///     `Authorization`, and with each question of `processing`.
+    ///   - processing: How to wait until the server has made each medium
+    ///     ready (``MediaProcessing/mastodon``, say); none by default.
     ///   - configuration: The session's configuration; ephemeral (no
     ///     cache, no cookies kept) by default.
     public init(
         fileField: String = "file",
         fields: [FormField] = [],
         headers: [String: String] = [:],
+        processing: MediaProcessing? = nil,
         configuration: URLSessionConfiguration = .ephemeral
     ) {
         self.fileField = fileField
         self.fields = fields
         self.headers = headers
+        self.processing = processing
         client = HTTPClient(configuration: configuration)
     }
 
@@ -79,12 +86,46 @@ public final class MultipartFormUploader: Uploader, Sendable {
     }
 
     /// A job that `POST`s `media` as a form to its destination and
-    /// finishes with the server's receipt.
+    /// finishes with the server's receipt, once the medium is ready when
+    /// this uploader waits for ``processing``.
     ///
     /// Every performance of the returned job sends the same
     /// `Idempotency-Key` header, the media's ``Media/idempotencyKey`` or
     /// else a new UUID per call of this method.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        waitingUntilReady(send(media, progress: progress), media)
+    }
+
+    /// A job that `POST`s `media` as a form, retried as `attempts` says,
+    /// then, when this uploader waits for ``processing``, waits until the
+    /// medium is ready: the wait is not part of an attempt, so an
+    /// attempt's time limit does not cut it, and no failure of it sends
+    /// the medium again.
+    public func upload(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        waitingUntilReady(
+            attempts.retrying(.metered(media, progress: progress) { send(media, progress: $0) }, for: media), media)
+    }
+
+    /// `upload`, followed by the wait for ``processing`` when there is one.
+    private func waitingUntilReady(_ upload: Job<UploadReceipt>, _ media: Media) -> Job<UploadReceipt> {
+        guard let processing else { return upload }
+        return upload.then { [self] receipt in
+            processing.waitUntilReady(receipt, filename: receipt.filename) { [headers, client] url in
+                var request = URLRequest(url: url)
+                for (name, value) in headers where name.lowercased() != "content-type" {
+                    request.setValue(value, forHTTPHeaderField: name)
+                }
+                return client.send(request, body: .empty, destination: url).map(\.receipt)
+            }
+        }
+    }
+
+    /// A job that `POST`s `media` as a form, once.
+    private func send(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
         client.upload(
             media, checkedBy: self, method: "POST", headers: headers, headersNameContentType: false,
             filename: media.filename ?? media.defaultFilename,

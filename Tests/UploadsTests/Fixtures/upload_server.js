@@ -36,6 +36,7 @@
  *                                                   add headers to the answer (error
  *                                                   answers too; an ETag here replaces
  *                                                   the default one)
+ *   {"path": "/a.jpg", "ok_status": 202}            the status of a success (default 201)
  *   {"path": "/a.jpg", "parse_form": false}         do not parse forms sent to this path
  *                                                   (a benchmark's, whose client must not wait
  *                                                   for the parser)
@@ -45,7 +46,10 @@
  *                                                   "boom: the server failed on <path>"
  *                                                   for an error status; text/plain)
  *
- * A rule replaces any earlier rule for the same path; fields combine.
+ * A rule replaces any earlier rule for the same path; fields combine. A GET
+ * of a path that has a rule is answered by it too, and recorded with the
+ * uploads (method GET, no body): a status to poll, say
+ * {"status": 206, "times": 2, "ok_status": 200, "answer": "{...}"}.
  *
  * A multipart/form-data upload is also parsed, once whole, by Node's own
  * `Request.formData()` (undici's parser, as strict as browsers' fetch: it
@@ -178,6 +182,9 @@ function parseRule(body) {
     throw new Error('"status" must be an integer from 100 to 999');
   }
   if (rule.times !== undefined && !Number.isInteger(rule.times)) throw new Error('"times" must be an integer');
+  if (rule.ok_status !== undefined && !(Number.isInteger(rule.ok_status) && rule.ok_status >= 200 && rule.ok_status <= 299)) {
+    throw new Error('"ok_status" must be an integer from 200 to 299');
+  }
   if (rule.delay !== undefined && !isSeconds(rule.delay)) throw new Error(`"delay" must be 0...${MAX_DELAY_S} seconds`);
   if (rule.read_delay !== undefined && !isSeconds(rule.read_delay)) {
     throw new Error(`"read_delay" must be 0...${MAX_DELAY_S} seconds`);
@@ -427,10 +434,10 @@ function respond(req, res, path, rule, record) {
       headers.ETag = `"${md5}"`;
     }
     if (record.form !== undefined && rule.answer === undefined) {
-      answer(res, 201, JSON.stringify(record.form), 'application/json', headers);
+      answer(res, rule.ok_status ?? 201, JSON.stringify(record.form), 'application/json', headers);
       return;
     }
-    answer(res, 201, rule.answer ?? 'stored', contentType, headers);
+    answer(res, rule.ok_status ?? 201, rule.answer ?? 'stored', contentType, headers);
   };
   if (rule.delay) {
     // Answering slowly on request is this fixture's job: the Swift test
@@ -462,6 +469,7 @@ function handle(req, res) {
   if (req.method === 'GET' && path === '/_wait') return wait(req, res);
   if (req.method === 'GET' && path === '/_wait_for') return waitFor(req, res);
   if (req.method === 'PUT' || req.method === 'POST') return upload(req, res);
+  if (req.method === 'GET' && rules.has(path)) return upload(req, res);
   req.resume();
   if (req.method === 'GET') return answer(res, 404, 'not found', 'text/plain');
   answer(res, 405, `method ${req.method} not allowed`, 'text/plain', { Allow: 'GET, PUT, POST' });
