@@ -193,6 +193,33 @@ struct OutboxTests {
         #expect(read.upload(0).filename == nil && read.upload(0).formFields.isEmpty)
     }
 
+    @Test func aDocumentUploaderOfItsOwnUploadsEachPostAcrossARelaunch() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 2, videos: 1)
+        let documents = InMemoryUploader()
+        func open(_ media: InMemoryUploader) throws -> Outbox {
+            try Outbox(
+                folder: folder.url.appendingPathComponent("outbox"), uploader: media,
+                options: Outbox.Options(retry: RetryPolicy(attempts: 1), documentUploader: documents), queue: queue,
+                writer: .system)
+        }
+        let first = InMemoryUploader(latency: .seconds(1))
+        var outbox = try open(first)
+        try outbox.add(post)
+        try queue.advance(by: .seconds(1))
+        outbox.close()
+
+        let second = InMemoryUploader()
+        outbox = try open(second)
+        try queue.run()
+
+        #expect(outbox.posts.map(\.state) == [.published])
+        let sent = Set((first.uploads + second.uploads).map(\.destination))
+        #expect(sent == Set(post.media.map(\.destination)))
+        #expect(documents.uploads.map(\.destination) == [post.destination])
+        outbox.close()
+    }
+
     @Test func aRelaunchSendsOnlyWhatIsNotStored() throws {
         defer { folder.remove() }
         let first = InMemoryUploader(latency: .seconds(1))

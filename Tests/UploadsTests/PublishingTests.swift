@@ -42,6 +42,43 @@ struct PublishingTests {
         #expect(Set(uploader.uploads.dropLast().map(\.destination)) == Set(post.media.map(\.destination)))
     }
 
+    @Test func aDocumentUploaderOfItsOwnUploadsThePostAndOnlyThePost() throws {
+        let media = InMemoryUploader()
+        let documents = InMemoryUploader()
+        let post = samplePost(photoSizes: [3, 4], videoSizes: [5])
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: media, options: PublishOptions(documentUploader: documents))
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+
+        #expect(recorder.isSucceeded)
+        #expect(media.uploads.map(\.destination) == post.media.map(\.destination))
+        #expect(documents.uploads.map(\.destination) == [post.destination])
+        #expect(recorder.value(as: PublishReceipt.self)?.post.destination == post.destination)
+    }
+
+    @Test func aDocumentUploaderThatRefusesThePostsDestinationFailsItBeforeAnyUpload() throws {
+        struct Refusing: Uploader {
+            func validate(destination: URL) throws(UploadError) {
+                throw .invalidDestination(destination, reason: "not a status endpoint")
+            }
+            func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+                .failed(UploadError.invalidDestination(media.destination, reason: "not a status endpoint"))
+            }
+        }
+        let media = InMemoryUploader()
+        let post = samplePost(photoSizes: [3])
+        let recorder = OutcomeRecorder()
+        Job.publishing(post, using: media, options: PublishOptions(documentUploader: Refusing()))
+            .perform(on: ImmediateQueue(), then: recorder.handler)
+
+        guard case .invalidDestination(let destination, _) = recorder.error as? UploadError else {
+            Issue.record("not refused: \(String(describing: recorder.error))")
+            return
+        }
+        #expect(destination == post.destination)
+        #expect(media.startedDestinations.isEmpty)
+    }
+
     @Test func uploadsTheBytesAndContentTypesOfEachPart() throws {
         let uploader = InMemoryUploader()
         let post = samplePost(photoSizes: [3], videoSizes: [5])

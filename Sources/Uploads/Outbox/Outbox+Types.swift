@@ -142,6 +142,10 @@ extension Outbox {
         /// Builds a post's document from the receipts of its media;
         /// ``Post/document(receipts:)`` when `nil`.
         public var document: PublishOptions.DocumentBuilder?
+        /// The uploader of a post's document, when it is not the media's
+        /// (see ``PublishOptions/documentUploader``); the outbox's
+        /// uploader when `nil`.
+        public var documentUploader: (any Uploader)?
 
         /// Creates options.
         /// - Parameters:
@@ -159,6 +163,8 @@ extension Outbox {
         ///     default.
         ///   - document: Builds a post's document; the default document by
         ///     default.
+        ///   - documentUploader: Uploads a post's document; the outbox's
+        ///     uploader by default.
         public init(
             maxConcurrentUploads: Int = 4,
             maxBytesInFlight: Int64 = 64 * 1024 * 1024,
@@ -166,8 +172,10 @@ extension Outbox {
             uploadTimeout: Duration? = nil,
             networkRetryDelay: Duration = .seconds(30),
             maxNetworkRetryDelay: Duration = .seconds(15 * 60),
-            document: PublishOptions.DocumentBuilder? = nil
+            document: PublishOptions.DocumentBuilder? = nil,
+            documentUploader: (any Uploader)? = nil
         ) {
+            self.documentUploader = documentUploader
             self.maxConcurrentUploads = maxConcurrentUploads
             self.maxBytesInFlight = maxBytesInFlight
             self.networkRetryDelay = networkRetryDelay

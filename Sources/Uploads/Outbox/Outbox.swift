@@ -145,9 +145,10 @@ public final class Outbox: Sendable {
     @discardableResult
     public func add(_ post: Post, priority: Priority = .normal) throws -> PostID {
         guard let destination = post.destination else { throw UploadError.missingDestination }
-        for media in post.media + [try post.document()] {
+        for media in post.media {
             try uploader.validate(destination: media.destination)
         }
+        try (options.documentUploader ?? uploader).validate(destination: destination)
         let sizes = try post.media.map { media throws(UploadError) in try media.byteCount() }
         // One add at a time, and `close()` waits for the one in progress:
         // an add of a post being added finds it added (or not, if that
@@ -495,6 +496,7 @@ public final class Outbox: Sendable {
         var attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
         // Pausing and closing keep what is stored of a multipart upload.
         attempts.keepsStoredPartsWhenCancelled = true
+        let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [book] progress in
             book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }
         }

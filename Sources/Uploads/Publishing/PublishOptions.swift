@@ -52,6 +52,12 @@ public struct PublishOptions: Sendable {
     /// }
     /// ```
     public var document: DocumentBuilder?
+    /// The uploader of the post's document, when it is not the media's:
+    /// an API that takes media as forms at one endpoint and the post as
+    /// JSON at another (Mastodon's `/api/v2/media` and
+    /// `/api/v1/statuses`). `nil` (the default) uploads the document with
+    /// the media's uploader.
+    public var documentUploader: (any Uploader)?
 
     /// Builds a post's document from the receipts of its media.
     public typealias DocumentBuilder = @Sendable (_ post: Post, _ receipts: [UploadReceipt]) throws -> Data
@@ -67,17 +73,21 @@ public struct PublishOptions: Sendable {
     ///     default.
     ///   - document: Builds the post's document; the default document by
     ///     default.
+    ///   - documentUploader: Uploads the post's document; the media's
+    ///     uploader by default.
     public init(
         maxConcurrentUploads: Int = 4,
         retry: RetryPolicy = RetryPolicy(),
         uploadTimeout: Duration? = nil,
         onFailedAttempt: (@Sendable (_ destination: URL, _ attempt: RetryPolicy.FailedAttempt) -> Void)? = nil,
-        document: DocumentBuilder? = nil
+        document: DocumentBuilder? = nil,
+        documentUploader: (any Uploader)? = nil
     ) {
         self.maxConcurrentUploads = maxConcurrentUploads
         self.retry = retry
         self.uploadTimeout = uploadTimeout
         self.onFailedAttempt = onFailedAttempt
         self.document = document
+        self.documentUploader = documentUploader
     }
 }

@@ -41,7 +41,7 @@ struct Publishing: Sendable {
         let merged = ProgressMerger(
             destinations: media.map(\.destination) + [checked.destination], sizes: checked.sizes + [0],
             deliver: progress)
-        let uploads = media.indices.map { upload(media[$0], reportingTo: merged, as: $0) }
+        let uploads = media.indices.map { upload(media[$0], with: uploader, reportingTo: merged, as: $0) }
         return Job<[UploadReceipt]>.collect(uploads, maxConcurrent: options.maxConcurrentUploads)
             .then { [self] receipts in
                 let document: Media
@@ -51,17 +51,20 @@ struct Publishing: Sendable {
                     return .failed(error)
                 }
                 merged.update(media.count, bytesSent: 0, bytesTotal: (try? document.byteCount()) ?? 0)
-                return upload(document, reportingTo: merged, as: media.count).map {
+                return upload(document, with: documentUploader, reportingTo: merged, as: media.count).map {
                     PublishReceipt(media: receipts, post: $0)
                 }
             }
     }
 
-    /// The upload of `media`, retried as the options say, its progress
-    /// told to `merged` as transfer `index`.
-    private func upload(_ media: Media, reportingTo merged: ProgressMerger<PublishProgress>, as index: Int) -> Job<
-        UploadReceipt
-    > {
+    /// The uploader of the post's document: the options', or the media's.
+    private var documentUploader: any Uploader { options.documentUploader ?? uploader }
+
+    /// The upload of `media` by `uploader`, retried as the options say,
+    /// its progress told to `merged` as transfer `index`.
+    private func upload(
+        _ media: Media, with uploader: any Uploader, reportingTo merged: ProgressMerger<PublishProgress>, as index: Int
+    ) -> Job<UploadReceipt> {
         uploader.upload(media, attempts: options.attempts(for: media.destination)) {
             merged.update(index, bytesSent: $0.bytesSent)
         }
@@ -94,9 +97,10 @@ struct Publishing: Sendable {
             throw JobError.invalidArgument("uploadTimeout must be above zero, got \(limit)")
         }
         guard let destination = post.destination else { throw UploadError.missingDestination }
-        for media in post.media + [try post.document()] {
+        for media in post.media {
             try uploader.validate(destination: media.destination)
         }
+        try documentUploader.validate(destination: destination)
         let media = post.media
         let sizes = try media.map { media throws(UploadError) in try media.byteCount() }
         return Checked(destination: destination, media: media, sizes: sizes)
