@@ -57,29 +57,7 @@ final class FixtureServer: Sendable {
     }
 
     private init() throws {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/upload_server.js")
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["node", script.path]
-        input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        // The first line is the port; the server prints it once listening.
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let number = Int(port) else {
-            process.terminate()
-            throw ServerError(message: "upload_server.js (node) did not print a port: \(port)")
-        }
-        baseURL = URL(string: "http://127.0.0.1:\(number)")!
+        (baseURL, process, input) = try startNodeFixture("upload_server.js")
     }
 
     func stop() {
@@ -139,7 +117,8 @@ final class FixtureServer: Sendable {
         return try JSONDecoder().decode(Arrived.self, from: try await Self.send(URLRequest(url: components.url!)))
     }
 
-    private static func send(_ request: URLRequest) async throws -> Data {
+    /// Sends `request` with the shared session and returns the answer's body.
+    static func send(_ request: URLRequest) async throws -> Data {
         try await withCheckedThrowingContinuation { continuation in
             URLSession.shared.dataTask(with: request) { data, _, error in
                 if let error {
@@ -155,4 +134,36 @@ final class FixtureServer: Sendable {
         let message: String
         var description: String { message }
     }
+}
+
+/// Starts `node Fixtures/<script>` with `environment` added to this
+/// process's, and reads the port it prints alone on its first line once
+/// listening: the server's URL, its process, and the pipe of its standard
+/// input, whose end stops it.
+func startNodeFixture(
+    _ script: String, environment: [String: String] = [:]
+) throws -> (url: URL, process: Process, input: Pipe) {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/\(script)").path
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["node", path]
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let input = Pipe()
+    let output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+    var line = Data()
+    while !line.contains(UInt8(ascii: "\n")) {
+        let chunk = output.fileHandleForReading.availableData
+        guard !chunk.isEmpty else { break }
+        line.append(chunk)
+    }
+    let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    guard let number = Int(port) else {
+        process.terminate()
+        throw FixtureServer.ServerError(message: "\(script) (node) did not print a port: \(port)")
+    }
+    return (URL(string: "http://127.0.0.1:\(number)")!, process, input)
 }

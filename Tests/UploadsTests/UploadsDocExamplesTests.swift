@@ -247,6 +247,19 @@ struct UploadsDocExamplesTests {
     /// Compiled, not run: these need a server.
     private func serverExamples(video: Video, post: Post, token: String, beach: URL) async throws {
         do {
+            let surf = beach
+            // BEGIN DOC
+            let server = MastodonServer(url: URL(string: "https://social.example")!, token: token)
+            let post = server.post(
+                "Surf's up",
+                photos: [server.photo(file: beach, description: "Dawn over the bay")],
+                videos: [server.video(file: surf, description: "A wave breaking")])
+            let options = server.publishOptions()
+            let published = try await Job.publishing(post, using: server.mediaUploader, options: options).value
+            print(MastodonServer.statusURL(in: published.post) ?? "posted")
+            // END DOC
+        }
+        do {
             // BEGIN DOC
             let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
             var photo = Photo(file: beach, destination: URL(string: "https://social.example/api/v2/media")!)

@@ -91,6 +91,7 @@
 
 const crypto = require('node:crypto');
 const http = require('node:http');
+const serve = require('./serve');
 
 const CHUNK = 64 * 1024; // drop after this much; pause after each this much
 const SMALL = 64 * 1024; // bodies up to this size are kept in the record
@@ -509,20 +510,4 @@ server.on('clientError', (err, socket) => {
   }
 });
 
-function exit() {
-  server.closeAllConnections();
-  server.close();
-  process.exit(0);
-}
-
-process.on('SIGTERM', exit);
-process.on('SIGINT', exit);
-// Stop when the test that started us goes away, even if it crashed.
-process.stdin.on('end', exit);
-process.stdin.on('close', exit);
-process.stdin.on('error', exit);
-process.stdin.resume();
-
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${server.address().port}\n`);
-});
+serve(server);
