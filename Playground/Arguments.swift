@@ -5,6 +5,9 @@ struct Arguments {
     var server: URL?
     /// The presigning backend of S3-compatible storage.
     var s3: URL?
+    /// A Mastodon-compatible server, and the access token to post with.
+    var mastodon: URL?
+    var token: String?
     var concurrency = 3
     var retries = 2
     var failRate = 0.0
@@ -38,6 +41,10 @@ struct Arguments {
           --s3 URL           upload to S3-compatible storage through presigned URLs from the backend
                              at URL (POST {"operation", "key", ...} answered {"url": ...}); videos
                              go up as multipart uploads that a new run resumes if one is killed
+          --mastodon URL     post to a Mastodon-compatible server instead (3 photos and a clip, each
+                             with a description, at most 4 media), waiting for its clip to be
+                             processed; prints the status's URL. Needs --token
+          --token TOKEN      the access token to post with (scopes write:media and write:statuses)
           --concurrency N    media uploads at once (default 3)
           --retries N        retries per upload (with --s3, per request) whose failure can pass (timed
                              out, connection lost, HTTP 408, 429, 500, 502, 503, 504), with jittered
@@ -97,6 +104,20 @@ struct Arguments {
                         description: "--s3 needs the http or https URL of a presigning backend, got '\(text)'")
                 }
                 arguments.s3 = url
+            case "--mastodon":
+                let text = try value()
+                guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                    url.host != nil
+                else {
+                    throw UsageError(description: "--mastodon needs the http or https URL of a server, got '\(text)'")
+                }
+                arguments.mastodon = url
+            case "--token":
+                let token = try value()
+                guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
+                    throw UsageError(description: "--token needs an access token, without spaces")
+                }
+                arguments.token = token
             case "--concurrency":
                 arguments.concurrency = try number(name, try value(), atLeast: 1)
             case "--retries":
@@ -148,6 +169,13 @@ struct Arguments {
         }
         guard arguments.s3 == nil || (arguments.server == nil && arguments.output == nil) else {
             throw UsageError(description: "--s3 cannot be combined with --server or --output")
+        }
+        guard (arguments.mastodon == nil) == (arguments.token == nil) else {
+            throw UsageError(description: "--mastodon and --token go together: a server and the token to post with")
+        }
+        guard arguments.mastodon == nil || (arguments.server == nil && arguments.s3 == nil && arguments.output == nil)
+        else {
+            throw UsageError(description: "--mastodon cannot be combined with --server, --s3 or --output")
         }
         if arguments.outbox != nil {
             if arguments.workFolder != nil {

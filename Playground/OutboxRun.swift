@@ -16,9 +16,10 @@ struct OutboxRun {
     var folder: URL { workspace.folder.appendingPathComponent("outbox", isDirectory: true) }
 
     func run() async -> Never {
-        let options = Outbox.Options(
-            maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
-            uploadTimeout: arguments.timeout.map { .seconds($0) })
+        let options = workspace.outboxOptions(
+            Outbox.Options(
+                maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
+                uploadTimeout: arguments.timeout.map { .seconds($0) }))
         // The outbox resumes its posts as soon as it opens: on a queue held
         // until the run has read what earlier runs stored, so that no
         // upload of this run counts among them.
@@ -65,7 +66,8 @@ struct OutboxRun {
             print("  resuming: \(earlier.storedMediaCount) of \(count) media already stored")
         }
 
-        let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: workspace.base)
+        let printer = ProgressPrinter(
+            isTerminal: isatty(STDOUT_FILENO) == 1, base: workspace.base, names: workspace.uploadNames)
         let clock = ContinuousClock()
         let started = clock.now
         let changes = outbox.changes
@@ -118,7 +120,7 @@ struct OutboxRun {
     private func printPublished(_ entry: Outbox.Entry, sentMedia: Int, in elapsed: Duration) {
         let post = workspace.post
         print(
-            "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos "
+            "Published in \(Format.seconds(elapsed)): \(Format.count(post.photos.count, "photo")), \(Format.count(post.videos.count, "video")) "
                 + "and the post")
         if sentMedia < post.media.count {
             print("  this run sent \(sentMedia) of \(post.media.count) media; an earlier run stored the others")
@@ -134,6 +136,6 @@ struct OutboxRun {
         if let directoryUploader = workspace.directoryUploader, let destination = workspace.post.destination {
             return (try? directoryUploader.fileURL(for: destination).path) ?? destination.path
         }
-        return entry.receipt.map { "\($0.post.finalURL.absoluteString) (\($0.post.status))" }
+        return entry.receipt.map { workspace.place(of: $0.post) }
     }
 }

@@ -38,11 +38,15 @@ final class ProgressPrinter: Sendable {
 
     let isTerminal: Bool
     private let base: URL
+    /// What each upload is called, by its index; its destination below
+    /// ``base`` when `nil`.
+    private let names: [String]?
     private let shown = Lock(Shown())
 
-    init(isTerminal: Bool, base: URL) {
+    init(isTerminal: Bool, base: URL, names: [String]? = nil) {
         self.isTerminal = isTerminal
         self.base = base
+        self.names = names
     }
 
     /// Shows a publishing's progress: a line for each upload that
@@ -53,8 +57,10 @@ final class ProgressPrinter: Sendable {
             for (index, upload) in progress.uploads.enumerated()
             where upload.isFinished && !shown.finished.contains(index) {
                 shown.finished.insert(index)
-                lines.append(
-                    "  ✓ \(Format.path(of: upload.destination, below: base))  \(Format.bytes(upload.bytesTotal))")
+                let name =
+                    names.flatMap { $0.indices.contains(index) ? $0[index] : nil }
+                    ?? Format.path(of: upload.destination, below: base)
+                lines.append("  ✓ \(name)  \(Format.bytes(upload.bytesTotal))")
             }
             show(
                 Meter(
@@ -151,8 +157,18 @@ final class ProgressPrinter: Sendable {
         } else {
             next = attempts > 1 ? "no retries left" : "not retried (--retries 0)"
         }
-        let name = Format.path(of: destination, below: base) + (attempt.request.map { " (\($0))" } ?? "")
-        let reason = Format.reason(attempt.error, naming: destination)
+        var name = Format.path(of: destination, below: base)
+        var reason = Format.reason(attempt.error, naming: destination)
+        // A form's error names its file before the endpoint they all go
+        // to: "photo-1.jpg → api/v2/media: …". The file is the name.
+        if let arrow = reason.range(of: " → "),
+            let colon = reason.range(of: ": ", range: arrow.upperBound..<reason.endIndex),
+            destination.path.hasSuffix(String(reason[arrow.upperBound..<colon.lowerBound]))
+        {
+            name = String(reason[..<arrow.lowerBound])
+            reason = String(reason[colon.upperBound...])
+        }
+        name += attempt.request.map { " (\($0))" } ?? ""
         let line = "  ✗ \(name): \(reason); \(next)"
         shown.withLock { shown in
             guard !shown.isFinished else { return }
@@ -237,6 +253,11 @@ enum Format {
     static func seconds(in duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// `count` and `noun`, plural unless one: "3 photos", "1 video".
+    static func count(_ count: Int, _ noun: String) -> String {
+        "\(count) \(noun)\(count == 1 ? "" : "s")"
     }
 
     /// `destination`'s path below `base`, or the whole URL when it is not

@@ -13,24 +13,26 @@ struct PublishRun {
 
     func run() async -> Never {
         let post = workspace.post
-        let printer = ProgressPrinter(isTerminal: isatty(STDOUT_FILENO) == 1, base: workspace.base)
+        let printer = ProgressPrinter(
+            isTerminal: isatty(STDOUT_FILENO) == 1, base: workspace.base, names: workspace.uploadNames)
         /// The publishing, once performed; the failure's handler reads it.
         let publishingHandle = LockedValue<JobHandle?>(nil)
         /// The publishing's tree when an upload failed for good, before that
         /// failure cancelled the others, and the destination of that upload.
         let treeWhenFailed = LockedValue<(tree: JobSnapshot, failed: URL)?>(nil)
         let retries = arguments.retries
-        let options = PublishOptions(
-            maxConcurrentUploads: arguments.concurrency,
-            retry: workspace.retry,
-            uploadTimeout: arguments.timeout.map { .seconds($0) },
-            onFailedAttempt: { destination, attempt in
-                printer.showFailure(of: destination, attempt, attempts: retries + 1)
-                if attempt.nextRetryIn == nil, let tree = publishingHandle.value?.snapshot() {
-                    treeWhenFailed.withValue { $0 = $0 ?? (tree, destination) }
+        let options = workspace.publishOptions(
+            PublishOptions(
+                maxConcurrentUploads: arguments.concurrency,
+                retry: workspace.retry,
+                uploadTimeout: arguments.timeout.map { .seconds($0) },
+                onFailedAttempt: { destination, attempt in
+                    printer.showFailure(of: destination, attempt, attempts: retries + 1)
+                    if attempt.nextRetryIn == nil, let tree = publishingHandle.value?.snapshot() {
+                        treeWhenFailed.withValue { $0 = $0 ?? (tree, destination) }
+                    }
                 }
-            }
-        )
+            ))
 
         workspace.printHeading("Publishing")
         let clock = ContinuousClock()
@@ -62,7 +64,10 @@ struct PublishRun {
 
         switch outcome {
         case .success(let published):
-            let document = (try? post.document(receipts: published.media).byteCount()) ?? 0
+            let document =
+                workspace.mastodon != nil
+                ? Int64((try? MastodonServer.status(of: post, receipts: published.media).count) ?? 0)
+                : (try? post.document(receipts: published.media).byteCount()) ?? 0
             printPublished(published, bytes: workspace.mediaBytes + document, in: elapsed)
             workspace.cleanUp(published: true)
             exit(0)
@@ -95,7 +100,7 @@ struct PublishRun {
     private func printPublished(_ published: PublishReceipt, bytes: Int64, in elapsed: Duration) {
         let post = workspace.post
         print(
-            "Published in \(Format.seconds(elapsed)): \(post.photos.count) photos, \(post.videos.count) videos "
+            "Published in \(Format.seconds(elapsed)): \(Format.count(post.photos.count, "photo")), \(Format.count(post.videos.count, "video")) "
                 + "and the post, \(Format.bytes(bytes)) at "
                 + String(format: "%.1f MB/s", Double(bytes) / 1_000_000 / max(Format.seconds(in: elapsed), 0.001)))
         if let directoryUploader = workspace.directoryUploader, let destination = post.destination {
@@ -110,7 +115,7 @@ struct PublishRun {
             }
         } else {
             print("  to \(workspace.destinationName)")
-            print("  the post: \(published.post.finalURL.absoluteString) (\(published.post.status))")
+            print("  the post: \(workspace.place(of: published.post))")
         }
     }
 }

@@ -12,6 +12,16 @@ enum SamplePost {
     static let photoSizes = [2_400_000, 3_100_000, 1_800_000, 4_200_000, 2_700_000, 3_600_000]
     /// The sizes of the sample videos, in bytes, before scaling.
     static let videoSizes = [18_000_000, 26_000_000, 12_000_000]
+    /// What the sample photos show, for a server that takes descriptions.
+    static let photoDescriptions = [
+        "Children building a sandcastle at low tide", "A striped umbrella against a blue sky",
+        "Footprints leading to the water", "A lifeguard tower at noon", "Seagulls over the pier",
+        "The sun setting behind the dunes",
+    ]
+    /// What the sample videos show.
+    static let videoDescriptions = [
+        "Waves rolling onto the shore", "A surfer riding a wave", "A kite dancing in the wind",
+    ]
 
     /// Writes the sample media into `folder` and returns the post.
     ///
@@ -28,11 +38,14 @@ enum SamplePost {
     ///     have (its bytes are the same), rather than write it again.
     ///   - isCancelled: Asked before each file; `true` stops with
     ///     `CancellationError`.
+    ///   - mastodon: A Mastodon-compatible server to post to instead: then
+    ///     the post has three photos and a video, each with its
+    ///     description, and its status is named `beach-day`.
     /// - Returns: A post of six photos and three videos, read from `folder`.
     /// - Throws: The file system's error when a file cannot be written.
     static func make(
         in folder: URL, destinationBase: URL, scale: Double = 1, reusingFiles: Bool = false,
-        isCancelled: () -> Bool = { false }
+        isCancelled: () -> Bool = { false }, mastodon: MastodonServer? = nil
     ) throws -> Post {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let base = destinationBase.appendingPathComponent("posts")
@@ -53,6 +66,16 @@ enum SamplePost {
         }
         func destination(_ name: String) -> URL {
             base.appendingPathComponent("beach-day").appendingPathComponent(name)
+        }
+        if let mastodon {
+            let photos = try photoSizes.prefix(3).enumerated().map { index, size in
+                let written = try write("photo-\(index + 1).jpg", size: size, header: [0xFF, 0xD8, 0xFF, 0xE0])
+                return mastodon.photo(file: written.file, description: photoDescriptions[index])
+            }
+            let written = try write("video-1.mp4", size: videoSizes[0], header: Array("\0\0\0\u{18}ftypmp42".utf8))
+            let video = mastodon.video(file: written.file, description: videoDescriptions[0])
+            return mastodon.post(
+                "A day at the beach: three photos and a clip.", photos: photos, videos: [video], id: "beach-day")
         }
         let photos = try photoSizes.enumerated().map { index, size in
             let written = try write("photo-\(index + 1).jpg", size: size, header: [0xFF, 0xD8, 0xFF, 0xE0])

@@ -22,6 +22,11 @@ struct Workspace {
     let directoryUploader: DirectoryUploader?
     /// The server the destinations lie below.
     let base: URL
+    /// The Mastodon-compatible server of `--mastodon`.
+    let mastodon: MastodonServer?
+    /// The uploader of the post's document, when it is not ``uploader``:
+    /// the statuses' with `--mastodon`.
+    let documentUploader: (any Uploader)?
 
     /// Writes the sample media and makes the uploader; on failure, prints
     /// why and exits.
@@ -38,11 +43,19 @@ struct Workspace {
                     arguments.s3 == nil ? "JobKitPlayground-\(UUID().uuidString.prefix(8))" : "JobKitPlayground-s3",
                     isDirectory: true)
         }
-        let base = arguments.server ?? URL(string: "https://uploads.example.com")!
+        let base = arguments.server ?? arguments.mastodon ?? URL(string: "https://uploads.example.com")!
         var uploader: any Uploader
+        var documentUploader: (any Uploader)?
         let destinationName: String
         var directoryUploader: DirectoryUploader?
-        if let backend = arguments.s3 {
+        var mastodon: MastodonServer?
+        if let server = arguments.mastodon, let token = arguments.token {
+            let created = MastodonServer(url: server, token: token)
+            uploader = created.mediaUploader
+            documentUploader = created.statusUploader
+            mastodon = created
+            destinationName = server.absoluteString
+        } else if let backend = arguments.s3 {
             // Its requests are retried, each on its own, by the run's
             // policy, which it is handed in place of its own.
             uploader = S3Uploader(
@@ -64,6 +77,9 @@ struct Workspace {
         if arguments.failRate > 0 {
             uploader = FaultInjectingUploader(
                 wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
+            documentUploader = documentUploader.map {
+                FaultInjectingUploader(wrapping: $0, failureRate: arguments.failRate, seed: arguments.seed &+ 1)
+            }
         }
         if arguments.outbox != nil {
             checkOutboxSettings(in: folder, destination: destinationName, scale: arguments.scale)
@@ -75,7 +91,8 @@ struct Workspace {
             // their uploads can resume.
             post = try SamplePost.make(
                 in: folder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
-                reusingFiles: arguments.s3 != nil || arguments.outbox != nil, isCancelled: { stop.isRequested })
+                reusingFiles: arguments.s3 != nil || arguments.outbox != nil, isCancelled: { stop.isRequested },
+                mastodon: mastodon)
         } catch is CancellationError {
             Self.cleanUp(folder, arguments, published: false)
             fail("stopped (\(stop.name)) while writing the sample media; nothing was uploaded", code: stop.exitStatus)
@@ -85,7 +102,47 @@ struct Workspace {
         }
         return Workspace(
             arguments: arguments, stop: stop, folder: folder, post: post, uploader: uploader,
-            destinationName: destinationName, directoryUploader: directoryUploader, base: base)
+            destinationName: destinationName, directoryUploader: directoryUploader, base: base, mastodon: mastodon,
+            documentUploader: documentUploader)
+    }
+
+    /// `options` with the post's document and its uploader, for a
+    /// Mastodon-compatible server: the status, through its own uploader.
+    func publishOptions(_ options: PublishOptions) -> PublishOptions {
+        var options = options
+        if mastodon != nil {
+            options.document = MastodonServer.status(of:receipts:)
+            options.documentUploader = documentUploader
+        }
+        return options
+    }
+
+    /// `options` with the post's document and its uploader (see
+    /// ``publishOptions(_:)``).
+    func outboxOptions(_ options: Outbox.Options) -> Outbox.Options {
+        var options = options
+        if mastodon != nil {
+            options.document = MastodonServer.status(of:receipts:)
+            options.documentUploader = documentUploader
+        }
+        return options
+    }
+
+    /// What the progress lines call each upload, the post's last: the
+    /// media's file names and "the status" for a Mastodon-compatible
+    /// server, whose media all go to one endpoint; their destinations
+    /// otherwise (`nil`).
+    var uploadNames: [String]? {
+        guard mastodon != nil else { return nil }
+        return post.media.map { $0.filename ?? $0.defaultFilename } + ["the status"]
+    }
+
+    /// Where the published post is, for the user: the status's URL on a
+    /// Mastodon-compatible server, the document's URL and status
+    /// otherwise.
+    func place(of receipt: UploadReceipt) -> String {
+        if mastodon != nil, let url = MastodonServer.statusURL(in: receipt) { return url.absoluteString }
+        return "\(receipt.finalURL.absoluteString) (\(receipt.status))"
     }
 
     /// Checks that an `--outbox` folder is used with the settings of its
@@ -137,7 +194,7 @@ struct Workspace {
     func printHeading(_ title: String) {
         print("\(title) \"\(post.text)\"")
         print(
-            "  \(post.photos.count) photos and \(post.videos.count) videos, \(Format.bytes(mediaBytes)), "
+            "  \(Format.count(post.photos.count, "photo")) and \(Format.count(post.videos.count, "video")), \(Format.bytes(mediaBytes)), "
                 + "to \(destinationName)")
         print(
             "  \(arguments.concurrency) at a time, "

@@ -177,6 +177,40 @@ struct PlaygroundTests {
         }
     }
 
+    @Test func postsToAMastodonCompatibleServerAndOnceThroughAnOutbox() async throws {
+        // The clip is ready at the first question, a second after its upload.
+        try await MastodonFixture.with(processingPolls: 1) { server in
+            let work = try TemporaryFolder()
+            defer { work.remove() }
+            let mastodon = ["--mastodon", server.baseURL.absoluteString, "--token", MastodonFixture.token]
+
+            let run = try await playground(mastodon, workFolder: work.url)
+
+            #expect(run.status == 0, "stderr: \(run.error)")
+            var state = try await server.state()
+            let status = try #require(state.statuses.first)
+            #expect(run.output.contains("  the post: \(status.url)\n"))
+            #expect(run.output.contains("3 photos, 1 video and the post"))
+            #expect(run.output.contains("  ✓ video-1.mp4  "))
+            let byName = Dictionary(uniqueKeysWithValues: state.media.map { ($0.filename, $0) })
+            let names = ["photo-1.jpg", "photo-2.jpg", "photo-3.jpg", "video-1.mp4"]
+            #expect(status.mediaIds == names.compactMap { byName[$0]?.id }, "4 media, in order")
+            #expect(names.allSatisfy { byName[$0]?.description?.isEmpty == false }, "each with a description")
+            #expect(byName["video-1.mp4"]?.questions == 1)
+
+            let outbox = work.url.appendingPathComponent("outbox").path
+            let first = try await playground(mastodon + ["--outbox", outbox])
+            #expect(first.status == 0, "stderr: \(first.error)")
+            let again = try await playground(mastodon + ["--outbox", outbox])
+            #expect(again.status == 0, "stderr: \(again.error)")
+            #expect(again.output.hasPrefix("Already published: \"A day at the beach: three photos and a clip.\"\n"))
+            state = try await server.state()
+            #expect(state.statuses.count == 2, "one of the run without the outbox, one through it")
+            #expect(again.output.contains("  the post: \(state.statuses[1].url)\n"))
+            #expect(state.requests.count == 2 * (4 + 1 + 1), "each run: 4 media, one question, one status")
+        }
+    }
+
     @Test func aPresigningBackendThatAnswersWithoutAURLIsSaidAsItIsAndTheRunEnds() async throws {
         try await FixtureServer.with { server in
             // Node's fixture stores what it is sent and answers 201 "stored":
@@ -348,7 +382,7 @@ struct PlaygroundTests {
         #expect(run.status == 0)
         for option in [
             "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
-            "--work-folder", "--outbox", "--verbose", "--help",
+            "--work-folder", "--outbox", "--verbose", "--help", "--mastodon", "--token",
         ] {
             #expect(run.output.contains(option))
         }
@@ -360,7 +394,9 @@ struct PlaygroundTests {
         ["--s3", "http://127.0.0.1:9/presign", "--server", "http://127.0.0.1:9"],
         ["--s3", "http://127.0.0.1:9/presign", "--output", "/tmp/x"],
         ["--outbox", "/tmp/x", "--work-folder", "/tmp/y"], ["--outbox"], ["--outbox", "/tmp/x", "--keep"],
-        ["--outbox", "/tmp/x", "--verbose"],
+        ["--outbox", "/tmp/x", "--verbose"], ["--mastodon", "http://127.0.0.1:9"], ["--token", "t"],
+        ["--mastodon", "mastodon.social", "--token", "t"], ["--mastodon", "http://127.0.0.1:9", "--token", ""],
+        ["--mastodon", "http://127.0.0.1:9", "--token", "t", "--server", "http://127.0.0.1:9"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) async throws {
         let run = try await playground(arguments, fast: false)

@@ -131,8 +131,9 @@ extension Job where Success == UploadReceipt {
 }
 
 extension Media {
-    /// What a snapshot calls the upload of this media.
+    /// What a snapshot calls the upload of this media: after the file
+    /// name it is given, else its destination's.
     var jobName: String {
-        "upload \(destination.lastPathComponent)"
+        "upload \(filename ?? destination.lastPathComponent)"
     }
 }

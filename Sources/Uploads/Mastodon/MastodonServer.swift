@@ -29,8 +29,8 @@ import FoundationNetworking
 /// (the server keeps an `Idempotency-Key` for an hour).
 ///
 /// Each post goes to `/api/v1/statuses` with a fragment of its own
-/// (`#<UUID>`), which is never sent: an ``Outbox`` tells posts apart by
-/// their destination.
+/// (`#<UUID>` unless the app names it), which is never sent: an ``Outbox``
+/// tells posts apart by their destination.
 public struct MastodonServer: Sendable {
     /// The server's address, such as `https://mastodon.social`.
     public let url: URL
@@ -71,9 +71,10 @@ public struct MastodonServer: Sendable {
     public var statusesEndpoint: URL { url.appendingPathComponent("api/v1/statuses") }
 
     /// A photo from `file`, with its description (the alt text a screen
-    /// reader reads).
+    /// reader reads), named after the file in its form and in snapshots.
     public func photo(file: URL, description: String? = nil, contentType: String = "image/jpeg") -> Photo {
         var photo = Photo(file: file, destination: mediaEndpoint, contentType: contentType)
+        photo.media.filename = file.lastPathComponent
         photo.media.formFields = Self.fields(description)
         return photo
     }
@@ -89,23 +90,30 @@ public struct MastodonServer: Sendable {
         return photo
     }
 
-    /// A video from `file`, with its description.
+    /// A video from `file`, with its description, named after the file.
     public func video(file: URL, description: String? = nil, contentType: String = "video/mp4") -> Video {
         var video = Video(file: file, destination: mediaEndpoint, contentType: contentType)
+        video.media.filename = file.lastPathComponent
         video.media.formFields = Self.fields(description)
         return video
     }
 
     /// A post of `text` and media, its status going to
-    /// ``statusesEndpoint`` with a fragment of its own (`#<UUID>`, never
-    /// sent), so that an ``Outbox`` tells it from the others.
+    /// ``statusesEndpoint`` with `id` as its fragment (never sent), so
+    /// that an ``Outbox`` tells it from the others.
     ///
     /// Mastodon takes at most 4 media per status by default; a server
     /// answers a status with more `422` ("Cannot attach more than 4
     /// files").
-    public func post(_ text: String, photos: [Photo] = [], videos: [Video] = []) -> Post {
+    ///
+    /// - Parameter id: The post's name among the app's posts; a new UUID
+    ///   by default. Give the same one to make the same post again (after
+    ///   a relaunch, say), so that an ``Outbox`` finds it.
+    public func post(
+        _ text: String, photos: [Photo] = [], videos: [Video] = [], id: String = UUID().uuidString
+    ) -> Post {
         var destination = URLComponents(url: statusesEndpoint, resolvingAgainstBaseURL: true)
-        destination?.fragment = UUID().uuidString
+        destination?.fragment = id
         return Post(text: text, photos: photos, videos: videos, destination: destination?.url ?? statusesEndpoint)
     }
 
