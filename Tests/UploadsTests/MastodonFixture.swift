@@ -81,6 +81,27 @@ final class MastodonFixture: Sendable {
             State.self, from: try await FixtureServer.send(URLRequest(url: baseURL.appendingPathComponent("_state"))))
     }
 
+    /// What arrived so far: body bytes, requests answered, and whether a
+    /// wait for more saw them.
+    struct Arrived: Decodable {
+        let ok: Bool
+        let bytes: Int
+        let ended: Int
+    }
+
+    /// Waits until `bytes` body bytes have arrived in all and `ended`
+    /// requests were answered (up to `seconds`, at most 10); what had.
+    func waitFor(bytes: Int, ended: Int, seconds: Int = 10) async throws -> Arrived {
+        var components = URLComponents(
+            url: baseURL.appendingPathComponent("_wait_for"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [
+            URLQueryItem(name: "bytes", value: "\(bytes)"), URLQueryItem(name: "ended", value: "\(ended)"),
+            URLQueryItem(name: "timeout", value: "\(seconds)"),
+        ]
+        return try JSONDecoder().decode(
+            Arrived.self, from: try await FixtureServer.send(URLRequest(url: components.url!)))
+    }
+
     /// Answers the next `times` requests to `path` with `status`: before
     /// their work, or after it (`afterTheWork`, an answer lost).
     func fail(_ path: String, status: Int, times: Int = 1, afterTheWork: Bool = false) async throws {

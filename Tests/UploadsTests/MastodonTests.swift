@@ -69,6 +69,15 @@ struct MastodonTests {
             #expect(published.media.map { MastodonServer.mediaID(in: $0) } == inOrder.map(\.id))
             #expect(state.requests.allSatisfy { $0.status == 200 || $0.status == 202 || $0.status == 206 })
             #expect(state.requests.map(\.path).filter { $0 == "/api/v1/statuses" }.count == 1)
+            if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
+                let wire = state.requests.reduce(0) { $0 + $1.bodyBytes + $1.headerBytes }
+                let files = state.media.reduce(0) { $0 + $1.size }
+                print(
+                    "Mastodon post: \(state.requests.count) requests (\(state.media.count) media, "
+                        + "\(state.requests.filter { $0.method == "GET" }.count) questions, 1 status); "
+                        + "\(wire) bytes on the wire (bodies and request headers) for \(files) bytes of files: "
+                        + String(format: "%.6f", Double(wire) / Double(files)))
+            }
         }
     }
 

@@ -36,6 +36,10 @@
  *                  text, mediaIds, idempotencyKey}), every request
  *                  ({method, path, status, bodyBytes, headerBytes,
  *                  idempotencyKey}) and every framing error.
+ *   GET  /_wait_for?bytes=N&ended=M&timeout=S
+ *                  waits (up to S seconds, at most 10) until N body bytes
+ *                  have arrived in all and M requests were answered, and
+ *                  returns {ok, bytes, ended}: a moment to act on
  *   POST /_control JSON {"fail": {"path": "/api/v1/statuses", "status":
  *                  503, "times": 1}} answers the next `times` requests to
  *                  the path with that status (answered 204); {"after":
@@ -67,10 +71,13 @@ const requests = [];
 const errors = [];
 const failures = []; // {path, status, times, after}
 let nextId = 100;
+let bytesArrived = 0;
+const waiters = new Set(); // pending GET /_wait_for: {check()}
 
 function send(res, record, status, value) {
   const bytes = Buffer.from(JSON.stringify(value), 'utf8');
   record.status = status;
+  for (const waiter of [...waiters]) waiter.check();
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   res.setHeader('Content-Length', bytes.length);
@@ -87,6 +94,8 @@ function readBody(req, callback) {
   let size = 0;
   req.on('data', (chunk) => {
     size += chunk.length;
+    bytesArrived += chunk.length;
+    for (const waiter of [...waiters]) waiter.check();
     if (size <= BODY_LIMIT) parts.push(chunk);
   });
   req.on('end', () => callback(size <= BODY_LIMIT ? Buffer.concat(parts) : null, size));
@@ -215,6 +224,35 @@ function handle(req, res) {
     res.setHeader('Content-Type', 'application/json');
     res.setHeader('Content-Length', bytes.length);
     return res.end(bytes);
+  }
+  if (path === '/_wait_for') {
+    req.resume();
+    const query = new URLSearchParams(req.url.includes('?') ? req.url.slice(req.url.indexOf('?') + 1) : '');
+    const bytes = Number(query.get('bytes') ?? 0);
+    const ended = Number(query.get('ended') ?? 0);
+    const limit = Math.min(Math.max(Number(query.get('timeout') ?? 10), 0), 10) * 1000;
+    const answered = () => requests.filter((r) => r.status !== 0).length;
+    const reached = () => bytesArrived >= bytes && answered() >= ended;
+    const waiter = {
+      check(timedOut = false) {
+        if (!timedOut && !reached()) return;
+        clearTimeout(timer);
+        waiters.delete(waiter);
+        const body = Buffer.from(JSON.stringify({ ok: reached(), bytes: bytesArrived, ended: answered() }));
+        if (!res.destroyed && !res.headersSent) {
+          res.setHeader('Content-Type', 'application/json');
+          res.setHeader('Content-Length', body.length);
+          res.end(body);
+        }
+      },
+    };
+    const timer = setTimeout(() => waiter.check(true), limit);
+    waiters.add(waiter);
+    res.on('close', () => {
+      clearTimeout(timer);
+      waiters.delete(waiter);
+    });
+    return waiter.check();
   }
   if (path === '/_control') {
     return readBody(req, (body) => {
