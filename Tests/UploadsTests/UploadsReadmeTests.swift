@@ -149,6 +149,39 @@ extension S3Storage {
     }
 }
 
+// MARK: - Posting to Mastodon-compatible servers
+
+private func postToReadmeMastodon(instance: URL, token: String, surfMovie: URL) async throws -> PublishReceipt {
+    // BEGIN README: Mastodon example
+    let server = MastodonServer(url: instance, token: token)  // such as https://mastodon.social
+    let post = server.post("Surf's up", videos: [server.video(file: surfMovie, description: "A wave breaking")])
+    let published = try await Job.publishing(post, using: server.mediaUploader, options: server.publishOptions()).value
+    // END README
+    return published
+}
+
+@Suite("README: Mastodon", .timeLimit(.minutes(1)))
+struct ReadmeMastodonTests {
+    @Test func theExamplePostsTheVideoWithItsDescriptionOnceItIsProcessed() async throws {
+        // The clip is ready at the first question, a second after its upload.
+        try await MastodonFixture.with(processingPolls: 1) { fixture in
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let movie = folder.url.appendingPathComponent("surf.mp4")
+            try writePatternedFile(movie, size: 300_000)
+
+            let published = try await postToReadmeMastodon(
+                instance: fixture.baseURL, token: MastodonFixture.token, surfMovie: movie)
+
+            let state = try await fixture.state()
+            #expect(state.statuses.map(\.text) == ["Surf's up"])
+            #expect(state.media.map(\.description) == ["A wave breaking"])
+            #expect(state.statuses.first?.mediaIds == state.media.map(\.id))
+            #expect(MastodonServer.statusURL(in: published.post)?.absoluteString == state.statuses.first?.url)
+        }
+    }
+}
+
 // MARK: - Publishing that survives the app
 
 private let printedOutboxLines = LockedValue<[String]>([])
