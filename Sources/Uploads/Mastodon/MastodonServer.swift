@@ -106,9 +106,13 @@ public struct MastodonServer: Sendable {
     /// answers a status with more `422` ("Cannot attach more than 4
     /// files").
     ///
-    /// - Parameter id: The post's name among the app's posts; a new UUID
-    ///   by default. Give the same one to make the same post again (after
-    ///   a relaunch, say), so that an ``Outbox`` finds it.
+    /// - Parameters:
+    ///   - text: The status's text.
+    ///   - photos: Its photos, from ``photo(file:description:contentType:)``.
+    ///   - videos: Its videos, from ``video(file:description:contentType:)``.
+    ///   - id: The post's name among the app's posts; a new UUID by
+    ///     default. Give the same one to make the same post again (after a
+    ///     relaunch, say), so that an ``Outbox`` finds it.
     public func post(
         _ text: String, photos: [Photo] = [], videos: [Video] = [], id: String = UUID().uuidString
     ) -> Post {
