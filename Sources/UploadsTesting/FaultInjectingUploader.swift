@@ -59,10 +59,12 @@ public final class FaultInjectingUploader: Uploader, Sendable {
     }
 
     /// The default fault: the server answered 503 Service Unavailable, with
-    /// "injected fault" for its body.
+    /// "injected fault" for its body; the receipt names the medium's
+    /// ``Media/filename`` when it has one, as a form's does.
     public static func serviceUnavailable(_ media: Media) -> any Error {
-        let answer = Data("injected fault".utf8)
-        return UploadError.httpStatus(UploadReceipt(destination: media.destination, status: 503, body: answer))
+        var receipt = UploadReceipt(destination: media.destination, status: 503, body: Data("injected fault".utf8))
+        receipt.filename = media.filename
+        return UploadError.httpStatus(receipt)
     }
 
     /// A job that fails with the fault at the set rate, and otherwise
