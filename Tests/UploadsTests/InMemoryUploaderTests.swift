@@ -99,4 +99,17 @@ struct FaultInjectingUploaderTests {
             .perform(on: ImmediateQueue()) { _ in }
         #expect(base.uploads.map(\.bytes) == [Data("x".utf8)])
     }
+
+    @Test func anInjectedFaultNamesTheMediumsFileNameWhenItHasOne() {
+        var media = Media(
+            bytes: Data("x".utf8), destination: URL(string: "https://social.example/api/v2/media")!,
+            contentType: "image/jpeg")
+        #expect(
+            (FaultInjectingUploader.serviceUnavailable(media) as? UploadError)?.localizedDescription
+                == #"api/v2/media: the server answered 503 Service Unavailable ("injected fault")"#)
+        media.filename = "beach.jpg"
+        #expect(
+            (FaultInjectingUploader.serviceUnavailable(media) as? UploadError)?.localizedDescription
+                == #"beach.jpg → api/v2/media: the server answered 503 Service Unavailable ("injected fault")"#)
+    }
 }
