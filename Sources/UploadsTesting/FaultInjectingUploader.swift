@@ -60,7 +60,7 @@ public final class FaultInjectingUploader: Uploader, Sendable {
 
     /// The default fault: the server answered 503 Service Unavailable, with
     /// "injected fault" for its body; the receipt names the medium's
-    /// ``Media/filename`` when it has one, as a form's does.
+    /// `Media.filename` when it has one, as a form's does.
     public static func serviceUnavailable(_ media: Media) -> any Error {
         var receipt = UploadReceipt(destination: media.destination, status: 503, body: Data("injected fault".utf8))
         receipt.filename = media.filename
