@@ -176,16 +176,21 @@ struct MediaProcessingTests {
 /// a form answered `202`, then a status asked for until it says ready.
 @Suite("MultipartFormUploader, media processed later", .serialized, .timeLimit(.minutes(1)))
 struct MultipartFormProcessingTests {
-    /// Waits of 100 ms, doubling up to 400 ms: five questions in 1.5 s.
+    /// Waits of 20 ms, doubling up to 80 ms: five questions in a quarter
+    /// of a second.
     static let quick = MediaProcessing(
-        firstWait: .milliseconds(100), maximumWait: .milliseconds(400), timeLimit: .seconds(20),
+        firstWait: .milliseconds(20), maximumWait: .milliseconds(80), timeLimit: .seconds(20),
         statusURL: MediaProcessing.mastodon.statusURL, isReady: MediaProcessing.mastodon.isReady)
 
-    @Test func anUploadEndsOnceTheServerSaysTheMediumIsReadyPastItsAttemptsTimeLimit() async throws {
+    /// The server answers the form `202` with a medium to ask for.
+    static func accepting(_ server: FixtureServer) async throws {
+        try await server.setRule(
+            "api/v2/media", ["ok_status": 202, "answer": #"{"id":"7","url":null}"#, "answer_type": "application/json"])
+    }
+
+    @Test func anUploadEndsOnceTheServerSaysTheMediumIsReady() async throws {
         try await FixtureServer.with { server in
-            try await server.setRule(
-                "api/v2/media",
-                ["ok_status": 202, "answer": #"{"id":"7","url":null}"#, "answer_type": "application/json"])
+            try await Self.accepting(server)
             try await server.setRule(
                 "api/v1/media/7",
                 [
@@ -194,12 +199,9 @@ struct MultipartFormProcessingTests {
                 ])
             let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer s3cret"], processing: Self.quick)
             let video = Video(bytes: patternedBytes(100_000), destination: server.url("api/v2/media"))
-            // An attempt may take a second; the wait takes longer, and is
-            // not an attempt.
-            let attempts = UploadAttempts(retry: RetryPolicy(attempts: 2), timeout: .seconds(1))
 
             let receipt = try await withTimeLimit(.seconds(20)) {
-                try await Job.uploading(video, using: uploader, attempts: attempts).value
+                try await Job.uploading(video, using: uploader, attempts: UploadAttempts()).value
             }
 
             #expect(receipt.status == 200)
@@ -211,6 +213,36 @@ struct MultipartFormProcessingTests {
             #expect(received.allSatisfy { $0.headers["authorization"] == "Bearer s3cret" })
             #expect(
                 received.dropFirst().allSatisfy { $0.path == "/api/v1/media/7" && $0.headers["content-type"] == nil })
+        }
+    }
+
+    /// Were the wait part of an attempt, a policy that retries every
+    /// failure would send the medium again when the wait fails.
+    @Test func theWaitIsNotAnAttemptSoItsFailureNeverSendsTheMediumAgain() async throws {
+        try await FixtureServer.with { server in
+            try await Self.accepting(server)
+            try await server.setRule(
+                "api/v1/media/7", ["status": 404, "times": 10, "answer": #"{"error":"Record not found"}"#])
+            var named = Photo(bytes: patternedBytes(1_000), destination: server.url("api/v2/media"))
+            named.media.filename = "beach.jpg"
+            let photo = named
+            var policy = RetryPolicy(attempts: 3, initialDelay: .milliseconds(1))
+            policy.isRetryable = { _ in true }
+            let retryingAll = policy
+
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) {
+                    try await Job.uploading(
+                        photo, using: MultipartFormUploader(processing: Self.quick),
+                        attempts: UploadAttempts(retry: retryingAll)
+                    ).value
+                }
+            }
+
+            let message = error.map { "\($0.localizedDescription)" }
+            #expect(message == #"beach.jpg → api/v1/media/7: the server answered 404 Not Found ("Record not found")"#)
+            let received = try await server.received()
+            #expect(received.map(\.method) == ["POST", "GET"], "one upload, one question")
         }
     }
 }
