@@ -302,9 +302,10 @@ struct OutboxTests {
         #expect(outbox.posts.map(\.id.destination) == [high, first, second, low].map(\.destination))
 
         try queue.advance(by: .seconds(20))
-        #expect(
-            uploader.startedDestinations
-                == [high, first, second, low].flatMap { $0.media.map(\.destination) + [$0.destination!] })
+        let inTurn: [URL] = [high, first, second, low].flatMap { (post: Post) -> [URL] in
+            post.media.map(\.destination) + [post.destination!]
+        }
+        #expect(uploader.startedDestinations == inTurn)
         outbox.close()
     }
 
