@@ -119,8 +119,7 @@ extension UploadError: CustomStringConvertible {
         case .missingDestination:
             "the post has no destination for its document"
         case .httpStatus(let receipt):
-            (receipt.filename.map { "\(Self.oneLine($0)) → " } ?? "")
-                + "\(Self.name(of: receipt.destination)): the server answered \(Self.statusLine(receipt.status))"
+            "\(Self.name(of: receipt)): the server answered \(Self.statusLine(receipt.status))"
                 + (S3XML.error(in: receipt.body).map { " (\($0.code): \($0.message))" }
                     ?? Self.excerpt(of: Self.jsonError(in: receipt.body) ?? receipt.bodyText))
         case .network(let destination, let error):
@@ -134,8 +133,7 @@ extension UploadError: CustomStringConvertible {
         case .invalidAnswer(let destination, let reason):
             "\(Self.name(of: destination)): the server's answer could not be understood: \(reason)"
         case .notProcessed(let receipt, let limit):
-            (receipt.filename.map { "\(Self.oneLine($0)) → " } ?? "")
-                + "\(Self.name(of: receipt.destination)): still being processed after \(Self.seconds(limit))"
+            "\(Self.name(of: receipt)): still being processed after \(Self.seconds(limit))"
         case .storedObjectDiffers(let destination, let reason):
             "\(Self.name(of: destination)): the stored object differs from what was sent: \(reason)"
         }
@@ -144,6 +142,13 @@ extension UploadError: CustomStringConvertible {
     /// How a destination is named in a message: the path of a web URL
     /// (never its query, where presigned URLs keep their signature), the
     /// whole path of a file URL.
+    /// How the upload an answer is to is named: its file, when the
+    /// receipt names one (a form's, whose media all go to one endpoint),
+    /// then its destination: `beach.jpg → api/v2/media`.
+    static func name(of receipt: UploadReceipt) -> String {
+        (receipt.filename.map { "\(oneLine($0)) → " } ?? "") + name(of: receipt.destination)
+    }
+
     static func name(of destination: URL) -> String {
         if destination.isFileURL { return destination.path }
         let path = destination.path.drop(while: { $0 == "/" })
