@@ -157,18 +157,11 @@ final class ProgressPrinter: Sendable {
         } else {
             next = attempts > 1 ? "no retries left" : "not retried (--retries 0)"
         }
-        var name = Format.path(of: destination, below: base)
-        var reason = Format.reason(attempt.error, naming: destination)
-        // A form's error names its file before the endpoint they all go
-        // to: "photo-1.jpg → api/v2/media: …". The file is the name.
-        if let arrow = reason.range(of: " → "),
-            let colon = reason.range(of: ": ", range: arrow.upperBound..<reason.endIndex),
-            destination.path.hasSuffix(String(reason[arrow.upperBound..<colon.lowerBound]))
-        {
-            name = String(reason[..<arrow.lowerBound])
-            reason = String(reason[colon.upperBound...])
-        }
+        // A form's media all go to one endpoint: its error's receipt names
+        // the file, which names the upload here.
+        var name = Format.filename(in: attempt.error) ?? Format.path(of: destination, below: base)
         name += attempt.request.map { " (\($0))" } ?? ""
+        let reason = Format.reason(attempt.error, naming: destination)
         let line = "  ✗ \(name): \(reason); \(next)"
         shown.withLock { shown in
             guard !shown.isFinished else { return }
@@ -244,10 +237,20 @@ enum Format {
     /// the error's own description starts with it.
     static func reason(_ error: any Error, naming destination: URL) -> String {
         let text = error.localizedDescription
-        guard let colon = text.range(of: ": "), destination.path.hasSuffix(String(text[..<colon.lowerBound])) else {
-            return text
-        }
+        guard let colon = text.range(of: ": ") else { return text }
+        // "photo-1.jpg → api/v2/media" for a form's file: the endpoint is
+        // its last part.
+        let named = text[..<colon.lowerBound].components(separatedBy: " → ").last ?? ""
+        guard destination.path.hasSuffix(named) else { return text }
         return String(text[colon.upperBound...])
+    }
+
+    /// The file an error's answer names: a form's.
+    static func filename(in error: any Error) -> String? {
+        switch error as? UploadError {
+        case .httpStatus(let receipt)?, .notProcessed(let receipt, _)?: receipt.filename
+        default: nil
+        }
     }
 
     static func seconds(in duration: Duration) -> Double {

@@ -109,22 +109,18 @@ struct Workspace {
     /// `options` with the post's document and its uploader, for a
     /// Mastodon-compatible server: the status, through its own uploader.
     func publishOptions(_ options: PublishOptions) -> PublishOptions {
-        var options = options
-        if mastodon != nil {
-            options.document = MastodonServer.status(of:receipts:)
-            options.documentUploader = documentUploader
-        }
+        guard let mastodon else { return options }
+        var options = mastodon.publishOptions(options)
+        options.documentUploader = documentUploader  // with --fail-rate's faults
         return options
     }
 
     /// `options` with the post's document and its uploader (see
     /// ``publishOptions(_:)``).
     func outboxOptions(_ options: Outbox.Options) -> Outbox.Options {
-        var options = options
-        if mastodon != nil {
-            options.document = MastodonServer.status(of:receipts:)
-            options.documentUploader = documentUploader
-        }
+        guard let mastodon else { return options }
+        var options = mastodon.outboxOptions(options)
+        options.documentUploader = documentUploader  // with --fail-rate's faults
         return options
     }
 
