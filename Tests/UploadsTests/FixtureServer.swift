@@ -28,9 +28,8 @@ final class FixtureServer: Sendable {
         let formError: String?
     }
 
-    let baseURL: URL
-    private let process: Process
-    private let input: Pipe
+    private let server: FixtureProcess
+    var baseURL: URL { server.baseURL }
 
     /// Starts a server, runs `body` with it, and stops it; then fails if
     /// any request was malformed: refused by Node's parser, or carrying both
@@ -57,13 +56,11 @@ final class FixtureServer: Sendable {
     }
 
     private init() throws {
-        (baseURL, process, input) = try startNodeFixture("upload_server.js")
+        server = try startNodeFixture("upload_server.js")
     }
 
     func stop() {
-        process.terminate()
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        server.stop()
     }
 
     /// A URL on the server.
@@ -138,11 +135,8 @@ final class FixtureServer: Sendable {
 
 /// Starts `node Fixtures/<script>` with `environment` added to this
 /// process's, and reads the port it prints alone on its first line once
-/// listening: the server's URL, its process, and the pipe of its standard
-/// input, whose end stops it.
-func startNodeFixture(
-    _ script: String, environment: [String: String] = [:]
-) throws -> (url: URL, process: Process, input: Pipe) {
+/// listening.
+func startNodeFixture(_ script: String, environment: [String: String] = [:]) throws -> FixtureProcess {
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures/\(script)").path
     let process = Process()
@@ -165,5 +159,5 @@ func startNodeFixture(
         process.terminate()
         throw FixtureServer.ServerError(message: "\(script) (node) did not print a port: \(port)")
     }
-    return (URL(string: "http://127.0.0.1:\(number)")!, process, input)
+    return FixtureProcess(port: number, process: process, input: input)
 }

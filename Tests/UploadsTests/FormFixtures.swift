@@ -45,9 +45,8 @@ final class WerkzeugFormServer: Sendable {
     /// Why the Werkzeug tests are skipped where it is missing.
     static let skipReason: Comment = "Werkzeug is not installed; install it with: \(installCommand)"
 
-    let baseURL: URL
-    private let process: Process
-    private let input: Pipe
+    private let server: FixtureProcess
+    var baseURL: URL { server.baseURL }
 
     /// Starts a server, runs `body` with it, and stops it.
     static func with<T>(_ body: (WerkzeugFormServer) async throws -> T) async throws -> T {
@@ -59,21 +58,16 @@ final class WerkzeugFormServer: Sendable {
     /// Starts `form_server.py` and waits for its `READY <port>` line, for
     /// at most 30 seconds.
     private static func start() async throws -> WerkzeugFormServer {
-        let (port, process, input) = try await startPythonFixture(
-            "form_server.py", seconds: 30, installCommand: installCommand)
-        return WerkzeugFormServer(baseURL: URL(string: "http://127.0.0.1:\(port)")!, process: process, input: input)
+        WerkzeugFormServer(
+            server: try await startPythonFixture("form_server.py", seconds: 30, installCommand: installCommand))
     }
 
-    private init(baseURL: URL, process: Process, input: Pipe) {
-        self.baseURL = baseURL
-        self.process = process
-        self.input = input
+    private init(server: FixtureProcess) {
+        self.server = server
     }
 
     func stop() {
-        try? input.fileHandleForWriting.close()
-        process.terminate()
-        process.waitUntilExit()
+        server.stop()
     }
 
     /// A URL on the server.

@@ -48,9 +48,8 @@ final class MastodonFixture: Sendable {
         let errors: [[String: String]]
     }
 
-    let baseURL: URL
-    private let process: Process
-    private let input: Pipe
+    private let server: FixtureProcess
+    var baseURL: URL { server.baseURL }
 
     /// Starts a server whose videos are ready at their `processingPolls`-th
     /// question, runs `body` with it, and stops it; then fails if Node's
@@ -65,14 +64,12 @@ final class MastodonFixture: Sendable {
     }
 
     private init(processingPolls: Int) throws {
-        (baseURL, process, input) = try startNodeFixture(
+        server = try startNodeFixture(
             "mastodon_server.js", environment: ["TOKEN": Self.token, "PROCESSING_POLLS": String(processingPolls)])
     }
 
     func stop() {
-        process.terminate()
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        server.stop()
     }
 
     /// What the server holds and was asked.

@@ -62,9 +62,8 @@ final class S3Fixture: Sendable {
         let uploadId: String
     }
 
-    let baseURL: URL
-    private let process: Process
-    private let input: Pipe
+    private let server: FixtureProcess
+    var baseURL: URL { server.baseURL }
 
     /// Runs `body` with a backend of its own, emptied: a transfer, which a
     /// memory measurement does not run beside (``TransferGate/sharing(_:)``).
@@ -95,21 +94,15 @@ final class S3Fixture: Sendable {
     /// Starts `s3_backend.py` and waits for its `READY <port>` line, for
     /// at most 60 seconds (moto takes a second or two to import).
     private static func start() async throws -> S3Fixture {
-        let (port, process, input) = try await startPythonFixture(
-            "s3_backend.py", seconds: 60, installCommand: installCommand)
-        return S3Fixture(baseURL: URL(string: "http://127.0.0.1:\(port)")!, process: process, input: input)
+        S3Fixture(server: try await startPythonFixture("s3_backend.py", seconds: 60, installCommand: installCommand))
     }
 
-    private init(baseURL: URL, process: Process, input: Pipe) {
-        self.baseURL = baseURL
-        self.process = process
-        self.input = input
+    private init(server: FixtureProcess) {
+        self.server = server
     }
 
     func stop() {
-        try? input.fileHandleForWriting.close()
-        process.terminate()
-        process.waitUntilExit()
+        server.stop()
     }
 
     /// A presigner that asks this backend, as an app asks its own.

@@ -269,7 +269,7 @@ func python3CanRun(_ statement: String) -> Bool {
 /// is stopped, which ends its output.
 func startPythonFixture(
     _ script: String, seconds: Int, installCommand: String
-) async throws -> (port: Int, process: Process, input: Pipe) {
+) async throws -> FixtureProcess {
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures/\(script)").path
     let process = Process()
@@ -302,5 +302,28 @@ func startPythonFixture(
         throw FixtureServer.ServerError(
             message: "\(script) did not start (\(words.joined(separator: " "))); \(installCommand)")
     }
-    return (port, process, input)
+    return FixtureProcess(port: port, process: process, input: input)
+}
+
+/// A test server in a process of its own, on 127.0.0.1: where it listens,
+/// and how to stop it.
+final class FixtureProcess: Sendable {
+    let baseURL: URL
+    private let process: Process
+    /// Its standard input: the server exits when it ends, even if the test
+    /// process crashed.
+    private let input: Pipe
+
+    init(port: Int, process: Process, input: Pipe) {
+        baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        self.process = process
+        self.input = input
+    }
+
+    /// Ends the server's input, stops it, and waits until it has exited.
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.terminate()
+        process.waitUntilExit()
+    }
 }
