@@ -400,7 +400,7 @@ struct JobKitDocExamplesTests {
             controller.finish()
         }
         // BEGIN DOC
-        let refreshLater = Job.sequence([.sleep(for: .seconds(30)), refresh])
+        let refreshLater = Job.sequence([.sleep(for: .seconds(30)), refresh])  // allowed: TestQueue time
         // END DOC
         let queue = TestQueue()
         refreshLater.perform(on: queue) { _ in }

@@ -538,7 +538,7 @@ struct SleepTests {
             started.withValue { $0.append(queue.now) }
             controller.finish()
         }
-        let refreshLater = Job.sequence([.sleep(for: .seconds(30)), refresh])
+        let refreshLater = Job.sequence([.sleep(for: .seconds(30)), refresh])  // allowed: TestQueue time
         try queue.advance(by: .seconds(100))
         refreshLater.perform(on: queue) { _ in }
         try queue.advance(by: .seconds(100))
