@@ -185,6 +185,16 @@ struct UploadsDocExamplesTests {
         #expect(contentMD5 == "nhB9nTcrtoJr2B01QqQZ1g==")
     }
 
+    @Test func sha1Example() {
+        // BEGIN DOC
+        var sha1 = SHA1()
+        sha1.update(Data("The quick brown fox ".utf8))
+        sha1.update(Data("jumps over the lazy dog".utf8))
+        let checksum = sha1.finalize().base64EncodedString()  // "L9ThxnotKPzthJ7hu3bnORuT6xI="
+        // END DOC
+        #expect(checksum == "L9ThxnotKPzthJ7hu3bnORuT6xI=")
+    }
+
     @Test func publishOptionsExamples() throws {
         // BEGIN DOC
         let options = PublishOptions(

@@ -13,7 +13,7 @@ import Foundation
 /// md5.update(Data("jumps over the lazy dog".utf8))
 /// let contentMD5 = md5.finalize().base64EncodedString()  // "nhB9nTcrtoJr2B01QqQZ1g=="
 /// ```
-package struct MD5: Sendable {
+package struct MD5: StreamingDigest {
     /// The digest's length in bytes.
     package static let byteCount = 16
 
@@ -21,59 +21,24 @@ package struct MD5: Sendable {
     private var b0: UInt32 = 0xefcd_ab89
     private var c0: UInt32 = 0x98ba_dcfe
     private var d0: UInt32 = 0x1032_5476
-    /// How many bytes were fed in.
-    private var length: UInt64 = 0
-    /// The bytes fed in since the last whole block of 64: fewer than 64.
-    private var pending: [UInt8] = []
+    private var blocks = DigestBlocks()
 
     /// A digest of no bytes yet.
     package init() {}
 
-    /// The digest of `data`.
-    package static func digest(of data: Data) -> Data {
-        var md5 = MD5()
-        md5.update(data)
-        return md5.finalize()
-    }
-
-    /// Feeds `data` in.
-    package mutating func update(_ data: Data) {
-        data.withUnsafeBytes { update($0) }
-    }
-
     /// Feeds `bytes` in.
     package mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard var next = bytes.baseAddress, !bytes.isEmpty else { return }
-        var remaining = bytes.count
-        length &+= UInt64(remaining)
-        if !pending.isEmpty {
-            let taken = min(64 - pending.count, remaining)
-            pending.append(contentsOf: UnsafeRawBufferPointer(start: next, count: taken))
-            next += taken
-            remaining -= taken
-            guard pending.count == 64 else { return }
-            pending.withUnsafeBytes { compress($0.baseAddress!) }
-            pending.removeAll(keepingCapacity: true)
-        }
-        while remaining >= 64 {
-            compress(next)
-            next += 64
-            remaining -= 64
-        }
-        if remaining > 0 {
-            pending.append(contentsOf: UnsafeRawBufferPointer(start: next, count: remaining))
-        }
+        // Taken out while it feeds this digest's blocks, so that its bytes
+        // are not copied.
+        var blocks = DigestBlocks()
+        swap(&blocks, &self.blocks)
+        blocks.feed(bytes) { compress($0) }
+        self.blocks = blocks
     }
 
     /// The digest of every byte fed in: 16 bytes.
     package consuming func finalize() -> Data {
-        let bits = length &* 8
-        // A 1 bit, zeros up to 56 bytes into a block, then the length in
-        // bits, little-endian.
-        var padding: [UInt8] = [0x80]
-        padding.append(contentsOf: repeatElement(0, count: (55 &- Int(length % 64) + 64) % 64))
-        withUnsafeBytes(of: bits.littleEndian) { padding.append(contentsOf: $0) }
-        padding.withUnsafeBytes { update($0) }
+        blocks.padding(bigEndianLength: false).withUnsafeBytes { update($0) }
         var digest = Data(capacity: Self.byteCount)
         for word in [a0, b0, c0, d0] {
             withUnsafeBytes(of: word.littleEndian) { digest.append(contentsOf: $0) }

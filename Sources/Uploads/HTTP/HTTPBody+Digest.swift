@@ -2,25 +2,25 @@ import Foundation
 import JobKit
 
 extension HTTPBody {
-    /// The body's MD5, found on the calling thread (which waits for the
-    /// disk).
-    func digest() throws(UploadError) -> Data {
+    /// The body's MD5 (or other `Digest`), found on the calling thread
+    /// (which waits for the disk).
+    func digest<Digest: StreamingDigest>(_: Digest.Type = MD5.self) throws(UploadError) -> Data {
         switch self {
-        case .empty: MD5.digest(of: Data())
-        case .data(let data): MD5.digest(of: data)
+        case .empty: Digest.digest(of: Data())
+        case .data(let data): Digest.digest(of: data)
         case .file(let file, let offset, let length, let head, let tail):
-            try Self.md5(of: file, offset: offset, length: length, head: head, tail: tail)
+            try Self.digest(Digest.self, of: file, offset: offset, length: length, head: head, tail: tail)
         }
     }
 
-    /// The MD5 of `head`, `length` bytes of `file` from `offset`, then
+    /// The `Digest` of `head`, `length` bytes of `file` from `offset`, then
     /// `tail`; an error when the file cannot be read or ends sooner.
     ///
     /// Read 64 KiB at a time into one buffer: below the size from which
     /// the C library maps each allocation afresh (and the kernel zeroes its
     /// pages), which would cost more than hashing them.
-    private static func md5(
-        of file: URL, offset: Int64, length: Int64, head: Data, tail: Data
+    private static func digest<Digest: StreamingDigest>(
+        _: Digest.Type, of file: URL, offset: Int64, length: Int64, head: Data, tail: Data
     ) throws(UploadError) -> Data {
         let handle: FileHandle
         do {
@@ -32,8 +32,8 @@ extension HTTPBody {
         defer { try? handle.close() }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { buffer.deallocate() }
-        var md5 = MD5()
-        md5.update(head)
+        var digest = Digest()
+        digest.update(head)
         var read: Int64 = 0
         while read < length {
             var count: Int
@@ -47,10 +47,10 @@ extension HTTPBody {
                     : String(cString: strerror(errno))
                 throw .unreadableFile(file, reason: reason)
             }
-            md5.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             read += Int64(count)
         }
-        md5.update(tail)
-        return md5.finalize()
+        digest.update(tail)
+        return digest.finalize()
     }
 }

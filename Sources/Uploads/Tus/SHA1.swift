@@ -1,0 +1,86 @@
+import Foundation
+
+/// The SHA-1 digest (RFC 3174) of a stream of bytes, fed in pieces of any
+/// size: what tus servers check a `PATCH`'s bytes against
+/// (`Upload-Checksum: sha1`).
+///
+/// Not for security: SHA-1 is broken against an attacker who picks the
+/// bytes. tus uses it, and so do we, to catch bytes changed by accident on
+/// the way.
+///
+/// ```swift
+/// var sha1 = SHA1()
+/// sha1.update(Data("The quick brown fox ".utf8))
+/// sha1.update(Data("jumps over the lazy dog".utf8))
+/// let checksum = sha1.finalize().base64EncodedString()  // "L9ThxnotKPzthJ7hu3bnORuT6xI="
+/// ```
+package struct SHA1: StreamingDigest {
+    /// The digest's length in bytes.
+    package static let byteCount = 20
+
+    private var h0: UInt32 = 0x6745_2301
+    private var h1: UInt32 = 0xefcd_ab89
+    private var h2: UInt32 = 0x98ba_dcfe
+    private var h3: UInt32 = 0x1032_5476
+    private var h4: UInt32 = 0xc3d2_e1f0
+    private var blocks = DigestBlocks()
+
+    /// A digest of no bytes yet.
+    package init() {}
+
+    /// Feeds `bytes` in.
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        // Taken out while it feeds this digest's blocks, so that its bytes
+        // are not copied.
+        var blocks = DigestBlocks()
+        swap(&blocks, &self.blocks)
+        blocks.feed(bytes) { compress($0) }
+        self.blocks = blocks
+    }
+
+    /// The digest of every byte fed in: 20 bytes.
+    package consuming func finalize() -> Data {
+        blocks.padding(bigEndianLength: true).withUnsafeBytes { update($0) }
+        var digest = Data(capacity: Self.byteCount)
+        for word in [h0, h1, h2, h3, h4] {
+            withUnsafeBytes(of: word.bigEndian) { digest.append(contentsOf: $0) }
+        }
+        return digest
+    }
+
+    /// Runs one block of 64 bytes at `block` through the 80 steps
+    /// (RFC 3174, section 6.1, method 1).
+    private mutating func compress(_ block: UnsafeRawPointer) {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
+            for t in 0..<16 {
+                w[t] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: t &* 4, as: UInt32.self))
+            }
+            for t in 16..<80 {
+                w[t] = rotate(w[t &- 3] ^ w[t &- 8] ^ w[t &- 14] ^ w[t &- 16], 1)
+            }
+            var (a, b, c, d, e) = (h0, h1, h2, h3, h4)
+            for t in 0..<80 {
+                let (f, k): (UInt32, UInt32) =
+                    switch t {
+                    case 0..<20: ((b & c) | (~b & d), 0x5a82_7999)
+                    case 20..<40: (b ^ c ^ d, 0x6ed9_eba1)
+                    case 40..<60: ((b & c) | (b & d) | (c & d), 0x8f1b_bcdc)
+                    default: (b ^ c ^ d, 0xca62_c1d6)
+                    }
+                let temp = rotate(a, 5) &+ f &+ e &+ w[t] &+ k
+                (e, d, c, b, a) = (d, c, rotate(b, 30), a, temp)
+            }
+            h0 &+= a
+            h1 &+= b
+            h2 &+= c
+            h3 &+= d
+            h4 &+= e
+        }
+    }
+}
+
+/// `x` rotated left by `n` bits.
+@_transparent
+private func rotate(_ x: UInt32, _ n: UInt32) -> UInt32 {
+    x << n | x >> (32 &- n)
+}
