@@ -312,4 +312,17 @@ struct UploadsDocExamplesTests {
         print(receipt.etag ?? "", receipt.finalURL)
         // END DOC
     }
+
+    /// Compiled, not run: this needs a tus server on the internet (the
+    /// same calls run against two in TusUploaderTests).
+    private func tusExample(clip: URL, token: String, applicationSupport: URL) async throws {
+        // BEGIN DOC
+        let uploader = TusUploader(
+            manifestFolder: applicationSupport.appendingPathComponent("tus"),
+            headers: ["Authorization": "Bearer \(token)"])
+        let video = Video(file: clip, destination: URL(string: "https://tus.example.com/files/")!)
+        let receipt = try await Job.uploading(video, using: uploader).value
+        print(receipt.finalURL)  // the upload's URL
+        // END DOC
+    }
 }

@@ -33,6 +33,8 @@ import Foundation
 final class BoundedFileStream: InputStream {
     /// Why the stream failed, when the file did not say.
     enum Failure: Error, Hashable {
+        /// The stream was made to fail: see ``refusal()``.
+        case refused
         /// The file ended after `found` of the `expected` bytes.
         case fileEnded(found: Int64, expected: Int64)
     }
@@ -50,6 +52,8 @@ final class BoundedFileStream: InputStream {
     private var tailDelivered = 0
     private var status: Stream.Status = .notOpen
     private var failure: (any Error)?
+    /// Fails on opening: see ``refusal()``.
+    private var refuses = false
 
     /// The run loops the stream is scheduled in, with their modes.
     private var runLoops: [(runLoop: RunLoop, mode: RunLoop.Mode)] = []
@@ -73,8 +77,19 @@ final class BoundedFileStream: InputStream {
         super.init(data: Data())
     }
 
+    /// A stream that fails its first read, which aborts the transfer: the
+    /// body handed to a session that would send again, by itself, a
+    /// request that must not go out twice (libcurl resends a request whose
+    /// reused connection died before an answer).
+    static func refusal() -> BoundedFileStream {
+        let stream = BoundedFileStream(file: URL(fileURLWithPath: "/"), length: 0)
+        stream.refuses = true
+        return stream
+    }
+
     override func open() {
         guard status == .notOpen else { return }
+        if refuses { return fail(Failure.refused) }
         let source: FileHandle
         do {
             source = try FileHandle(forReadingFrom: file)

@@ -71,6 +71,10 @@ final class HTTPClient: Sendable {
     ///   - request: The method, URL and headers.
     ///   - body: What to send.
     ///   - destination: What errors and the receipt name.
+    ///   - resendable: Whether the transport may send the request again by
+    ///     itself when the connection it reused dies before an answer;
+    ///     `false` for a request that is not idempotent (see
+    ///     ``URLSessionUploadDelegate``).
     ///   - answerLimit: The most bytes of the answer's body kept.
     ///   - progress: Called as the body goes out.
     /// - Returns: A job that fails with ``UploadError/httpStatus(_:)`` for
@@ -80,6 +84,7 @@ final class HTTPClient: Sendable {
         _ request: URLRequest,
         body: HTTPBody,
         destination: URL,
+        resendable: Bool = true,
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
@@ -92,37 +97,32 @@ final class HTTPClient: Sendable {
             var request = request
             let task: URLSessionTask
             var range: URLSessionUploadDelegate.FileRange?
-            switch body {
+            var streamed: Data?
+            switch resendable || body != .empty ? body : .data(Data()) {
             case .empty:
                 task = session.dataTask(with: request)
-            case .data(let data):
+            case .data(let data) where resendable:
                 task = session.uploadTask(with: request, from: data)
+            case .data(let data):
+                // Streamed, so that it is sent once (see `resendable`).
+                request.setValue(String(data.count), forHTTPHeaderField: "Content-Length")
+                Self.framedByLengthAlone(&request)
+                task = session.uploadTask(withStreamedRequest: request)
+                streamed = data
             case .file(let file, let offset, let length, let head, let tail):
                 // Streamed from disk as it is sent, framed by Content-Length
                 // alone. (`uploadTask(with:fromFile:)` is not used: on Linux,
                 // cancelling one mid-way crashes FoundationNetworking; a
                 // `Data` body, even memory-mapped, is copied whole.)
                 request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
-                #if canImport(FoundationNetworking)
-                // FoundationNetworking gives libcurl a streamed body with no
-                // length, so libcurl adds `Transfer-Encoding: chunked` beside
-                // our Content-Length (invalid HTTP/1.1: strict servers answer
-                // 400) and `Expect: 100-continue` (a one-second stall before
-                // the body on a server that ignores it). libcurl replaces its
-                // own header with one of ours of the same name, and sends
-                // none when ours is blank; an empty value would go out as
-                // `Expect:`, which servers answer with 417, so the value is a
-                // space.
-                request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
-                request.setValue(" ", forHTTPHeaderField: "Expect")
-                #endif
+                Self.framedByLengthAlone(&request)
                 task = session.uploadTask(withStreamedRequest: request)
                 range = .init(file: file, offset: offset, length: length, head: head, tail: tail)
             }
             let url = request.url ?? destination
             delegate.register(
-                task, destination: destination, size: body.count, file: range, answerLimit: answerLimit,
-                progress: progress
+                task, destination: destination, size: body.count, file: range, bytes: streamed,
+                resendable: resendable, answerLimit: answerLimit, progress: progress
             ) { result in
                 controller.complete(with: result.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
             }
@@ -138,5 +138,23 @@ final class HTTPClient: Sendable {
                 task.resume()
             }
         }
+    }
+
+    /// Makes a streamed body with a `Content-Length` go out framed by it
+    /// alone.
+    private static func framedByLengthAlone(_ request: inout URLRequest) {
+        #if canImport(FoundationNetworking)
+        // FoundationNetworking gives libcurl a streamed body with no
+        // length, so libcurl adds `Transfer-Encoding: chunked` beside
+        // our Content-Length (invalid HTTP/1.1: strict servers answer
+        // 400) and `Expect: 100-continue` (a one-second stall before
+        // the body on a server that ignores it). libcurl replaces its
+        // own header with one of ours of the same name, and sends
+        // none when ours is blank; an empty value would go out as
+        // `Expect:`, which servers answer with 417, so the value is a
+        // space.
+        request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
+        request.setValue(" ", forHTTPHeaderField: "Expect")
+        #endif
     }
 }

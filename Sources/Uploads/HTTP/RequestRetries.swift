@@ -1,7 +1,7 @@
 import JobKit
 
 /// The retries of one upload whose requests are each retried on their
-/// own (an ``S3Uploader``'s): every request by the upload's one
+/// own (an ``S3Uploader``'s, a ``TusUploader``'s): every request by the upload's one
 /// ``UploadAttempts``, which is told of each failure a retry follows as it
 /// happens, and of the upload's own failure once, at its end.
 final class RequestRetries: Sendable {
@@ -25,9 +25,20 @@ final class RequestRetries: Sendable {
         for media: Media,
         stopping: (@Sendable () -> Bool)? = nil
     ) -> Job<Success> {
-        let request = call.operation.jobName
-        return attempts.retrying(
-            call.attempt, for: media, request: request,
+        retrying(call.attempt, named: call.operation.jobName, for: media, stopping: stopping)
+    }
+
+    /// `attempt`, one attempt at the request `request` of the upload of
+    /// `media`, retried as ``attempts`` says, its failed attempts named
+    /// after it; neither retried nor reported once `stopping` says so.
+    func retrying<Success: Sendable>(
+        _ attempt: Job<Success>,
+        named request: String,
+        for media: Media,
+        stopping: (@Sendable () -> Bool)? = nil
+    ) -> Job<Success> {
+        attempts.retrying(
+            attempt, for: media, request: request,
             givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? (request, attempt.number) } },
             stopping: stopping
         )
@@ -48,5 +59,37 @@ final class RequestRetries: Sendable {
         told(
             RetryPolicy.FailedAttempt(
                 number: givenUp?.number ?? 1, error: error, nextRetryIn: nil, request: givenUp?.request))
+    }
+}
+
+extension Uploader {
+    /// A job that uploads `media` with the upload `upload` makes of it,
+    /// given its size and the retries of its requests, once the media and
+    /// `attempts` are checked; its failure told to `attempts` once, with
+    /// no wait: the upload of an uploader whose requests are each retried
+    /// on their own (``S3Uploader``, ``TusUploader``).
+    func uploadRetryingEachRequest(
+        _ media: Media,
+        attempts: UploadAttempts,
+        upload: @escaping @Sendable (_ size: Int64, _ retries: RequestRetries) -> Job<UploadReceipt>
+    ) -> Job<UploadReceipt> {
+        Job { [self] controller in
+            let retries = RequestRetries(attempts)
+            let size: Int64
+            do {
+                try attempts.validate()
+                size = try checkedSize(of: media)
+            } catch {
+                retries.reportFailure(error)
+                controller.fail(with: error)
+                return
+            }
+            controller.perform(upload(size, retries)) { outcome in
+                if case .failure(let error) = outcome, !controller.isCompleted {
+                    retries.reportFailure(error)
+                }
+                controller.complete(with: outcome)
+            }
+        }
     }
 }

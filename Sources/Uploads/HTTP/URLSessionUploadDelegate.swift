@@ -24,6 +24,14 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         /// The part of a file the body streams from, when it is not in
         /// memory.
         var file: FileRange?
+        /// The bytes in memory a body streams from, when it is sent as a
+        /// stream.
+        var bytes: Data?
+        /// Whether the transport may send the body again by itself (see
+        /// ``register(_:destination:size:file:bytes:resendable:answerLimit:progress:complete:)``).
+        var resendable: Bool
+        /// The streams handed out so far.
+        var streams = 0
         var answerLimit: Int
         var progress: @Sendable (UploadProgress) -> Void
         var complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
@@ -34,19 +42,27 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     private let uploads = Lock<[Int: Upload]>([:])
 
     /// Routes the events of `task` to this request, whose body streams from
-    /// `file` when there is one.
+    /// `file` or `bytes` when there is one.
+    ///
+    /// Unless it is `resendable`, the body is streamed once: libcurl
+    /// (FoundationNetworking's transport) sends a request again by itself
+    /// when the connection it reused dies before an answer, which a
+    /// request that is not idempotent (a tus `PATCH`) must not be; it
+    /// then fails instead, and its owner decides.
     func register(
         _ task: URLSessionTask,
         destination: URL,
         size: Int64,
         file: FileRange?,
+        bytes: Data? = nil,
+        resendable: Bool = true,
         answerLimit: Int,
         progress: @escaping @Sendable (UploadProgress) -> Void,
         complete: @escaping @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
     ) {
         let upload = Upload(
-            destination: destination, size: size, file: file, answerLimit: answerLimit, progress: progress,
-            complete: complete)
+            destination: destination, size: size, file: file, bytes: bytes, resendable: resendable,
+            answerLimit: answerLimit, progress: progress, complete: complete)
         uploads.withLock { $0[task.taskIdentifier] = upload }
     }
 
@@ -62,14 +78,32 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     ) {
         // Exactly the `size` bytes the request's Content-Length declares,
         // whatever the file does meanwhile (see BoundedFileStream). Called
-        // again for each retry of the request, for a fresh stream.
-        guard let upload = uploads.withLock({ $0[task.taskIdentifier] }), let range = upload.file else {
+        // again for each retry of the request, for a fresh stream; a
+        // request that is not resendable gets one that fails, so that the
+        // transfer fails (as a connection lost) rather than going out twice
+        // (a nil stream would send the headers and no body, and leave the
+        // server waiting for it).
+        let upload = uploads.withLock { uploads -> Upload? in
+            guard var upload = uploads[task.taskIdentifier] else { return nil }
+            upload.streams += 1
+            uploads[task.taskIdentifier] = upload
+            return upload
+        }
+        guard let upload else {
             completionHandler(nil)
             return
         }
-        completionHandler(
-            BoundedFileStream(
-                file: range.file, offset: range.offset, length: range.length, head: range.head, tail: range.tail))
+        if !upload.resendable, upload.streams > 1 {
+            completionHandler(BoundedFileStream.refusal())
+        } else if let range = upload.file {
+            completionHandler(
+                BoundedFileStream(
+                    file: range.file, offset: range.offset, length: range.length, head: range.head, tail: range.tail))
+        } else if let bytes = upload.bytes {
+            completionHandler(InputStream(data: bytes))
+        } else {
+            completionHandler(nil)
+        }
     }
 
     func urlSession(

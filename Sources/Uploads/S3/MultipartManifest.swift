@@ -30,14 +30,7 @@ struct MultipartManifest: Codable, Sendable, Hashable {
     /// Where the manifest of `file` going to `destination` lives in
     /// `folder`: a name derived from both, so that each upload has its own.
     static func location(in folder: URL, file: URL, destination: URL) -> URL {
-        // FNV-1a, 64 bits: stable across processes and platforms, unlike
-        // `Hasher`, which is seeded per process.
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in (file.standardizedFileURL.path + "\n" + destination.absoluteString).utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-        }
-        let name = String(hash, radix: 16)
-        return folder.appendingPathComponent("multipart-\(String(repeating: "0", count: 16 - name.count))\(name).json")
+        ManifestFile.location(in: folder, prefix: "multipart", file: file, destination: destination)
     }
 
     /// The manifest at `location` if it is one of this version for `file`
@@ -58,15 +51,7 @@ struct MultipartManifest: Codable, Sendable, Hashable {
 
     /// Writes the manifest to `location` atomically, creating its folder.
     func save(to location: URL) throws(UploadError) {
-        do {
-            try FileManager.default.createDirectory(
-                at: location.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            try encoder.encode(self).write(to: location, options: .atomic)
-        } catch {
-            throw .writeFailed(location, reason: error.localizedDescription)
-        }
+        try ManifestFile.save(self, to: location)
     }
 
     /// Removes the manifest at `location` if it is the one of `uploadID`

@@ -218,31 +218,14 @@ public final class S3Uploader: Uploader, Sendable {
         attempts: UploadAttempts,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        Job { [self] controller in
-            let retries = RequestRetries(attempts)
-            let size: Int64
-            do {
-                try attempts.validate()
-                size = try checkedSize(of: media)
-            } catch {
-                retries.reportFailure(error)
-                controller.fail(with: error)
-                return
-            }
-            let upload: Job<UploadReceipt> =
-                if case .file(let file) = media.content, size >= multipartThreshold {
-                    MultipartUpload(
-                        client: client, options: multipartOptions, media: media, file: file, retries: retries,
-                        progress: progress
-                    ).job
-                } else {
-                    putObject(media, size: size, retries: retries, progress: progress)
-                }
-            controller.perform(upload) { outcome in
-                if case .failure(let error) = outcome, !controller.isCompleted {
-                    retries.reportFailure(error)
-                }
-                controller.complete(with: outcome)
+        uploadRetryingEachRequest(media, attempts: attempts) { [self] size, retries in
+            if case .file(let file) = media.content, size >= multipartThreshold {
+                MultipartUpload(
+                    client: client, options: multipartOptions, media: media, file: file, retries: retries,
+                    progress: progress
+                ).job
+            } else {
+                putObject(media, size: size, retries: retries, progress: progress)
             }
         }
     }

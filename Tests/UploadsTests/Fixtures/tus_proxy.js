@@ -1,0 +1,311 @@
+'use strict';
+/**
+ * A tus server nobody here wrote, behind a counting proxy on Node's own
+ * `http` module, for UploadsTests.
+ *
+ * TUS_SERVER names the server, from PyPI, pinned and installed by .ci/run:
+ * `resumable-upload` (standard library only) or `tuspyserver` (FastAPI,
+ * behind uvicorn, through tuspy_app.py). It runs as a child process on a
+ * free port of 127.0.0.1, its files in a temporary folder; TUS_MAX_SIZE
+ * sets its largest upload. Once it answers, the proxy listens and prints
+ * its own port (serve.js). The child is stopped when the proxy exits.
+ *
+ * Every request but /_* is forwarded, its body streamed as it arrives, and
+ * recorded: {method, path, status, offset (the Upload-Offset sent),
+ * answerOffset, checksum (the Upload-Checksum sent), metadata (the
+ * Upload-Metadata sent), authorization, bodyBytes (received from the
+ * client), fault}.
+ *
+ * POST /_control {"fault": F, "method": M, "nth": N, "after": B} arms one
+ * fault for the N-th request of method M from now (N = 1: the next):
+ *  - "cut": forwards the first B bytes of its body, then drops both
+ *    connections (a connection lost mid-body): the server's first, then,
+ *    once the server holds those bytes (its HEAD says so, within 5
+ *    seconds; with "settle": false, at once), the client's;
+ *  - "corrupt": flips the bits of its body's first byte on the way (the
+ *    server's checksum then refuses it);
+ *  - "duplicate": forwards it twice, the second time once the first was
+ *    answered, and answers the client with the second answer (a request
+ *    sent again by the network);
+ *  - "lose": forwards it, then drops the client's connection instead of
+ *    answering (an answer lost on the way back).
+ * GET /_state answers {"requests": [...]}.
+ * GET /_wait?method=M answers {"ok": true} once a request of method M was
+ * answered (or its fault took effect), {"ok": false} after 10 seconds.
+ * GET /_stored?path=P answers {"size", "sha256"} of the upload at P as the
+ * server stored it, or 404.
+ */
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const http = require('node:http');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const serve = require('./serve.js');
+
+const kind = process.env.TUS_SERVER || 'resumable-upload';
+const maxSize = process.env.TUS_MAX_SIZE || '';
+const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'jobkit-tus-'));
+const requests = [];
+let faults = [];
+let upstreamPort = 0;
+let waiters = [];
+let child = null;
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+function startChild(port) {
+  const args = kind === 'tuspyserver'
+    ? [path.join(__dirname, 'tuspy_app.py'), String(port), path.join(folder, 'files'), maxSize]
+    : ['-m', 'resumable_upload', 'serve', '--host', '127.0.0.1', '--port', String(port),
+      '--upload-dir', path.join(folder, 'uploads'), '--db-path', path.join(folder, 'uploads.db'),
+      '--enable-downloads', '--log-level', 'ERROR', ...(maxSize ? ['--max-size', maxSize] : [])];
+  child = spawn('python3', args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  child.on('exit', (code) => {
+    if (child) process.stderr.write(`tus_proxy: ${kind} exited with ${code}\n`);
+  });
+}
+
+/** Resolves once the child answers OPTIONS, within 30 seconds. */
+function waitForChild(port) {
+  const deadline = Date.now() + 30000;
+  return new Promise((resolve, reject) => {
+    function probe() {
+      const request = http.request({ host: '127.0.0.1', port, method: 'OPTIONS', path: '/files/' }, (answer) => {
+        answer.resume();
+        resolve();
+      });
+      request.on('error', () => {
+        if (Date.now() > deadline) reject(new Error(`${kind} did not start within 30 s`));
+        else setTimeout(probe, 100);
+      });
+      request.end();
+    }
+    probe();
+  });
+}
+
+function stopChild() {
+  const running = child;
+  child = null;
+  if (running) running.kill('SIGTERM');
+  fs.rmSync(folder, { recursive: true, force: true });
+}
+
+process.on('exit', stopChild);
+
+/** The fault armed for this request, if any, taken out of the list. */
+function takeFault(method) {
+  for (const fault of faults) {
+    if (fault.method === method) fault.nth -= 1;
+  }
+  const index = faults.findIndex((fault) => fault.nth === 0);
+  if (index < 0) return null;
+  const [fault] = faults.splice(index, 1);
+  faults = faults.filter((other) => other.nth > 0);
+  return fault;
+}
+
+/** Answers the waits that a request now answered ends. */
+function noteAnswered() {
+  waiters = waiters.filter((waiter) => {
+    if (!requests.some((record) => record.method === waiter.method && record.status !== 0)) return true;
+    clearTimeout(waiter.timer);
+    json(waiter.response, 200, { ok: true });
+    return false;
+  });
+}
+
+function wait(query, response) {
+  const waiter = { method: query.get('method'), response };
+  waiter.timer = setTimeout(() => {
+    waiters = waiters.filter((other) => other !== waiter);
+    json(response, 200, { ok: false });
+  }, 10000);
+  waiters.push(waiter);
+  noteAnswered();
+}
+
+function json(response, status, value) {
+  const body = JSON.stringify(value);
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  response.end(body);
+}
+
+function upstreamRequest(request, onAnswer) {
+  const headers = { ...request.headers, host: `127.0.0.1:${upstreamPort}` };
+  return http.request({ host: '127.0.0.1', port: upstreamPort, method: request.method, path: request.url, headers },
+    onAnswer);
+}
+
+/** The request's answer, sent on to the client, with the record filled. */
+function relay(answer, response, record) {
+  record.status = answer.statusCode;
+  record.answerOffset = answer.headers['upload-offset'] ?? null;
+  const headers = { ...answer.headers };
+  // The server's absolute Locations name its own port: the proxy's instead.
+  if (headers.location) {
+    headers.location = headers.location.replace(`127.0.0.1:${upstreamPort}`, response.req.headers.host);
+  }
+  response.writeHead(answer.statusCode, headers);
+  answer.pipe(response);
+  noteAnswered();
+}
+
+/** Calls `done` once the upload at `uploadPath` has `offset`, or at `deadline`. */
+function settle(uploadPath, offset, deadline, done) {
+  const head = http.request({ host: '127.0.0.1', port: upstreamPort, method: 'HEAD', path: uploadPath,
+    headers: { 'tus-resumable': '1.0.0' } }, (answer) => {
+    answer.resume();
+    if (answer.headers['upload-offset'] === offset || Date.now() > deadline) return done();
+    setTimeout(() => settle(uploadPath, offset, deadline, done), 20);
+  });
+  head.on('error', () => (Date.now() > deadline ? done() : setTimeout(() => settle(uploadPath, offset, deadline, done), 20)));
+  head.end();
+}
+
+function forward(request, response) {
+  const record = {
+    method: request.method, path: request.url, status: 0, offset: request.headers['upload-offset'] ?? null,
+    answerOffset: null, checksum: request.headers['upload-checksum'] ?? null,
+    metadata: request.headers['upload-metadata'] ?? null, authorization: request.headers.authorization ?? null,
+    bodyBytes: 0, fault: null,
+  };
+  requests.push(record);
+  const fault = takeFault(request.method);
+  record.fault = fault ? fault.fault : null;
+  request.on('data', (chunk) => { record.bodyBytes += chunk.length; });
+
+  if (fault && fault.fault === 'duplicate') {
+    const chunks = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const first = upstreamRequest(request, (answer) => {
+        answer.resume();
+        answer.on('end', () => {
+          const second = upstreamRequest(request, (again) => relay(again, response, record));
+          second.on('error', () => response.destroy());
+          second.end(body);
+        });
+      });
+      first.on('error', () => response.destroy());
+      first.end(body);
+    });
+    return;
+  }
+
+  const upstream = upstreamRequest(request, (answer) => {
+    if (fault && fault.fault === 'lose') {
+      record.status = answer.statusCode;
+      record.answerOffset = answer.headers['upload-offset'] ?? null;
+      answer.resume();
+      answer.on('end', () => {
+        response.socket.destroy();
+        noteAnswered();
+      });
+      return;
+    }
+    relay(answer, response, record);
+  });
+  upstream.on('error', () => response.socket.destroy());
+
+  if (fault && fault.fault === 'cut') {
+    let sent = 0;
+    request.on('data', (chunk) => {
+      const room = fault.after - sent;
+      if (room <= 0) return;
+      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+      sent += part.length;
+      upstream.write(part);
+      if (sent < fault.after) return;
+      request.pause();
+      // The server has what was written once it is flushed: then the
+      // connection to it goes, mid-body, and the client's once the server
+      // took the bytes in, so that what the client asks next is settled.
+      upstream.write('', () => setTimeout(() => {
+        upstream.destroy();
+        const expected = String(Number(record.offset || 0) + fault.after);
+        if (fault.settle === false) return request.socket.destroy();
+        settle(request.url, expected, Date.now() + 5000, () => request.socket.destroy());
+      }, 50));
+    });
+    return;
+  }
+  if (fault && fault.fault === 'corrupt') {
+    let flipped = false;
+    request.on('data', (chunk) => {
+      if (!flipped && chunk.length > 0) {
+        chunk[0] ^= 0xff;
+        flipped = true;
+      }
+      upstream.write(chunk);
+    });
+    request.on('end', () => upstream.end());
+    return;
+  }
+  request.pipe(upstream);
+}
+
+function stored(query, response) {
+  const uploadPath = query.get('path') || '';
+  if (kind === 'tuspyserver') {
+    const file = path.join(folder, 'files', path.basename(uploadPath));
+    if (!fs.existsSync(file)) return json(response, 404, { error: 'no such upload' });
+    const bytes = fs.readFileSync(file);
+    return json(response, 200, { size: bytes.length, sha256: crypto.createHash('sha256').update(bytes).digest('hex') });
+  }
+  const download = http.request({ host: '127.0.0.1', port: upstreamPort, method: 'GET', path: uploadPath }, (answer) => {
+    if (answer.statusCode !== 200) {
+      answer.resume();
+      return json(response, 404, { error: `the server answered ${answer.statusCode}` });
+    }
+    const hash = crypto.createHash('sha256');
+    let size = 0;
+    answer.on('data', (chunk) => { size += chunk.length; hash.update(chunk); });
+    answer.on('end', () => json(response, 200, { size, sha256: hash.digest('hex') }));
+  });
+  download.on('error', (error) => json(response, 500, { error: error.message }));
+  download.end();
+}
+
+const server = http.createServer((request, response) => {
+  const url = new URL(request.url, 'http://127.0.0.1');
+  if (url.pathname === '/_state') return json(response, 200, { requests });
+  if (url.pathname === '/_stored') return stored(url.searchParams, response);
+  if (url.pathname === '/_wait') return wait(url.searchParams, response);
+  if (url.pathname === '/_control') {
+    const chunks = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => {
+      faults.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      json(response, 200, { armed: faults.length });
+    });
+    return;
+  }
+  forward(request, response);
+});
+
+(async () => {
+  upstreamPort = await freePort();
+  startChild(upstreamPort);
+  try {
+    await waitForChild(upstreamPort);
+  } catch (error) {
+    process.stderr.write(`tus_proxy: ${error.message}\n`);
+    process.stdout.write('UNAVAILABLE\n');
+    stopChild();
+    process.exit(1);
+  }
+  serve(server);
+})();
