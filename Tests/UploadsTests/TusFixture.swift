@@ -1,4 +1,5 @@
 import Foundation
+import JobKitTesting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -46,6 +47,9 @@ final class TusFixture: Sendable {
         let checksum: String?
         let metadata: String?
         let authorization: String?
+        /// The `Upload-Length` sent, and the `Location` answered.
+        let length: String?
+        let location: String?
         /// The body's bytes that reached the proxy.
         let bodyBytes: Int
         let fault: String?
@@ -65,33 +69,76 @@ final class TusFixture: Sendable {
 
     let server: Server
     private let process: FixtureProcess
+    /// The first request of the proxy's that this fixture's test sent.
+    private let firstRequest: Int
     var baseURL: URL { process.baseURL }
     /// The creation endpoint.
     var endpoint: URL { URL(string: "/files/", relativeTo: baseURL)!.absoluteURL }
 
     /// Starts `server` (whose largest upload is `maxSize` bytes, when
-    /// given) behind the proxy, runs `body` with it, and stops it.
+    /// given) behind a proxy of its own, runs `body` with it, and stops it.
     static func with<T>(
         _ server: Server, maxSize: Int? = nil, _ body: (TusFixture) async throws -> T
     ) async throws -> T {
-        let fixture = try await TusFixture(server: server, maxSize: maxSize)
+        let fixture = try await start(server, environment: maxSize.map { ["TUS_MAX_SIZE": String($0)] } ?? [:])
         defer { fixture.process.stop() }
         return try await body(fixture)
     }
 
-    private init(server: Server, maxSize: Int?) async throws {
-        self.server = server
-        var environment = ["TUS_SERVER": server.rawValue]
-        if let maxSize { environment["TUS_MAX_SIZE"] = String(maxSize) }
-        // The proxy prints its port once the server answers: off Swift's
-        // cooperative threads, which the wait would hold.
-        let started = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { [environment] in
-                continuation.resume(
-                    returning: Result { try startNodeFixture("tus_proxy.js", environment: environment) })
-            }
+    /// Runs `body` with `server` behind the proxy, one of each server kept
+    /// for a suite that runs one test at a time (`.serialized`): started by
+    /// the first test that needs it, each test seeing its own requests
+    /// only, and no fault armed by another.
+    static func withKept<T>(_ server: Server, _ body: (TusFixture) async throws -> T) async throws -> T {
+        let kept = try await kept(server)
+        try await kept.clearFaults()
+        return try await body(
+            TusFixture(server: server, process: kept.process, firstRequest: try await kept.requestCount()))
+    }
+
+    /// The fixtures kept for the test process, by server.
+    private static let keptFixtures = LockedValue<[Server: Task<TusFixture, any Error>]>([:])
+
+    /// The fixture of `server` kept for the test process, started once. It
+    /// ends with the test process, which closes its input.
+    private static func kept(_ server: Server) async throws -> TusFixture {
+        let task = keptFixtures.withValue { kept in
+            if let running = kept[server] { return running }
+            let starting = Task { try await start(server, environment: [:]) }
+            kept[server] = starting
+            return starting
         }
-        process = try started.get()
+        return try await task.value
+    }
+
+    /// Starts `server` behind a proxy of its own.
+    private static func start(_ server: Server, environment: [String: String]) async throws -> TusFixture {
+        let environment = environment.merging(["TUS_SERVER": server.rawValue]) { $1 }
+        // The proxy prints its port once the server answers, which takes
+        // half a second.
+        let started = await onThreadOfItsOwn { [environment] in
+            Result { try startNodeFixture("tus_proxy.js", environment: environment) }
+        }
+        return TusFixture(server: server, process: try started.get(), firstRequest: 0)
+    }
+
+    private init(server: Server, process: FixtureProcess, firstRequest: Int) {
+        self.server = server
+        self.process = process
+        self.firstRequest = firstRequest
+    }
+
+    /// Forgets the faults armed and not yet met.
+    private func clearFaults() async throws {
+        var request = URLRequest(url: baseURL.appendingPathComponent("_control"))
+        request.httpMethod = "POST"
+        request.httpBody = Data(#"{"clear": true}"#.utf8)
+        _ = try await FixtureServer.send(request)
+    }
+
+    /// How many requests the proxy has recorded, every test's.
+    private func requestCount() async throws -> Int {
+        try await allRequests().count
     }
 
     /// Arms `fault` ("cut", "corrupt", "duplicate" or "lose") for the
@@ -105,20 +152,37 @@ final class TusFixture: Sendable {
         _ = try await FixtureServer.send(request)
     }
 
-    /// Every request so far, in order, but the resends that libcurl began
-    /// and the uploader refused (see ``Request/isRefusedResend``) unless
-    /// asked for.
+    /// Every request of this test so far, in order, but the resends that
+    /// libcurl began and the uploader refused (see
+    /// ``Request/isRefusedResend``) unless asked for.
     func requests(refusedResends: Bool = false) async throws -> [Request] {
+        try await allRequests().dropFirst(firstRequest).filter { refusedResends || !$0.isRefusedResend }
+    }
+
+    /// Every request the proxy recorded, every test's.
+    private func allRequests() async throws -> [Request] {
         struct State: Decodable { let requests: [Request] }
         let data = try await FixtureServer.send(URLRequest(url: baseURL.appendingPathComponent("_state")))
-        return try JSONDecoder().decode(State.self, from: data).requests.filter {
-            refusedResends || !$0.isRefusedResend
-        }
+        return try JSONDecoder().decode(State.self, from: data).requests
     }
 
     /// The methods of every request so far, in order.
     func methods() async throws -> [String] {
         try await requests().map(\.method)
+    }
+
+    /// The uploads created so far whose stored bytes are not their length:
+    /// their locations, or "?" for a creation answered without one.
+    func unfinishedUploads() async throws -> [String] {
+        var unfinished: [String] = []
+        for request in try await requests() where request.method == "POST" && request.status == 201 {
+            guard let location = request.location, let url = URL(string: location, relativeTo: baseURL) else {
+                unfinished.append("?")
+                continue
+            }
+            if try await stored(url)?.size != request.length.flatMap({ Int($0) }) { unfinished.append(location) }
+        }
+        return unfinished
     }
 
     /// What the server stored of the upload at `uploadURL`; `nil` when it
@@ -157,7 +221,9 @@ extension TusFixture {
     func waitFor(_ method: String) async throws -> Bool {
         struct Waited: Decodable { let ok: Bool }
         var components = URLComponents(url: baseURL.appendingPathComponent("_wait"), resolvingAgainstBaseURL: false)!
-        components.queryItems = [URLQueryItem(name: "method", value: method)]
+        components.queryItems = [
+            URLQueryItem(name: "method", value: method), URLQueryItem(name: "from", value: String(firstRequest)),
+        ]
         return try JSONDecoder().decode(
             Waited.self, from: try await FixtureServer.send(URLRequest(url: components.url!))
         )

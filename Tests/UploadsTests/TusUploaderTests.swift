@@ -11,9 +11,11 @@ import FoundationNetworking
 /// `TusUploader` against two tus servers nobody here wrote, from PyPI:
 /// `resumable-upload` and `tuspyserver`, behind a counting proxy that can
 /// cut, corrupt, repeat or lose a request (`Fixtures/tus_proxy.js`).
-// Two minutes: each test starts a server (tuspyserver's uvicorn takes a
-// second or two), and the Thread Sanitizer's pass hashes in a debug build.
-@Suite("tus uploads", .timeLimit(.minutes(2)))
+// One test at a time: each starts a Node proxy and a Python server, which
+// take the two cores for half a second; many at once starved the other
+// suites of CI's Thread Sanitizer pass. Two minutes: the sanitized pass
+// hashes in a debug build.
+@Suite("tus uploads", .serialized, .timeLimit(.minutes(2)))
 struct TusUploaderTests {
     /// 8 MiB and 12,345 bytes: a file that is not a multiple of the chunk.
     static let largeSize = 8 * 1024 * 1024 + 12_345
@@ -99,7 +101,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
     func aFileThatIsNotAMultipleOfTheChunkArrivesWhole(server: TusFixture.Server) async throws {
-        try await TusFixture.with(server) { tus in
+        try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: Self.largeSize)
             defer { workspace.folder.remove() }
             let receipt = try await Job.uploading(
@@ -130,7 +132,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
     func aSmallFileGoesUpInTheRequestThatCreatesIt(server: TusFixture.Server) async throws {
-        try await TusFixture.with(server) { tus in
+        try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: 300_000, name: "photo.jpg")
             defer { workspace.folder.remove() }
             let photo = Photo(file: workspace.file, destination: tus.endpoint)
@@ -145,8 +147,8 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func aChunkSizeOfZeroSendsTheRestOfTheFileInOnePatch() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
-            let workspace = try Workspace(size: Self.largeSize)
+        try await TusFixture.withKept(.resumableUpload) { tus in
+            let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let receipt = try await Job.uploading(
                 Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: 0)
@@ -154,15 +156,15 @@ struct TusUploaderTests {
 
             let requests = try await tus.requests()
             #expect(requests.map(\.method) == ["OPTIONS", "POST", "PATCH"])
-            #expect(requests.last?.bodyBytes == Self.largeSize)
+            #expect(requests.last?.bodyBytes == 3_000_000)
             let stored = try await tus.stored(receipt.finalURL)
-            #expect(stored == TusFixture.Stored(size: Self.largeSize, sha256: try await sha256(of: workspace.file)))
+            #expect(stored == TusFixture.Stored(size: 3_000_000, sha256: try await sha256(of: workspace.file)))
         }
     }
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func bytesInMemoryAreSentInChunksToo() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 0)
             defer { workspace.folder.remove() }
             let bytes = patternedBytes(2_500_000, seed: 3)
@@ -181,7 +183,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
     func aPatchCutMidBodyGoesOnFromTheServersOffset(server: TusFixture.Server) async throws {
-        try await TusFixture.with(server) { tus in
+        try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: Self.largeSize)
             defer { workspace.folder.remove() }
             try await tus.arm("cut", "PATCH", after: 3_000_000)
@@ -208,7 +210,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func aChunkWhoseChecksumIsRefusedOnceIsSentAgain() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             try await tus.arm("corrupt", "PATCH", nth: 2)
@@ -227,7 +229,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func aChecksumRefusedTwiceFailsAndTerminatesTheUpload() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             try await tus.arm("corrupt", "PATCH", nth: 2)
@@ -252,7 +254,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
     func aConflictAsksTheServersOffsetAndGoesOnFromIt(server: TusFixture.Server) async throws {
-        try await TusFixture.with(server) { tus in
+        try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             // The network sends the first PATCH twice: the server takes the
@@ -276,7 +278,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func anUploadLeftByAnotherUploaderResumesFromItsManifest() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: Self.largeSize)
             defer { workspace.folder.remove() }
             try await tus.arm("cut", "PATCH", after: 5_000_000)
@@ -303,7 +305,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func anUploadTheServerHoldsWholeIsNotSentAgain() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             // The answer to the last PATCH is lost: the server holds it all,
@@ -323,7 +325,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func anUploadTheServerDiscardedIsStartedAgain() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let (video, uploader) = try await Self.leaveUnfinished(workspace, at: tus)
@@ -344,7 +346,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func anUploadPastItsExpiryIsStartedAgainWithoutAsking() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let (video, uploader) = try await Self.leaveUnfinished(workspace, at: tus)
@@ -366,7 +368,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func aCancelTerminatesTheUpload() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let handle = LockedValue<JobHandle?>(nil)
@@ -391,7 +393,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func aCancelThatKeepsWhatIsStoredLeavesTheUploadToResume() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let uploader = Self.uploader(workspace, chunk: Self.mebibyte)
@@ -419,7 +421,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func discardingAResumableUploadTerminatesIt() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let (video, uploader) = try await Self.leaveUnfinished(workspace, at: tus)
@@ -437,7 +439,7 @@ struct TusUploaderTests {
 
     @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
     func anUploadURLHandedOutInAdvanceIsSentToWithoutACreation() async throws {
-        try await TusFixture.with(.resumableUpload) { tus in
+        try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 2_000_000)
             defer { workspace.folder.remove() }
             // The app's backend made it, as Vimeo's API does.

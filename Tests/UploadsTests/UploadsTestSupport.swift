@@ -193,14 +193,23 @@ func pythonDigest(_ algorithm: String, of file: URL, offset: Int = 0, length: In
     let output = Pipe()
     process.standardOutput = output
     try process.run()
-    let data = await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            continuation.resume(returning: data)
-        }
+    let data = await onThreadOfItsOwn {
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return data
     }
     return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Runs `work`, which blocks (reading a pipe, waiting for a process), on a
+/// thread of its own: neither on Swift's cooperative threads nor on a
+/// dispatch queue, whose few threads (one per core) the code under test
+/// needs. Many tests waiting at once on the global queue once starved an
+/// S3 upload's digests for ten seconds.
+func onThreadOfItsOwn<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: work()) }
+    }
 }
 
 /// Writes `size` patterned bytes to `file`, a megabyte at a time.

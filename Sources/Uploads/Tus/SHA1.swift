@@ -49,9 +49,13 @@ package struct SHA1: StreamingDigest {
     }
 
     /// Runs one block of 64 bytes at `block` through the 80 steps
-    /// (RFC 3174, section 6.1, method 1).
+    /// (RFC 3174, section 6.1, method 1): four rounds of twenty, each with
+    /// its function and constant.
     private mutating func compress(_ block: UnsafeRawPointer) {
-        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { buffer in
+            // A pointer, not the buffer: no bounds check on each word in
+            // debug builds.
+            let w = buffer.baseAddress!
             for t in 0..<16 {
                 w[t] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: t &* 4, as: UInt32.self))
             }
@@ -59,16 +63,17 @@ package struct SHA1: StreamingDigest {
                 w[t] = rotate(w[t &- 3] ^ w[t &- 8] ^ w[t &- 14] ^ w[t &- 16], 1)
             }
             var (a, b, c, d, e) = (h0, h1, h2, h3, h4)
-            for t in 0..<80 {
-                let (f, k): (UInt32, UInt32) =
-                    switch t {
-                    case 0..<20: ((b & c) | (~b & d), 0x5a82_7999)
-                    case 20..<40: (b ^ c ^ d, 0x6ed9_eba1)
-                    case 40..<60: ((b & c) | (b & d) | (c & d), 0x8f1b_bcdc)
-                    default: (b ^ c ^ d, 0xca62_c1d6)
-                    }
-                let temp = rotate(a, 5) &+ f &+ e &+ w[t] &+ k
-                (e, d, c, b, a) = (d, c, rotate(b, 30), a, temp)
+            for t in 0..<20 {
+                (e, d, c, b, a) = (d, c, rotate(b, 30), a, step(a, (b & c) | (~b & d), e, w[t], 0x5a82_7999))
+            }
+            for t in 20..<40 {
+                (e, d, c, b, a) = (d, c, rotate(b, 30), a, step(a, b ^ c ^ d, e, w[t], 0x6ed9_eba1))
+            }
+            for t in 40..<60 {
+                (e, d, c, b, a) = (d, c, rotate(b, 30), a, step(a, (b & c) | (b & d) | (c & d), e, w[t], 0x8f1b_bcdc))
+            }
+            for t in 60..<80 {
+                (e, d, c, b, a) = (d, c, rotate(b, 30), a, step(a, b ^ c ^ d, e, w[t], 0xca62_c1d6))
             }
             h0 &+= a
             h1 &+= b
@@ -77,6 +82,15 @@ package struct SHA1: StreamingDigest {
             h4 &+= e
         }
     }
+}
+
+// Transparent, so that they are inlined in debug builds too, as MD5's
+// steps are.
+
+/// `(a <<< 5) + f + e + w + k`: the new `a` of each step.
+@_transparent
+private func step(_ a: UInt32, _ f: UInt32, _ e: UInt32, _ w: UInt32, _ k: UInt32) -> UInt32 {
+    rotate(a, 5) &+ f &+ e &+ w &+ k
 }
 
 /// `x` rotated left by `n` bits.

@@ -13,8 +13,9 @@
  * Every request but /_* is forwarded, its body streamed as it arrives, and
  * recorded: {method, path, status, offset (the Upload-Offset sent),
  * answerOffset, checksum (the Upload-Checksum sent), metadata (the
- * Upload-Metadata sent), authorization, bodyBytes (received from the
- * client), fault}.
+ * Upload-Metadata sent), authorization, length (the Upload-Length sent),
+ * location (the Location answered, on the proxy), bodyBytes (received from
+ * the client), fault}.
  *
  * POST /_control {"fault": F, "method": M, "nth": N, "after": B} arms one
  * fault for the N-th request of method M from now (N = 1: the next):
@@ -29,9 +30,11 @@
  *    sent again by the network);
  *  - "lose": forwards it, then drops the client's connection instead of
  *    answering (an answer lost on the way back).
+ * POST /_control {"clear": true} forgets the faults armed and not met.
  * GET /_state answers {"requests": [...]}.
- * GET /_wait?method=M answers {"ok": true} once a request of method M was
- * answered (or its fault took effect), {"ok": false} after 10 seconds.
+ * GET /_wait?method=M&from=N answers {"ok": true} once a request of method
+ * M, the N-th or later, was answered (or its fault took effect),
+ * {"ok": false} after 10 seconds.
  * GET /_stored?path=P answers {"size", "sha256"} of the upload at P as the
  * server stored it, or 404.
  */
@@ -119,7 +122,8 @@ function takeFault(method) {
 /** Answers the waits that a request now answered ends. */
 function noteAnswered() {
   waiters = waiters.filter((waiter) => {
-    if (!requests.some((record) => record.method === waiter.method && record.status !== 0)) return true;
+    const later = requests.slice(waiter.from);
+    if (!later.some((record) => record.method === waiter.method && record.status !== 0)) return true;
     clearTimeout(waiter.timer);
     json(waiter.response, 200, { ok: true });
     return false;
@@ -127,7 +131,7 @@ function noteAnswered() {
 }
 
 function wait(query, response) {
-  const waiter = { method: query.get('method'), response };
+  const waiter = { method: query.get('method'), from: Number(query.get('from') || 0), response };
   waiter.timer = setTimeout(() => {
     waiters = waiters.filter((other) => other !== waiter);
     json(response, 200, { ok: false });
@@ -156,6 +160,7 @@ function relay(answer, response, record) {
   // The server's absolute Locations name its own port: the proxy's instead.
   if (headers.location) {
     headers.location = headers.location.replace(`127.0.0.1:${upstreamPort}`, response.req.headers.host);
+    record.location = headers.location;
   }
   response.writeHead(answer.statusCode, headers);
   answer.pipe(response);
@@ -179,7 +184,7 @@ function forward(request, response) {
     method: request.method, path: request.url, status: 0, offset: request.headers['upload-offset'] ?? null,
     answerOffset: null, checksum: request.headers['upload-checksum'] ?? null,
     metadata: request.headers['upload-metadata'] ?? null, authorization: request.headers.authorization ?? null,
-    bodyBytes: 0, fault: null,
+    length: request.headers['upload-length'] ?? null, location: null, bodyBytes: 0, fault: null,
   };
   requests.push(record);
   const fault = takeFault(request.method);
@@ -288,7 +293,9 @@ const server = http.createServer((request, response) => {
     const chunks = [];
     request.on('data', (chunk) => chunks.push(chunk));
     request.on('end', () => {
-      faults.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      const control = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      if (control.clear) faults = [];
+      else faults.push(control);
       json(response, 200, { armed: faults.length });
     });
     return;
