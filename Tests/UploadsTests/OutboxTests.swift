@@ -625,6 +625,21 @@ struct OutboxTests {
         outbox.close()
     }
 
+    @Test func anUploadThatExactlyFillsTheBudgetStartsBesideTheOthers() throws {
+        defer { folder.remove() }
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        let outbox = try open(uploader, maxConcurrentUploads: 4, maxBytesInFlight: 300)
+        let post = outboxPost("full", photos: 3, videos: 0, size: 100)
+        let id = try outbox.add(post)
+        try queue.run()
+        #expect(
+            uploader.startedDestinations == post.media.map(\.destination),
+            "100 + 100 + 100 bytes fill 300 exactly: all three go at once")
+        try queue.advance(by: .seconds(2))
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
+    }
+
     @Test func aPostWaitingForTheNetworkIsTriedAgainAfterADoublingCappedWait() throws {
         defer { folder.remove() }
         let post = outboxPost("a", photos: 1, videos: 0)
