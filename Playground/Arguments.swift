@@ -7,6 +7,8 @@ struct Arguments {
     var s3: URL?
     /// A Mastodon-compatible server, and the access token to post with.
     var mastodon: URL?
+    /// The creation endpoint of a tus server.
+    var tus: URL?
     var token: String?
     var concurrency = 3
     var retries = 2
@@ -45,11 +47,13 @@ struct Arguments {
                              with a description, at most 4 media), waiting for its clip to be
                              processed; prints the status's URL. Needs --token
           --token TOKEN      the access token to post with (scopes write:media and write:statuses)
+          --tus URL          upload through a tus server's creation endpoint at URL (the media and the
+                             post, in resumable uploads that a new run resumes if one is killed)
           --concurrency N    media uploads at once (default 3)
-          --retries N        retries per upload (with --s3, per request) whose failure can pass (timed
+          --retries N        retries per upload (with --s3 or --tus, per request) whose failure can pass (timed
                              out, connection lost, HTTP 408, 429, 500, 502, 503, 504), with jittered
                              backoff (default 2)
-          --timeout SECONDS  time limit of one attempt of an upload (with --s3, of a request)
+          --timeout SECONDS  time limit of one attempt of an upload (with --s3 or --tus, of a request)
                              (default: none)
           --fail-rate P      fail this share of attempts on purpose, 0 to 1 (default 0)
           --seed N           seed for --fail-rate and the retries' jitter (default 1)
@@ -112,6 +116,15 @@ struct Arguments {
                     throw UsageError(description: "--mastodon needs the http or https URL of a server, got '\(text)'")
                 }
                 arguments.mastodon = url
+            case "--tus":
+                let text = try value()
+                guard let url = URL(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme),
+                    url.host != nil
+                else {
+                    throw UsageError(
+                        description: "--tus needs the http or https URL of a tus creation endpoint, got '\(text)'")
+                }
+                arguments.tus = url
             case "--token":
                 let token = try value()
                 guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
@@ -176,6 +189,13 @@ struct Arguments {
         guard arguments.mastodon == nil || (arguments.server == nil && arguments.s3 == nil && arguments.output == nil)
         else {
             throw UsageError(description: "--mastodon cannot be combined with --server, --s3 or --output")
+        }
+        guard
+            arguments.tus == nil
+                || (arguments.server == nil && arguments.s3 == nil && arguments.mastodon == nil
+                    && arguments.output == nil)
+        else {
+            throw UsageError(description: "--tus cannot be combined with --server, --s3, --mastodon or --output")
         }
         if arguments.outbox != nil {
             if arguments.workFolder != nil {

@@ -41,11 +41,14 @@ enum SamplePost {
     ///   - mastodon: A Mastodon-compatible server to post to instead: then
     ///     the post has three photos and a video, each with its
     ///     description, and its status is named `beach-day`.
+    ///   - tus: A tus server's creation endpoint to upload to instead: the
+    ///     destination of every medium, and of the post's document, told
+    ///     apart by its fragment, `#beach-day.json`.
     /// - Returns: A post of six photos and three videos, read from `folder`.
     /// - Throws: The file system's error when a file cannot be written.
     static func make(
         in folder: URL, destinationBase: URL, scale: Double = 1, reusingFiles: Bool = false,
-        isCancelled: () -> Bool = { false }, mastodon: MastodonServer? = nil
+        isCancelled: () -> Bool = { false }, mastodon: MastodonServer? = nil, tus: URL? = nil
     ) throws -> Post {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let base = destinationBase.appendingPathComponent("posts")
@@ -65,7 +68,7 @@ enum SamplePost {
             return (file, destination(name))
         }
         func destination(_ name: String) -> URL {
-            base.appendingPathComponent("beach-day").appendingPathComponent(name)
+            tus ?? base.appendingPathComponent("beach-day").appendingPathComponent(name)
         }
         if let mastodon {
             let photos = try photoSizes.prefix(3).enumerated().map { index, size in
@@ -89,7 +92,8 @@ enum SamplePost {
             text: "A day at the beach: six photos and three clips.",
             photos: photos,
             videos: videos,
-            destination: base.appendingPathComponent("beach-day.json")
+            destination: tus.flatMap { URL(string: "#beach-day.json", relativeTo: $0)?.absoluteURL }
+                ?? base.appendingPathComponent("beach-day.json")
         )
     }
 

@@ -35,15 +35,18 @@ struct Workspace {
         if let outbox = arguments.outbox {
             folder = outbox
         } else {
-            // With --s3 the folder has a fixed name and outlives a run that
-            // did not publish, so that the next run finds the media and the
-            // multipart uploads' manifests, and resumes.
+            // With --s3 or --tus the folder has a fixed name and outlives a
+            // run that did not publish, so that the next run finds the media
+            // and the resumable uploads' manifests, and resumes.
+            let name =
+                arguments.s3 != nil
+                ? "JobKitPlayground-s3"
+                : arguments.tus != nil ? "JobKitPlayground-tus" : "JobKitPlayground-\(UUID().uuidString.prefix(8))"
             folder = (arguments.workFolder ?? FileManager.default.temporaryDirectory)
-                .appendingPathComponent(
-                    arguments.s3 == nil ? "JobKitPlayground-\(UUID().uuidString.prefix(8))" : "JobKitPlayground-s3",
-                    isDirectory: true)
+                .appendingPathComponent(name, isDirectory: true)
         }
-        let base = arguments.server ?? arguments.mastodon ?? URL(string: "https://uploads.example.com")!
+        let base =
+            arguments.server ?? arguments.mastodon ?? arguments.tus ?? URL(string: "https://uploads.example.com")!
         var uploader: any Uploader
         var documentUploader: (any Uploader)?
         let destinationName: String
@@ -63,6 +66,11 @@ struct Workspace {
                 manifestFolder: folder.appendingPathComponent("multipart", isDirectory: true)
             )
             destinationName = "S3 storage, URLs presigned by \(backend.absoluteString)"
+        } else if let endpoint = arguments.tus {
+            // Its requests are retried, each on its own, by the run's
+            // policy, as S3's are.
+            uploader = TusUploader(manifestFolder: folder.appendingPathComponent("tus", isDirectory: true))
+            destinationName = "the tus server at \(endpoint.absoluteString)"
         } else if let server = arguments.server {
             uploader = URLSessionUploader(method: .put)
             destinationName = server.absoluteString
@@ -91,8 +99,8 @@ struct Workspace {
             // their uploads can resume.
             post = try SamplePost.make(
                 in: folder.appendingPathComponent("media"), destinationBase: base, scale: arguments.scale,
-                reusingFiles: arguments.s3 != nil || arguments.outbox != nil, isCancelled: { stop.isRequested },
-                mastodon: mastodon)
+                reusingFiles: arguments.s3 != nil || arguments.tus != nil || arguments.outbox != nil,
+                isCancelled: { stop.isRequested }, mastodon: mastodon, tus: arguments.tus)
         } catch is CancellationError {
             Self.cleanUp(folder, arguments, published: false)
             fail("stopped (\(stop.name)) while writing the sample media; nothing was uploaded", code: stop.exitStatus)
@@ -125,12 +133,12 @@ struct Workspace {
     }
 
     /// What the progress lines call each upload, the post's last: the
-    /// media's file names and "the status" for a Mastodon-compatible
-    /// server, whose media all go to one endpoint; their destinations
-    /// otherwise (`nil`).
+    /// media's file names, and "the status" for a Mastodon-compatible
+    /// server or "the post" for a tus server, whose media all go to one
+    /// endpoint; their destinations otherwise (`nil`).
     var uploadNames: [String]? {
-        guard mastodon != nil else { return nil }
-        return post.media.map { $0.filename ?? $0.defaultFilename } + ["the status"]
+        guard mastodon != nil || arguments.tus != nil else { return nil }
+        return post.media.map { $0.filename ?? $0.defaultFilename } + [mastodon != nil ? "the status" : "the post"]
     }
 
     /// Where the published post is, for the user: the status's URL on a
@@ -218,13 +226,13 @@ struct Workspace {
     private static func cleanUp(_ folder: URL, _ arguments: Arguments, published: Bool) {
         let fileManager = FileManager.default
         if arguments.outbox != nil { return }
-        if arguments.s3 != nil {
-            // Unpublished, with multipart uploads left to resume: kept for
+        if arguments.s3 != nil || arguments.tus != nil {
+            // Unpublished, with resumable uploads left to resume: kept for
             // the next run. (A cancelled upload is aborted, and leaves none.)
-            let manifests = try? fileManager.contentsOfDirectory(
-                atPath: folder.appendingPathComponent("multipart").path)
+            let kind = arguments.s3 != nil ? "multipart" : "tus"
+            let manifests = try? fileManager.contentsOfDirectory(atPath: folder.appendingPathComponent(kind).path)
             if !published, manifests?.isEmpty == false {
-                print("  the media and \(manifests?.count ?? 0) unfinished multipart uploads stay in \(folder.path):")
+                print("  the media and \(manifests?.count ?? 0) unfinished \(kind) uploads stay in \(folder.path):")
                 print("  run again to resume them")
             } else if !(published && arguments.keeps) {
                 try? fileManager.removeItem(at: folder)

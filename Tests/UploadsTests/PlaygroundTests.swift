@@ -211,6 +211,39 @@ struct PlaygroundTests {
         }
     }
 
+    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    func publishesThroughATusServerAndOnceThroughAnOutbox() async throws {
+        try await TusFixture.with(.resumableUpload) { tus in
+            let work = try TemporaryFolder()
+            defer { work.remove() }
+            let arguments = ["--tus", tus.endpoint.absoluteString]
+
+            let run = try await playground(arguments, workFolder: work.url)
+
+            #expect(run.status == 0, "stderr: \(run.error)")
+            #expect(run.output.contains("to the tus server at \(tus.endpoint.absoluteString)"))
+            #expect(run.output.contains("  ✓ video-3.mp4  "))
+            var requests = try await tus.requests()
+            #expect(requests.filter { $0.method == "POST" }.count == 10, "9 media and the post, each created once")
+            #expect(try await tus.unfinishedUploads().isEmpty, "each stored whole")
+            let post = try #require(requests.last { $0.method == "POST" }?.location)
+            let postURL = try #require(URL(string: post, relativeTo: tus.baseURL)?.absoluteURL)
+            #expect(run.output.contains("  the post: \(postURL.absoluteString) (201)\n"))
+
+            let outbox = work.url.appendingPathComponent("outbox").path
+            let first = try await playground(arguments + ["--outbox", outbox])
+            #expect(first.status == 0, "stderr: \(first.error)")
+            let sent = try await tus.requests().count
+            let again = try await playground(arguments + ["--outbox", outbox])
+            #expect(again.status == 0, "stderr: \(again.error)")
+            #expect(again.output.hasPrefix("Already published: \"A day at the beach: six photos and three clips.\"\n"))
+            requests = try await tus.requests()
+            #expect(requests.count == sent, "once published, nothing is sent")
+            #expect(requests.filter { $0.method == "POST" }.count == 20)
+            #expect(try await tus.unfinishedUploads().isEmpty)
+        }
+    }
+
     @Test func aPresigningBackendThatAnswersWithoutAURLIsSaidAsItIsAndTheRunEnds() async throws {
         try await FixtureServer.with { server in
             // Node's fixture stores what it is sent and answers 201 "stored":
@@ -382,7 +415,7 @@ struct PlaygroundTests {
         #expect(run.status == 0)
         for option in [
             "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
-            "--work-folder", "--outbox", "--verbose", "--help", "--mastodon", "--token",
+            "--work-folder", "--outbox", "--verbose", "--help", "--mastodon", "--token", "--tus",
         ] {
             #expect(run.output.contains(option))
         }
@@ -397,6 +430,7 @@ struct PlaygroundTests {
         ["--outbox", "/tmp/x", "--verbose"], ["--mastodon", "http://127.0.0.1:9"], ["--token", "t"],
         ["--mastodon", "mastodon.social", "--token", "t"], ["--mastodon", "http://127.0.0.1:9", "--token", ""],
         ["--mastodon", "http://127.0.0.1:9", "--token", "t", "--server", "http://127.0.0.1:9"],
+        ["--tus", "tus.example.com/files/"], ["--tus", "http://127.0.0.1:9/files/", "--s3", "http://127.0.0.1:9"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) async throws {
         let run = try await playground(arguments, fast: false)
