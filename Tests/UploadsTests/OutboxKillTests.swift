@@ -41,6 +41,9 @@ struct OutboxKillTests {
         /// every request that sent it carried `key` where the server sees
         /// it.
         func checkDocument(_ path: String, idempotencyKey key: String) async throws
+        /// What this server's requests call the upload of `media` (the
+        /// `path` of ``Request``): by default its destination's path.
+        func name(of media: Media) -> String
     }
 
     /// A request a server received.
@@ -137,7 +140,9 @@ struct OutboxKillTests {
                     tally.kills += 1
                     let record = try Self.record(in: folder.url)
                     episodeKills.append(
-                        Kill(requestsBefore: try await server.requests().count, stored: record?.stored ?? []))
+                        Kill(
+                            requestsBefore: try await server.requests().count, stored: record?.stored(by: server) ?? [])
+                    )
                 } else {
                     #expect(run.process.terminationReason == .exit)
                     #expect(status == 0, "stdout: \(run.output) stderr: \(run.error)")
@@ -161,20 +166,20 @@ struct OutboxKillTests {
                 #expect(sentAgain.isEmpty, "sent after kill \(index + 1) of post \(tally.episodes), stored before it")
             }
             let episode = requests[episodeStart...]
-            for path in record.media.map({ Self.path(of: $0.destination) }) + [Self.path(of: record.destination)] {
+            let document = server.name(of: record.document)
+            for path in record.media.map({ server.name(of: $0.media) }) + [document] {
                 #expect(episode.contains { $0.path == path && $0.isStored }, "\(path) was stored for this post")
             }
             for medium in record.media {
-                try await server.checkStored(Self.path(of: medium.destination), file: medium.file)
+                try await server.checkStored(server.name(of: medium.media), file: medium.file)
             }
-            try await server.checkDocument(Self.path(of: record.destination), idempotencyKey: record.idempotencyKey)
+            try await server.checkDocument(document, idempotencyKey: record.idempotencyKey)
             tally.bytesReceived += episode.reduce(0) { $0 + $1.bytes }
             tally.interruptedBytes += episode.filter { !$0.isStored }.reduce(0) { $0 + $1.bytes }
             var stored: Set<String> = []
             for request in episode where request.isStored && !stored.insert(request.name).inserted {
                 tally.repeatedBytes += request.bytes
             }
-            let document = Self.path(of: record.destination)
             tally.documentsStored += episode.filter { $0.path == document && $0.isStored }.count
             tally.postBytes += Int(record.media.reduce(0) { $0 + $1.size } + (record.documentSize ?? 0))
         }
@@ -224,12 +229,24 @@ struct OutboxKillTests {
     }
 }
 
+extension OutboxKillTests.Server {
+    func name(of media: Media) -> String {
+        OutboxKillTests.path(of: media.destination)
+    }
+}
+
 extension OutboxRecord {
-    /// The paths of what the record names as stored.
-    var stored: Set<String> {
-        var stored = Set(media.filter { $0.receipt != nil }.map { OutboxKillTests.path(of: $0.destination) })
-        if status == .published { stored.insert(OutboxKillTests.path(of: destination)) }
+    /// What `server`'s requests call what the record names as stored.
+    func stored(by server: some OutboxKillTests.Server) -> Set<String> {
+        var stored = Set(media.filter { $0.receipt != nil }.map { server.name(of: $0.media) })
+        if status == .published { stored.insert(server.name(of: document)) }
         return stored
+    }
+
+    /// The post's document as publishing names it: bytes to the post's
+    /// destination (their size does not matter here).
+    var document: Media {
+        Media(bytes: Data(), destination: destination, contentType: "application/json")
     }
 }
 

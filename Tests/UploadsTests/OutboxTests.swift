@@ -220,6 +220,55 @@ struct OutboxTests {
         outbox.close()
     }
 
+    /// Records whether each upload was told to ask the storage first, and
+    /// uploads with the uploader it wraps.
+    final class CheckFirstRecorder: Uploader {
+        let wrapped: InMemoryUploader
+        let asked = LockedValue<[(destination: URL, checksStorageFirst: Bool)]>([])
+
+        init(_ wrapped: InMemoryUploader) {
+            self.wrapped = wrapped
+        }
+
+        func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+            wrapped.upload(media, progress: progress)
+        }
+
+        func upload(
+            _ media: Media, attempts: UploadAttempts, progress: @escaping @Sendable (UploadProgress) -> Void
+        ) -> Job<UploadReceipt> {
+            asked.withValue { $0.append((media.destination, attempts.checksStorageFirst)) }
+            return wrapped.upload(media, attempts: attempts, progress: progress)
+        }
+    }
+
+    @Test func aPostResumedFromTheFolderAsksTheStorageFirstAndANewOneDoesNot() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 3, videos: 0)
+        let first = CheckFirstRecorder(InMemoryUploader(latency: .seconds(1)))
+        var outbox = try open(first, maxConcurrentUploads: 1)
+        try outbox.add(post)
+        try queue.advance(by: .seconds(1))
+        outbox.close()  // as a kill would, the second upload half-way
+
+        let second = CheckFirstRecorder(InMemoryUploader())
+        outbox = try open(second, maxConcurrentUploads: 1)
+        try queue.run()
+        let fresh = outboxPost("b", photos: 1, videos: 0)
+        try outbox.add(fresh)
+        try queue.run()
+
+        #expect(first.asked.value.map(\.checksStorageFirst) == [false, false], "a post added in this run")
+        #expect(
+            second.asked.value.map(\.destination)
+                == [post.media[1].destination, post.media[2].destination, post.destination!]
+                + fresh.media.map(\.destination) + [fresh.destination!])
+        #expect(
+            second.asked.value.map(\.checksStorageFirst) == [true, true, true, false, false],
+            "the post resumed from the folder, its document too; not the one added after")
+        outbox.close()
+    }
+
     @Test func aRelaunchSendsOnlyWhatIsNotStored() throws {
         defer { folder.remove() }
         let first = InMemoryUploader(latency: .seconds(1))

@@ -84,6 +84,49 @@ extension S3Storage {
             }
         }
 
+        // MARK: - Asking the storage first
+
+        @Test(arguments: [threePartSize, 300_000])
+        func anObjectTheStorageHoldsIsNotSentAgainWhenAskedFirst(size: Int) async throws {
+            try await Self.withStorage(size: size) { s3, folder, file in
+                let video = Self.video(file, key: "videos/stored.mp4")
+                let first = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+                let sent = try await s3.requests().count
+
+                var attempts = UploadAttempts(retry: .never)
+                attempts.checksStorageFirst = true
+                let log = ProgressLog()
+                let again = try await Job.uploading(
+                    video, using: Self.uploader(s3, folder: folder), attempts: attempts, progress: log.record
+                ).value
+
+                let requests = try await s3.requests()[sent...]
+                #expect(requests.map(\.operation) == ["headObject"], "asked, and nothing sent")
+                #expect(again.etag == first.etag)
+                // The object's URL as the HEAD's presigned URL names it (a
+                // multipart upload's receipt names the Location S3 answered).
+                #expect(again.finalURL.path.hasSuffix("videos/stored.mp4"))
+                #expect(first.finalURL.path.hasSuffix("videos/stored.mp4"))
+                #expect(log.reports.value.last?.fractionCompleted == 1)
+            }
+        }
+
+        @Test func anotherObjectAtTheKeyIsReplacedWhenAskedFirst() async throws {
+            try await Self.withStorage(size: 300_000) { s3, folder, file in
+                let video = Self.video(file, key: "videos/replaced.mp4")
+                _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+                try writePatternedFile(file, size: 300_001)
+                let sent = try await s3.requests().count
+
+                var attempts = UploadAttempts(retry: .never)
+                attempts.checksStorageFirst = true
+                _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder), attempts: attempts).value
+
+                #expect(try await s3.requests()[sent...].map(\.operation) == ["headObject", "putObject"])
+                #expect(try await s3.object("videos/replaced.mp4").sha256 == (try await sha256(of: file)))
+            }
+        }
+
         // MARK: - Uploading
 
         @Test func aLargeFileGoesUpInPartsAndArrivesIntact() async throws {

@@ -62,14 +62,21 @@ public struct Media: Sendable, Hashable {
     }
 
     /// The file name the server is told when ``filename`` is `nil`: the
-    /// file's own name, or for bytes in memory the last component of the
-    /// destination's path (`file` when it has none).
+    /// file's own name, or for bytes in memory the destination's fragment
+    /// (`#post.json`, which tells apart destinations that share an
+    /// endpoint), else the last component of its path (`file` when it has
+    /// none).
     public var defaultFilename: String {
         switch content {
         case .file(let url): url.lastPathComponent
         case .bytes:
-            destination.lastPathComponent.isEmpty || destination.lastPathComponent == "/"
-                ? "file" : destination.lastPathComponent
+            if let fragment = destination.fragment, !fragment.isEmpty {
+                fragment
+            } else if destination.lastPathComponent.isEmpty || destination.lastPathComponent == "/" {
+                "file"
+            } else {
+                destination.lastPathComponent
+            }
         }
     }
 

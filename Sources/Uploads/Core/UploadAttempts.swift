@@ -41,6 +41,15 @@ public struct UploadAttempts: Sendable {
     /// through ``Uploader/discardResumableUpload(of:)`` when it removes a
     /// post.
     public var keepsStoredPartsWhenCancelled = false
+    /// Whether the upload first asks the storage if it already holds the
+    /// media whole, where the uploader can tell (an ``S3Uploader``: the
+    /// object's `ETag` against the file's MD5; a ``TusUploader``: the
+    /// finished upload its manifest names), and finishes without sending
+    /// it if so; `false` (the default) sends it. An ``Outbox`` asks for
+    /// each medium of a post it resumes from its folder: a run killed
+    /// after the storage stored a medium, before its receipt was recorded,
+    /// would otherwise send it again whole.
+    public var checksStorageFirst = false
     /// Runs before each attempt and fails it with the error it returns:
     /// the injected faults of `FaultInjectingUploader`.
     package var fault: (@Sendable (Media) -> (any Error)?)?

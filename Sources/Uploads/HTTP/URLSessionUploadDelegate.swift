@@ -32,6 +32,8 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         var resendable: Bool
         /// The streams handed out so far.
         var streams = 0
+        /// Body bytes handed to the connection, by the last stream.
+        var bodyBytesSent: Int64 = 0
         var answerLimit: Int
         var progress: @Sendable (UploadProgress) -> Void
         var complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
@@ -44,11 +46,13 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     /// Routes the events of `task` to this request, whose body streams from
     /// `file` or `bytes` when there is one.
     ///
-    /// Unless it is `resendable`, the body is streamed once: libcurl
-    /// (FoundationNetworking's transport) sends a request again by itself
-    /// when the connection it reused dies before an answer, which a
-    /// request that is not idempotent (a tus `PATCH`) must not be; it
-    /// then fails instead, and its owner decides.
+    /// Unless it is `resendable`, the body is not streamed again once some
+    /// of it went out: libcurl (FoundationNetworking's transport) sends a
+    /// request again by itself when the connection it reused dies before
+    /// an answer, which a request that is not idempotent (a tus `PATCH`
+    /// whose bytes the server may have kept) must not be; it then fails
+    /// instead, and its owner decides. (A connection that died before any
+    /// byte of the body went out is one the server had closed: sent again.)
     func register(
         _ task: URLSessionTask,
         destination: URL,
@@ -79,21 +83,23 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         // Exactly the `size` bytes the request's Content-Length declares,
         // whatever the file does meanwhile (see BoundedFileStream). Called
         // again for each retry of the request, for a fresh stream; a
-        // request that is not resendable gets one that fails, so that the
-        // transfer fails (as a connection lost) rather than going out twice
-        // (a nil stream would send the headers and no body, and leave the
-        // server waiting for it).
-        let upload = uploads.withLock { uploads -> Upload? in
-            guard var upload = uploads[task.taskIdentifier] else { return nil }
+        // request that is not resendable, some of whose body went out,
+        // gets one that fails, so that the transfer fails (as a connection
+        // lost) rather than going out twice (a nil stream would send the
+        // headers and no body, and leave the server waiting for it).
+        let (upload, refused) = uploads.withLock { uploads -> (Upload?, Bool) in
+            guard var upload = uploads[task.taskIdentifier] else { return (nil, false) }
+            let refused = !upload.resendable && upload.streams > 0 && upload.bodyBytesSent > 0
             upload.streams += 1
+            upload.bodyBytesSent = 0
             uploads[task.taskIdentifier] = upload
-            return upload
+            return (upload, refused)
         }
         guard let upload else {
             completionHandler(nil)
             return
         }
-        if !upload.resendable, upload.streams > 1 {
+        if refused {
             completionHandler(BoundedFileStream.refusal())
         } else if let range = upload.file {
             completionHandler(
@@ -113,7 +119,11 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64
     ) {
-        guard let upload = uploads.withLock({ $0[task.taskIdentifier] }) else { return }
+        let upload = uploads.withLock { uploads -> Upload? in
+            uploads[task.taskIdentifier]?.bodyBytesSent = totalBytesSent
+            return uploads[task.taskIdentifier]
+        }
+        guard let upload else { return }
         upload.progress(UploadProgress(bytesSent: min(totalBytesSent, upload.size), bytesTotal: upload.size))
     }
 

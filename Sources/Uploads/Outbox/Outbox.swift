@@ -105,6 +105,7 @@ public final class Outbox: Sendable {
             // one counts.
             if let older = book.posts[record.destination] { journal.remove(older.record) }
             book.posts[record.destination] = OutboxBook.Tracked(record, weights: Self.weights(of: record, uploader))
+            book.posts[record.destination]?.wasOnDisk = true
             book.nextSequence = max(book.nextSequence, record.sequence + 1)
             // A kill between the published record and the removal of
             // its copies left them.
@@ -496,6 +497,9 @@ public final class Outbox: Sendable {
         var attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
         // Pausing and closing keep what is stored of a multipart upload.
         attempts.keepsStoredPartsWhenCancelled = true
+        // A run before this one may have stored it and been killed before
+        // recording it: the storages that can tell are asked first.
+        attempts.checksStorageFirst = start.mayBeStored
         let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [book] progress in
             book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }

@@ -34,6 +34,9 @@ struct OutboxBook: Sendable {
 
         /// Each medium's weight against the budget of bytes in flight.
         let weights: [Int64]
+        /// The post was in the folder when the outbox opened: a run before
+        /// this one may have stored a medium without recording it.
+        var wasOnDisk = false
 
         init(_ record: OutboxRecord, weights: [Int64]) {
             self.record = record
@@ -99,6 +102,9 @@ struct OutboxBook: Sendable {
         /// The record when the upload was decided: the medium to send, or
         /// the receipts to build the document from.
         let record: OutboxRecord
+        /// A run before this one may have stored it without recording it
+        /// (see ``Tracked/wasOnDisk``).
+        var mayBeStored = false
 
         var isDocument: Bool { index == record.media.count }
     }
@@ -237,7 +243,10 @@ struct OutboxBook: Sendable {
             for index in indices {
                 let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
                 guard running < limit, running == 0 || inFlight + upload <= budget else { return starts }
-                starts.append(Start(destination: record.destination, index: index, token: nextToken, record: record))
+                starts.append(
+                    Start(
+                        destination: record.destination, index: index, token: nextToken, record: record,
+                        mayBeStored: tracked.wasOnDisk))
                 posts[record.destination]?.running[index] = Running(token: nextToken, weight: upload)
                 nextToken += 1
                 running += 1

@@ -119,6 +119,20 @@ struct S3Client: Sendable {
         ) { try Self.completedObject(in: $0, of: object, expecting: expected) }
     }
 
+    /// `HeadObject`: the storage's answer about `object`, `nil` when it
+    /// holds none (`404`).
+    func headObject(_ object: URL) -> Call<HTTPAnswer?> {
+        let call = call(.headObject, on: object) { Optional($0) }
+        return Call(
+            operation: call.operation,
+            attempt: call.attempt.recover { error in
+                guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 404 else {
+                    return .failed(error)
+                }
+                return .succeeded(nil)
+            })
+    }
+
     /// `AbortMultipartUpload`: discards `uploadID` and its parts.
     func abortMultipartUpload(_ object: URL, uploadID: String) -> Call<Void> {
         call(.abortMultipartUpload(uploadID: uploadID), on: object) { _ in }

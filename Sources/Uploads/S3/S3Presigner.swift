@@ -34,10 +34,16 @@ public enum S3Operation: Sendable, Hashable {
     /// from after `partNumberMarker` (`PartNumberMarker`) when it is not
     /// `nil`.
     case listParts(uploadID: String, partNumberMarker: Int?)
+    /// `HeadObject` (`head_object`): a `HEAD` that asks whether the object
+    /// exists, and its `ETag`. An upload asks it first only when told to
+    /// (``UploadAttempts/checksStorageFirst``, which an ``Outbox`` sets for
+    /// a post it resumes); a presigner that cannot sign it may throw, and
+    /// the upload then sends the media.
+    case headObject
 
     /// The S3 API action: `PutObject`, `CreateMultipartUpload`,
-    /// `UploadPart`, `CompleteMultipartUpload`, `AbortMultipartUpload` or
-    /// `ListParts`.
+    /// `UploadPart`, `CompleteMultipartUpload`, `AbortMultipartUpload`,
+    /// `ListParts` or `HeadObject`.
     public var action: String {
         switch self {
         case .putObject: "PutObject"
@@ -46,6 +52,7 @@ public enum S3Operation: Sendable, Hashable {
         case .completeMultipartUpload: "CompleteMultipartUpload"
         case .abortMultipartUpload: "AbortMultipartUpload"
         case .listParts: "ListParts"
+        case .headObject: "HeadObject"
         }
     }
 
@@ -102,6 +109,7 @@ public enum S3Operation: Sendable, Hashable {
         case .createMultipartUpload, .completeMultipartUpload: "POST"
         case .abortMultipartUpload: "DELETE"
         case .listParts: "GET"
+        case .headObject: "HEAD"
         }
     }
 
@@ -114,6 +122,7 @@ public enum S3Operation: Sendable, Hashable {
         case .completeMultipartUpload: "complete upload"
         case .abortMultipartUpload: "abort upload"
         case .listParts: "list parts"
+        case .headObject: "ask whether it is stored"
         }
     }
 }

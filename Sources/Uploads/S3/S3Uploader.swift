@@ -219,15 +219,69 @@ public final class S3Uploader: Uploader, Sendable {
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
         uploadRetryingEachRequest(media, attempts: attempts) { [self] size, retries in
-            if case .file(let file) = media.content, size >= multipartThreshold {
-                MultipartUpload(
-                    client: client, options: multipartOptions, media: media, file: file, retries: retries,
-                    progress: progress
-                ).job
-            } else {
-                putObject(media, size: size, retries: retries, progress: progress)
+            let upload: Job<UploadReceipt> =
+                if case .file(let file) = media.content, size >= multipartThreshold {
+                    MultipartUpload(
+                        client: client, options: multipartOptions, media: media, file: file, retries: retries,
+                        progress: progress
+                    ).job
+                } else {
+                    putObject(media, size: size, retries: retries, progress: progress)
+                }
+            guard attempts.checksStorageFirst else { return upload }
+            return storedObject(media, size: size).then { stored in
+                guard let stored else { return upload }
+                progress(UploadProgress(bytesSent: size, bytesTotal: size))
+                return .succeeded(stored)
             }
         }
+    }
+
+    /// A job that finishes with the receipt of the object `media` would
+    /// make, when the storage already holds it: an object at its
+    /// destination whose `ETag` is the one `media`'s bytes make (their MD5,
+    /// or for a multipart upload the MD5 of its parts' MD5s and their
+    /// count); `nil` when it holds none, another, or cannot tell (a
+    /// multipart upload in progress, `ETag`s that are not MD5s, a failed
+    /// question), in one attempt.
+    private func storedObject(_ media: Media, size: Int64) -> Job<UploadReceipt?> {
+        guard client.verifiesBytes else { return .succeeded(nil) }
+        let bodies: [HTTPBody]
+        let isMultipart: Bool
+        switch media.content {
+        case .bytes(let data):
+            bodies = [.data(data)]
+            isMultipart = false
+        case .file(let file) where size < multipartThreshold:
+            bodies = [.file(file, offset: 0, length: size)]
+            isMultipart = false
+        case .file(let file):
+            // A multipart upload with a manifest is resumed as it is.
+            let location = MultipartManifest.location(in: manifestFolder, file: file, destination: media.destination)
+            if MultipartManifest.load(from: location, file: file, destination: media.destination) != nil {
+                return .succeeded(nil)
+            }
+            let partSize = max(partSize, MultipartUpload.ceilingDivision(size, Self.maximumPartCount))
+            bodies = MultipartUpload.parts(size: size, partSize: partSize).map {
+                .file(file, offset: $0.offset, length: $0.length)
+            }
+            isMultipart = true
+        }
+        return client.headObject(media.destination).attempt.then { [client] answer -> Job<UploadReceipt?> in
+            guard let answer, let etag = answer.receipt.etag else { return .succeeded(nil) }
+            // Hashed only when an object is there, a part at a time.
+            return Job.collect(client.md5s(of: bodies, window: 1)).map { md5s in
+                let digests = md5s.compactMap { $0 }
+                let expected =
+                    isMultipart
+                    ? S3Client.multipartETag(
+                        of: Dictionary(uniqueKeysWithValues: digests.enumerated().map { ($0 + 1, $1.hex) }))
+                    : digests.first?.hex
+                let found = etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+                guard let expected, found == expected else { return nil }
+                return try S3Client.storedObject(in: answer, of: media.destination, md5: nil)
+            }
+        }.recover { _ in .succeeded(nil) }
     }
 
     /// How multipart uploads are made.

@@ -194,9 +194,10 @@ struct TusClient: Sendable {
         checksTus: Bool = true,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
-        // A POST or PATCH the transport sent again by itself would create
-        // an upload twice, or send bytes at an offset the server may no
-        // longer hold: each is sent once, and its owner decides.
+        // A POST or PATCH that the transport sent again by itself, once
+        // some of its body went out, could create an upload twice, or send
+        // bytes at an offset the server no longer holds: it fails instead,
+        // and its owner decides (see URLSessionUploadDelegate.register).
         let resendable = method != "POST" && method != "PATCH"
         var request = URLRequest(url: url)
         request.httpMethod = method

@@ -1,10 +1,13 @@
 import Foundation
 
-/// What a tus upload in progress must remember to resume in another
-/// process: which file, where to, and the upload's URL, which only the
-/// answer to its creation gave. Kept as ``ManifestFile`` says, in the
-/// folder the ``TusUploader`` was given; written once, when the upload is
-/// created, and removed when it ends. The offset is not kept: the server's
+/// What a tus upload must remember to resume in another process: which
+/// file, where to, and the upload's URL, which only the answer to its
+/// creation gave. Kept as ``ManifestFile`` says, in the folder the
+/// ``TusUploader`` was given: written when the upload is created, again,
+/// marked finished, when the server holds it whole (so that an upload
+/// that checks the storage first finds it there, after a kill that came
+/// before the app recorded it), and removed when the upload is discarded,
+/// or a week after it finished. The offset is not kept: the server's
 /// `HEAD` says it.
 struct TusManifest: Codable, Sendable, Hashable {
     /// The format of this file; a manifest of another version is ignored.
@@ -25,6 +28,22 @@ struct TusManifest: Codable, Sendable, Hashable {
     /// When the server said it discards the unfinished upload, in seconds
     /// since 1970.
     var expires: Double?
+    /// The server holds the whole file: kept only to be found by an
+    /// upload that checks the storage first.
+    var finished: Bool?
+
+    /// How long a finished upload's manifest is kept.
+    static let finishedLifetime: TimeInterval = 7 * 24 * 3600
+
+    /// The folder of the paths ``source(ofBytesWithKey:)`` makes.
+    private static let bytesFolder = "/jobkit-bytes-with-key/"
+
+    /// What a manifest names as the source of bytes in memory sent with
+    /// the `Idempotency-Key` `key` (an outbox's post document, the same
+    /// across launches): a path that names no file.
+    static func source(ofBytesWithKey key: String) -> URL {
+        URL(fileURLWithPath: bytesFolder + key.replacingOccurrences(of: "/", with: "_"))
+    }
 
     /// Where the manifest of `file` going to `destination` lives in
     /// `folder`.
@@ -46,6 +65,24 @@ struct TusManifest: Codable, Sendable, Hashable {
     /// Writes the manifest to `location` atomically, creating its folder.
     func save(to location: URL) throws(UploadError) {
         try ManifestFile.save(self, to: location)
+    }
+
+    /// Removes the manifests in `folder` of uploads that finished a week
+    /// ago or more, or whose file is gone.
+    static func removeStale(in folder: URL, now: Date = Date()) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names where name.hasPrefix("tus-") && name.hasSuffix(".json") {
+            let location = folder.appendingPathComponent(name)
+            guard let manifest = ManifestFile.load(TusManifest.self, from: location), manifest.finished == true
+            else { continue }
+            let written = (try? FileManager.default.attributesOfItem(atPath: location.path)[.modificationDate]) as? Date
+            let isOld = written.map { now.timeIntervalSince($0) >= finishedLifetime } ?? true
+            let fileIsGone =
+                !manifest.file.hasPrefix(bytesFolder) && !FileManager.default.fileExists(atPath: manifest.file)
+            if isOld || fileIsGone {
+                try? FileManager.default.removeItem(at: location)
+            }
+        }
     }
 
     /// Removes the manifest at `location` if it names `uploadURL` (another

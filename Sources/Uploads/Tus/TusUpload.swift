@@ -68,7 +68,11 @@ final class TusUpload: Sendable {
     private let media: Media
     private let size: Int64
     private let filename: String
-    /// The manifest's place; `nil` for bytes in memory and upload URLs
+    /// What the manifest names as the upload's source: the file, or for
+    /// bytes in memory with an `Idempotency-Key` (an outbox's post
+    /// document) a path made of the key; `nil` for other bytes.
+    private let source: URL?
+    /// The manifest's place; `nil` without a source, and for upload URLs
     /// handed out, which have nothing to remember.
     private let manifestLocation: URL?
     private let progress: @Sendable (UploadProgress) -> Void
@@ -90,9 +94,13 @@ final class TusUpload: Sendable {
         self.media = media
         self.size = size
         filename = media.filename ?? media.defaultFilename
-        if case .file(let file) = media.content, options.createsUploads {
+        switch media.content {
+        case .file(let file): source = file
+        case .bytes: source = media.idempotencyKey.map(TusManifest.source(ofBytesWithKey:))
+        }
+        if let source, options.createsUploads {
             manifestLocation = TusManifest.location(
-                in: options.manifestFolder, file: file, destination: media.destination)
+                in: options.manifestFolder, file: source, destination: media.destination)
         } else {
             manifestLocation = nil
         }
@@ -106,13 +114,9 @@ final class TusUpload: Sendable {
 
     /// Runs the upload and reports its outcome to `controller`.
     private func start(_ controller: Job<UploadReceipt>.Controller) {
-        let identity: FileIdentity?
+        let identity: FileIdentity
         do {
-            if case .file(let file) = media.content {
-                identity = try FileIdentity.of(file)
-            } else {
-                identity = nil
-            }
+            identity = try self.identity()
         } catch {
             controller.fail(with: error)
             return
@@ -161,18 +165,26 @@ final class TusUpload: Sendable {
 
     /// Finds the upload to send to: the upload URL handed out, the one the
     /// manifest names (at the offset its server holds), or a new one.
-    private func prepare(_ identity: FileIdentity?) -> Job<Void> {
+    private func prepare(_ identity: FileIdentity) -> Job<Void> {
         guard options.createsUploads else {
             state.withLock { $0.uploadURL = media.destination }
             return retries.retrying(ask(media.destination), named: "HEAD", for: media)
         }
-        guard let manifestLocation, case .file(let file) = media.content, let identity,
-            let manifest = TusManifest.load(from: manifestLocation, file: file, destination: media.destination)
+        guard let manifestLocation, let source,
+            let manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination)
         else { return create() }
+        if manifest.finished == true, !retries.attempts.checksStorageFirst {
+            // An upload of this file that finished: this one is another.
+            return create()
+        }
         state.withLock { $0.uploadURL = manifest.uploadURL }
         let began = FileIdentity(size: manifest.fileSize, modified: manifest.fileModified)
-        if let change = began.change(to: identity, of: file) {
+        if case .file(let file) = media.content, let change = began.change(to: identity, of: file) {
             return .failed(change)
+        }
+        if began != identity {
+            // Other bytes under the same key: another upload.
+            return startOver(manifest.uploadURL)
         }
         if let expires = manifest.expires, expires <= Date().timeIntervalSince1970 {
             return startOver(manifest.uploadURL)
@@ -230,8 +242,13 @@ final class TusUpload: Sendable {
     /// its manifest.
     private func create() -> Job<Void> {
         let server = state.withLock { $0.server }
+        // Not where what is stored is kept to resume (an outbox's uploads):
+        // there the upload's URL is on disk before any byte goes, so that a
+        // kill after the server stored the medium, before the app recorded
+        // it, leaves an upload the next run finds finished.
         let body: HTTPBody? =
             size <= options.creationWithUploadLimit && server.extensions.contains("creation-with-upload")
+                && !retries.attempts.keepsStoredPartsWhenCancelled
             ? self.body(from: 0, length: size) : nil
         let checksum = body.map(checksum) ?? .succeeded(nil)
         return checksum.then { [self] checksum in
@@ -247,12 +264,12 @@ final class TusUpload: Sendable {
     /// it if the job was cancelled meanwhile.
     private func adopt(_ created: TusClient.Created, sentBody: Bool) throws {
         var saved: Result<Void, UploadError> = .success(())
-        if let manifestLocation, case .file(let file) = media.content {
+        if let manifestLocation, let source {
             saved = Result {
                 () throws(UploadError) in
-                let identity = try FileIdentity.of(file)
+                let identity = try identity()
                 try TusManifest(
-                    file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
+                    file: source.standardizedFileURL.path, destination: media.destination.absoluteString,
                     fileSize: identity.size, fileModified: identity.modified, uploadURL: created.uploadURL,
                     expires: created.expires?.timeIntervalSince1970
                 ).save(to: manifestLocation)
@@ -354,15 +371,24 @@ final class TusUpload: Sendable {
 
     // MARK: - Bookkeeping
 
-    /// The upload is finished: removes its manifest, then completes
-    /// `controller` with the last answer, naming the upload's URL.
+    /// The upload is finished: marks its manifest finished (and removes
+    /// stale ones), then completes `controller` with the last answer,
+    /// naming the upload's URL.
     private func settle(_ controller: Job<UploadReceipt>.Controller) {
         let (uploadURL, answer) = state.withLock { state in
             state.settled = true
             return (state.uploadURL, state.lastAnswer)
         }
-        if let manifestLocation, let uploadURL {
-            TusManifest.remove(at: manifestLocation, ifItNames: uploadURL)
+        if let manifestLocation, let uploadURL, let source,
+            var manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination),
+            manifest.uploadURL == uploadURL
+        {
+            // Kept, so that an upload that checks the storage first finds it
+            // stored: after a kill before the app recorded the receipt, the
+            // outbox's next run sends nothing of it. Not saved: asked again.
+            manifest.finished = true
+            try? manifest.save(to: manifestLocation)
+            TusManifest.removeStale(in: options.manifestFolder)
         }
         var receipt = answer ?? UploadReceipt(destination: media.destination, status: 204)
         receipt.filename = filename
@@ -403,6 +429,15 @@ final class TusUpload: Sendable {
     }
 
     // MARK: - Bytes
+
+    /// The size and modification date of the medium's file, or the size of
+    /// its bytes in memory.
+    private func identity() throws(UploadError) -> FileIdentity {
+        switch media.content {
+        case .file(let file): try FileIdentity.of(file)
+        case .bytes(let data): FileIdentity(size: Int64(data.count), modified: 0)
+        }
+    }
 
     /// `length` bytes of the medium from `offset`.
     private func body(from offset: Int64, length: Int64) -> HTTPBody {

@@ -73,8 +73,9 @@ import FoundationNetworking
 /// `false`: each medium's destination is then its upload's URL, which is
 /// asked and sent to, and never created or terminated.
 ///
-/// Media in memory are sent the same way, without a manifest: they resume
-/// within one upload only.
+/// Media in memory are sent the same way. Those with an `Idempotency-Key`
+/// (an ``Outbox``'s post document, whose key lasts across launches) keep a
+/// manifest under their key; others resume within one upload only.
 public final class TusUploader: Uploader, Sendable {
     /// Where the manifests of uploads in progress are kept.
     public let manifestFolder: URL
@@ -161,9 +162,14 @@ public final class TusUploader: Uploader, Sendable {
     /// A job that removes the manifest of an unfinished upload of `media`,
     /// if there is one, and terminates the upload where the server offers
     /// termination, in one attempt; it finishes once done, whatever the
-    /// server answered.
+    /// server answered. An upload that finished is left to the server.
     public func discardResumableUpload(of media: Media) -> Job<Void> {
-        guard createsUploads, case .file(let file) = media.content else { return .succeeded }
+        let source: URL? =
+            switch media.content {
+            case .file(let file): file
+            case .bytes: media.idempotencyKey.map(TusManifest.source(ofBytesWithKey:))
+            }
+        guard createsUploads, let file = source else { return .succeeded }
         let location = TusManifest.location(in: manifestFolder, file: file, destination: media.destination)
         let filename = media.filename ?? media.defaultFilename
         return Job { [self] controller in
@@ -172,6 +178,11 @@ public final class TusUploader: Uploader, Sendable {
                 return
             }
             TusManifest.remove(at: location, ifItNames: manifest.uploadURL)
+            // A finished upload is the server's copy of the medium: kept.
+            guard manifest.finished != true else {
+                controller.finish()
+                return
+            }
             let discard = server(for: media.destination, filename: filename).then { [client] server in
                 guard server.extensions.contains("termination") else { return Job<Void>.succeeded }
                 return client.terminate(manifest.uploadURL, destination: media.destination, filename: filename)

@@ -26,7 +26,7 @@ Endpoints (all on the one port)
                                   -> {"url": "http://127.0.0.1:<port>/jobkit/<key>?..."}
                                   operations: putObject, createMultipartUpload,
                                   uploadPart, completeMultipartUpload,
-                                  abortMultipartUpload, listParts
+                                  abortMultipartUpload, listParts, headObject
     POST /_control/rules          a JSON list of rules, replacing the current ones
     POST /_control/reset          clear the rules and the request records
     POST /_control/clean          as new for the next test: clear the rules and
@@ -144,6 +144,7 @@ PRESIGN_OPERATIONS = {
     "completeMultipartUpload": ("complete_multipart_upload", ("uploadId",)),
     "abortMultipartUpload": ("abort_multipart_upload", ("uploadId",)),
     "listParts": ("list_parts", ("uploadId",)),
+    "headObject": ("head_object", ()),
 }
 
 
@@ -179,6 +180,8 @@ def infer_operation(method, query):
         return "abortMultipartUpload"
     if method == "GET" and "uploadId" in query:
         return "listParts"
+    if method == "HEAD":
+        return "headObject"
     return "other"
 
 

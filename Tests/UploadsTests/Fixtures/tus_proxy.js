@@ -35,6 +35,9 @@
  * GET /_wait?method=M&from=N answers {"ok": true} once a request of method
  * M, the N-th or later, was answered (or its fault took effect),
  * {"ok": false} after 10 seconds.
+ * GET /_wait_for?bytes=B&ended=E&timeout=S answers {"ok", "bytes",
+ * "ended"} once B body bytes have reached the proxy and E requests were
+ * answered in all, or after S seconds (at most 10).
  * GET /_stored?path=P answers {"size", "sha256"} of the upload at P as the
  * server stored it, or 404.
  */
@@ -138,6 +141,21 @@ function wait(query, response) {
   }, 10000);
   waiters.push(waiter);
   noteAnswered();
+}
+
+function waitFor(query, response) {
+  const bytes = Number(query.get('bytes') || 0);
+  const ended = Number(query.get('ended') || 0);
+  const deadline = Date.now() + Math.min(Number(query.get('timeout') || 10), 10) * 1000;
+  (function check() {
+    const now = {
+      bytes: requests.reduce((sum, record) => sum + record.bodyBytes, 0),
+      ended: requests.filter((record) => record.status !== 0).length,
+    };
+    const ok = now.bytes >= bytes && now.ended >= ended;
+    if (ok || Date.now() > deadline) return json(response, 200, { ok, ...now });
+    setTimeout(check, 5);
+  })();
 }
 
 function json(response, status, value) {
@@ -289,6 +307,7 @@ const server = http.createServer((request, response) => {
   if (url.pathname === '/_state') return json(response, 200, { requests });
   if (url.pathname === '/_stored') return stored(url.searchParams, response);
   if (url.pathname === '/_wait') return wait(url.searchParams, response);
+  if (url.pathname === '/_wait_for') return waitFor(url.searchParams, response);
   if (url.pathname === '/_control') {
     const chunks = [];
     request.on('data', (chunk) => chunks.push(chunk));
