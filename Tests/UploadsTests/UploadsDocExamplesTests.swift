@@ -325,4 +325,16 @@ struct UploadsDocExamplesTests {
         print(receipt.finalURL)  // the upload's URL
         // END DOC
     }
+
+    /// Compiled, not run: these need the services.
+    private func tusServicesExample(applicationSupport: URL, accessToken: String) -> [TusUploader] {
+        // BEGIN DOC
+        let vimeo = TusUploader(manifestFolder: applicationSupport.appendingPathComponent("tus"), createsUploads: false)
+        let supabase = TusUploader(
+            manifestFolder: applicationSupport.appendingPathComponent("tus"), chunkSize: 6 * 1024 * 1024,
+            headers: ["Authorization": "Bearer \(accessToken)", "x-upsert": "true"],
+            metadata: { media in ["bucketName": "videos", "objectName": media.defaultFilename] })
+        // END DOC
+        return [vimeo, supabase]
+    }
 }

@@ -182,6 +182,44 @@ struct ReadmeMastodonTests {
     }
 }
 
+// MARK: - Resumable uploads over tus
+
+private let printedTusLines = LockedValue<[String]>([])
+
+private func uploadThroughReadmeTus(applicationSupport: URL, tusEndpoint: URL, surfMovie: URL) async throws
+    -> UploadReceipt
+{
+    func print(_ line: String) { printedTusLines.withValue { $0.append(line) } }
+    // BEGIN README: tus example
+    let uploader = TusUploader(manifestFolder: applicationSupport.appendingPathComponent("tus"))
+    let clip = Video(file: surfMovie, destination: tusEndpoint)  // such as https://tus.example.com/files/
+    let receipt = try await Job.uploading(clip, using: uploader).value
+    print("stored at \(receipt.finalURL)")
+    // END README
+    return receipt
+}
+
+@Suite("README: tus", .timeLimit(.minutes(1)))
+struct ReadmeTusTests {
+    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    func theExampleStoresTheClipWholeAtTheUploadsURL() async throws {
+        try await TusFixture.with(.resumableUpload) { tus in
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let movie = folder.url.appendingPathComponent("surf.mp4")
+            try writePatternedFile(movie, size: 9_000_000)
+
+            let receipt = try await uploadThroughReadmeTus(
+                applicationSupport: folder.url, tusEndpoint: tus.endpoint, surfMovie: movie)
+
+            #expect(printedTusLines.value == ["stored at \(receipt.finalURL)"])
+            let stored = try await tus.stored(receipt.finalURL)
+            #expect(stored == TusFixture.Stored(size: 9_000_000, sha256: try await sha256(of: movie)))
+            #expect(try await tus.methods() == ["OPTIONS", "POST", "PATCH", "PATCH"], "two chunks of 8 MiB at most")
+        }
+    }
+}
+
 // MARK: - Publishing that survives the app
 
 private let printedOutboxLines = LockedValue<[String]>([])
