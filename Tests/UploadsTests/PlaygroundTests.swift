@@ -516,8 +516,10 @@ final class PlaygroundProcess: Sendable {
         let (printed, written) = await Self.off {
             let written = LockedValue(Data())
             let reading = DispatchGroup()
-            DispatchQueue.global().async(group: reading) {
+            reading.enter()
+            Thread.detachNewThread {
                 written.setValue(self.writingErrors.fileHandleForReading.readDataToEndOfFile())
+                reading.leave()
             }
             let printed = self.printing.fileHandleForReading.readDataToEndOfFile()
             self.process.waitUntilExit()
@@ -532,11 +534,10 @@ final class PlaygroundProcess: Sendable {
         return process.terminationStatus
     }
 
-    /// Runs `work` on a dispatch thread: it blocks reading a pipe.
+    /// Runs `work`, which blocks reading a pipe, on a thread of its own
+    /// (see ``onThreadOfItsOwn(_:)``).
     private static func off<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: work()) }
-        }
+        await onThreadOfItsOwn(work)
     }
 }
 

@@ -514,10 +514,16 @@ struct TusUploaderTests {
         }
     }
 
-    @Test func aServerThatDoesNotSpeakTusIsSaidToBeOne() async throws {
+    /// Node's server answers OPTIONS 405, then takes the POST (201), or
+    /// refuses it (404 or 501), without a tus header.
+    @Test(arguments: [nil, 404, 501])
+    func aServerThatDoesNotSpeakTusIsSaidToBeOne(refusal: Int?) async throws {
         try await FixtureServer.with { server in
             let workspace = try Workspace(size: 1_000)
             defer { workspace.folder.remove() }
+            if let refusal {
+                try await server.setRule("files", ["status": refusal])
+            }
             let error = await Self.failure(
                 of: Job.uploading(Self.video(workspace, to: server.url("files")), using: Self.uploader(workspace)))
 
@@ -525,7 +531,9 @@ struct TusUploaderTests {
                 Issue.record("expected an invalid destination, got \(String(describing: error))")
                 return
             }
-            #expect(reason.contains("does not speak tus"), "\(reason)")
+            #expect(reason.hasPrefix("it does not speak tus: "), "\(reason)")
+            #expect(reason.contains(refusal.map { "POST with \($0)" } ?? "POST (201)"), "\(reason)")
+            #expect(try await server.received().filter { $0.method == "POST" }.count == 1, "no retry")
         }
     }
 

@@ -204,8 +204,9 @@ func pythonDigest(_ algorithm: String, of file: URL, offset: Int = 0, length: In
 /// Runs `work`, which blocks (reading a pipe, waiting for a process), on a
 /// thread of its own: neither on Swift's cooperative threads nor on a
 /// dispatch queue, whose few threads (one per core) the code under test
-/// needs. Many tests waiting at once on the global queue once starved an
-/// S3 upload's digests for ten seconds.
+/// needs. Tests waiting on the global queue (for a Playground run, a
+/// server's first line) starved AheadDigests' hashing past ten seconds in
+/// CI's sanitized pass.
 func onThreadOfItsOwn<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
         Thread.detachNewThread { continuation.resume(returning: work()) }
@@ -291,16 +292,14 @@ func startPythonFixture(
     try process.run()
     let watchdog = DispatchWorkItem { process.terminate() }
     DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: watchdog)  // allowed: watchdog
-    let line = await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = output.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { break }
-                line.append(chunk)
-            }
-            continuation.resume(returning: String(decoding: line, as: UTF8.self))
+    let line = await onThreadOfItsOwn {
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            line.append(chunk)
         }
+        return String(decoding: line, as: UTF8.self)
     }
     watchdog.cancel()
     let words = line.trimmingCharacters(in: .whitespacesAndNewlines)

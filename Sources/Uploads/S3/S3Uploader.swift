@@ -229,7 +229,7 @@ public final class S3Uploader: Uploader, Sendable {
                     putObject(media, size: size, retries: retries, progress: progress)
                 }
             guard attempts.checksStorageFirst else { return upload }
-            return storedObject(media, size: size).then { stored in
+            return storedObject(media, size: size, timeout: attempts.timeout).then { stored in
                 guard let stored else { return upload }
                 progress(UploadProgress(bytesSent: size, bytesTotal: size))
                 return .succeeded(stored)
@@ -243,8 +243,10 @@ public final class S3Uploader: Uploader, Sendable {
     /// or for a multipart upload the MD5 of its parts' MD5s and their
     /// count); `nil` when it holds none, another, or cannot tell (a
     /// multipart upload in progress, `ETag`s that are not MD5s, a failed
-    /// question), in one attempt.
-    private func storedObject(_ media: Media, size: Int64) -> Job<UploadReceipt?> {
+    /// question), in one attempt, within `timeout`. The bytes are hashed
+    /// only for an object of their size whose `ETag` has the shape theirs
+    /// would.
+    private func storedObject(_ media: Media, size: Int64, timeout: Duration?) -> Job<UploadReceipt?> {
         guard client.verifiesBytes else { return .succeeded(nil) }
         let bodies: [HTTPBody]
         let isMultipart: Bool
@@ -267,8 +269,19 @@ public final class S3Uploader: Uploader, Sendable {
             }
             isMultipart = true
         }
-        return client.headObject(media.destination).attempt.then { [client] answer -> Job<UploadReceipt?> in
-            guard let answer, let etag = answer.receipt.etag else { return .succeeded(nil) }
+        var question = client.headObject(media.destination).attempt
+        if let timeout {
+            question = question.timeout(after: timeout)
+        }
+        return question.then { [client] answer -> Job<UploadReceipt?> in
+            guard let answer, let etag = answer.receipt.etag,
+                answer.receipt.header("Content-Length").flatMap({ Int64($0) }) == size
+            else { return .succeeded(nil) }
+            let digits = etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+            let shape = digits.split(separator: "-", omittingEmptySubsequences: false)
+            guard shape.first?.count == 32, shape.count == (isMultipart ? 2 : 1),
+                !isMultipart || shape.last == "\(bodies.count)"[...]
+            else { return .succeeded(nil) }
             // Hashed only when an object is there, a part at a time.
             return Job.collect(client.md5s(of: bodies, window: 1)).map { md5s in
                 let digests = md5s.compactMap { $0 }
@@ -277,7 +290,7 @@ public final class S3Uploader: Uploader, Sendable {
                     ? S3Client.multipartETag(
                         of: Dictionary(uniqueKeysWithValues: digests.enumerated().map { ($0 + 1, $1.hex) }))
                     : digests.first?.hex
-                let found = etag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
+                let found = digits
                 guard let expected, found == expected else { return nil }
                 return try S3Client.storedObject(in: answer, of: media.destination, md5: nil)
             }

@@ -23,6 +23,9 @@ struct TusClient: Sendable {
         var extensions: Set<String> = []
         /// The checksum algorithms it takes, in lower case.
         var checksumAlgorithms: Set<String> = []
+        /// Whether it answered `OPTIONS` as a tus server (with a
+        /// `Tus-Version`).
+        var answeredOptions = false
 
         /// A server that announced nothing: the core protocol only.
         static let core = Server()
@@ -76,7 +79,8 @@ struct TusClient: Sendable {
             }
             return Server(
                 extensions: Set(Self.list(receipt.header("Tus-Extension"))),
-                checksumAlgorithms: Set(Self.list(receipt.header("Tus-Checksum-Algorithm")).map { $0.lowercased() }))
+                checksumAlgorithms: Set(Self.list(receipt.header("Tus-Checksum-Algorithm")).map { $0.lowercased() }),
+                answeredOptions: true)
         }.recover { error in
             guard case .httpStatus(let receipt) = error as? UploadError, !UploadError.httpStatus(receipt).isTransient
             else { return .failed(error) }
@@ -222,6 +226,20 @@ struct TusClient: Sendable {
             receipt.filename = filename
             return UploadError.httpStatus(receipt)
         }
+    }
+
+    /// `error`, said as the error of a URL that does not speak tus when it
+    /// is the refusal of `method` without `Tus-Resumable`, which no retry
+    /// can help, from a `server` that did not answer `OPTIONS` as a tus
+    /// server either: a `404` or `501` from a server of another kind.
+    static func explaining(_ error: any Error, of method: String, from server: Server) -> any Error {
+        guard !server.answeredOptions, case .httpStatus(let receipt) = error as? UploadError,
+            !UploadError.httpStatus(receipt).isTransient, receipt.header("Tus-Resumable") == nil
+        else { return error }
+        return UploadError.invalidDestination(
+            receipt.destination,
+            reason: "it does not speak tus: it answered \(method) with \(receipt.status), without Tus-Resumable, "
+                + "and OPTIONS without Tus-Version")
     }
 
     /// The error of a server that answered `method` without

@@ -28,6 +28,9 @@ struct TusManifest: Codable, Sendable, Hashable {
     /// When the server said it discards the unfinished upload, in seconds
     /// since 1970.
     var expires: Double?
+    /// The SHA-1 of bytes in memory, in hex: what tells two documents of
+    /// one size apart.
+    var bytesSHA1: String?
     /// The server holds the whole file: kept only to be found by an
     /// upload that checks the storage first.
     var finished: Bool?

@@ -48,6 +48,9 @@ final class TusUpload: Sendable {
         /// Set once the upload is finished or discarded, so that nothing
         /// else terminates it or removes its manifest.
         var settled = false
+        /// The upload is one the manifest names as finished: never
+        /// terminated, whatever happens to this performance.
+        var isFinishedUpload = false
     }
 
     /// Why the loop of `PATCH`es goes on after a refusal, and how often it
@@ -173,16 +176,20 @@ final class TusUpload: Sendable {
         guard let manifestLocation, let source,
             let manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination)
         else { return create() }
-        if manifest.finished == true, !retries.attempts.checksStorageFirst {
-            // An upload of this file that finished: this one is another.
-            return create()
+        let began = FileIdentity(size: manifest.fileSize, modified: manifest.fileModified)
+        let sameBytes = began == identity && manifest.bytesSHA1 == bytesSHA1
+        if manifest.finished == true {
+            // An upload of these bytes that finished, the server's copy of
+            // them, never terminated here: found when asked to check first,
+            // else (or for other bytes) this upload is another.
+            guard retries.attempts.checksStorageFirst, sameBytes else { return create() }
+            state.withLock { $0.isFinishedUpload = true }
         }
         state.withLock { $0.uploadURL = manifest.uploadURL }
-        let began = FileIdentity(size: manifest.fileSize, modified: manifest.fileModified)
         if case .file(let file) = media.content, let change = began.change(to: identity, of: file) {
             return .failed(change)
         }
-        if began != identity {
+        if !sameBytes {
             // Other bytes under the same key: another upload.
             return startOver(manifest.uploadURL)
         }
@@ -257,7 +264,9 @@ final class TusUpload: Sendable {
                 destination: media.destination, filename: filename, progress: { [self] in report($0.bytesSent) })
             return retries.retrying(
                 creation, named: "create upload", for: media, stopping: { [self] in state.withLock { $0.cancelled } })
-        }.map { [self] created in try adopt(created, sentBody: body != nil) }
+        }
+        .mapError { TusClient.explaining($0, of: "POST", from: server) }
+        .map { [self] created in try adopt(created, sentBody: body != nil) }
     }
 
     /// Takes on the upload just created: saves its manifest, or terminates
@@ -271,7 +280,7 @@ final class TusUpload: Sendable {
                 try TusManifest(
                     file: source.standardizedFileURL.path, destination: media.destination.absoluteString,
                     fileSize: identity.size, fileModified: identity.modified, uploadURL: created.uploadURL,
-                    expires: created.expires?.timeIntervalSince1970
+                    expires: created.expires?.timeIntervalSince1970, bytesSHA1: bytesSHA1
                 ).save(to: manifestLocation)
             }
         }
@@ -318,10 +327,12 @@ final class TusUpload: Sendable {
                 // Another offset than the server's: ask it, and go on from
                 // its own.
                 refusals.conflicts += 1
+                retries.forgetFailure()
                 next(controller, refusals)
             } else if status == 460, refusals.checksums < 1 {
                 // The bytes changed on the way: sent again, once.
                 refusals.checksums += 1
+                retries.forgetFailure()
                 next(controller, refusals)
             } else if Self.isGone(error), options.createsUploads, !refusals.recreated {
                 // The server no longer has the upload (it expired): a new
@@ -347,7 +358,15 @@ final class TusUpload: Sendable {
     private func sendChunk() -> Job<Void> {
         let (uploadURL, uncertain) = state.withLock { ($0.uploadURL, $0.uncertain) }
         guard let uploadURL else { return .failed(CancellationError()) }
-        let asked: Job<Void> = uncertain ? ask(uploadURL) : .succeeded
+        let asked: Job<Void> =
+            uncertain
+            ? ask(uploadURL).mapError { [self] error in
+                error is OtherLength
+                    ? UploadError.invalidAnswer(
+                        media.destination, reason: "its upload of \(filename) changed length on the server")
+                    : error
+            }
+            : .succeeded
         return asked.then { [self] in
             let offset = state.withLock { $0.offset }
             guard offset < size else { return .succeeded }
@@ -375,9 +394,16 @@ final class TusUpload: Sendable {
     /// stale ones), then completes `controller` with the last answer,
     /// naming the upload's URL.
     private func settle(_ controller: Job<UploadReceipt>.Controller) {
-        let (uploadURL, answer) = state.withLock { state in
+        let settled = state.withLock { state -> (uploadURL: URL?, answer: UploadReceipt?)? in
+            // Cancelled as the last answer came: the discard that the cancel
+            // made stands.
+            guard !state.settled, !state.cancelled else { return nil }
             state.settled = true
             return (state.uploadURL, state.lastAnswer)
+        }
+        guard let (uploadURL, answer) = settled else {
+            controller.fail(with: CancellationError())
+            return
         }
         if let manifestLocation, let uploadURL, let source,
             var manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination),
@@ -402,12 +428,15 @@ final class TusUpload: Sendable {
     /// performance resumes it) and returns a job that terminates it; `nil`
     /// when there is nothing to discard or it was already settled.
     private func discard() -> Job<Void>? {
-        let uploadURL: URL? = state.withLock { state in
+        let discarded = state.withLock { state -> (uploadURL: URL, isFinished: Bool)? in
             guard !state.settled, let uploadURL = state.uploadURL else { return nil }
             state.settled = true
-            return uploadURL
+            return (uploadURL, state.isFinishedUpload)
         }
-        guard let uploadURL else { return nil }
+        guard let (uploadURL, isFinished) = discarded else { return nil }
+        // A finished upload is the server's copy of the medium: its manifest
+        // stays, and the upload too.
+        if isFinished { return nil }
         if let manifestLocation {
             TusManifest.remove(at: manifestLocation, ifItNames: uploadURL)
         }
@@ -429,6 +458,14 @@ final class TusUpload: Sendable {
     }
 
     // MARK: - Bytes
+
+    /// The SHA-1 of the medium's bytes in memory, in hex (small: an outbox's
+    /// post document), which tells bytes of the same size apart; `nil` for
+    /// a file.
+    private var bytesSHA1: String? {
+        guard case .bytes(let data) = media.content else { return nil }
+        return SHA1.digest(of: data).hex
+    }
 
     /// The size and modification date of the medium's file, or the size of
     /// its bytes in memory.

@@ -48,15 +48,20 @@ import FoundationNetworking
 ///   asked and the upload goes on from it;
 /// - `460 Checksum Mismatch`: the chunk is sent again, once; a second
 ///   refusal fails the upload;
-/// - `404` or `410` (the server discarded the upload, which expired): a
-///   new upload is created and sent from the start, once. So is an upload
-///   whose `Upload-Expires` has passed when it resumes.
+/// - `404`, `410` or `403` (the server discarded the upload, which
+///   expired; some answer `403` for it): a new upload is created and sent
+///   from the start, once. So is an upload whose `Upload-Expires` has
+///   passed when it resumes.
 ///
 /// An upload resumes from a small manifest kept in ``manifestFolder``: the
 /// upload's URL, which only the answer to its creation gave. Uploading the
 /// same file to the same destination again asks the server's offset and
-/// sends only the rest; a file the server already holds whole is not sent
-/// again. What happens to an upload that does not finish:
+/// sends only the rest. Once the upload finished, its manifest is kept,
+/// marked finished, for a week: an upload of the file with attempts that
+/// check the storage first (``UploadAttempts/checksStorageFirst``, as an
+/// ``Outbox``'s for a post it resumes) finds it whole and sends nothing;
+/// any other is a new upload. What happens to an upload that does not
+/// finish:
 ///
 /// - It failed with an error that the policy that retried it counts as
 ///   retryable: nothing is discarded, and the manifest is kept for the
