@@ -358,6 +358,14 @@ struct TusUploaderTests {
             let another = try await Job.uploading(video, using: Self.uploader(workspace)).value
             #expect(another.finalURL != first.finalURL)
             #expect(try await tus.methods().suffix(3) == ["OPTIONS", "POST", "PATCH"])
+
+            // Asked to check, for a file changed since: another upload, and
+            // the finished one stays on the server.
+            try writePatternedFile(workspace.file, size: 3_000_001)
+            let changed = try await Job.uploading(video, using: Self.uploader(workspace), attempts: attempts).value
+            #expect(changed.finalURL != another.finalURL)
+            #expect(try await tus.methods().suffix(3) == ["OPTIONS", "POST", "PATCH"], "no HEAD, no DELETE")
+            #expect(try await tus.stored(another.finalURL)?.size == 3_000_000)
         }
     }
 
