@@ -230,7 +230,13 @@ struct Workspace {
             // Unpublished, with resumable uploads left to resume: kept for
             // the next run. (A cancelled upload is aborted, and leaves none.)
             let kind = arguments.s3 != nil ? "multipart" : "tus"
-            let manifests = try? fileManager.contentsOfDirectory(atPath: folder.appendingPathComponent(kind).path)
+            let manifestFolder = folder.appendingPathComponent(kind)
+            // Not a tus upload's that finished: kept, marked so, to be found.
+            let manifests = try? fileManager.contentsOfDirectory(atPath: manifestFolder.path).filter { name in
+                let data = try? Data(contentsOf: manifestFolder.appendingPathComponent(name))
+                let json = data.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+                return json?["finished"] as? Bool != true
+            }
             if !published, manifests?.isEmpty == false {
                 print("  the media and \(manifests?.count ?? 0) unfinished \(kind) uploads stay in \(folder.path):")
                 print("  run again to resume them")
