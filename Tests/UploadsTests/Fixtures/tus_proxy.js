@@ -37,7 +37,9 @@
  * {"ok": false} after 10 seconds.
  * GET /_wait_for?bytes=B&ended=E&timeout=S answers {"ok", "bytes",
  * "ended"} once B body bytes have reached the proxy and E requests were
- * answered in all, or after S seconds (at most 10).
+ * answered in all, or after S seconds (at most 10). With "hold=1", the
+ * request during which the B-th byte arrives stops reading its body for
+ * two seconds: a kill that comes then finds it in flight.
  * GET /_stored?path=P answers {"size", "sha256"} of the upload at P as the
  * server stored it, or 404.
  */
@@ -56,6 +58,8 @@ const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'jobkit-tus-'));
 const requests = [];
 let faults = [];
 let upstreamPort = 0;
+/** The byte count at which the request then in flight is held (hold=1). */
+let holdAtBytes = null;
 let waiters = [];
 let child = null;
 
@@ -104,7 +108,9 @@ function waitForChild(port) {
 function stopChild() {
   const running = child;
   child = null;
-  if (running) running.kill('SIGTERM');
+  // At once: a server still answering a request when its folder goes
+  // would print the error of each.
+  if (running) running.kill('SIGKILL');
   fs.rmSync(folder, { recursive: true, force: true });
 }
 
@@ -145,6 +151,7 @@ function wait(query, response) {
 
 function waitFor(query, response) {
   const bytes = Number(query.get('bytes') || 0);
+  if (query.get('hold') === '1' && bytes > 0) holdAtBytes = bytes;
   const ended = Number(query.get('ended') || 0);
   const deadline = Date.now() + Math.min(Number(query.get('timeout') || 10), 10) * 1000;
   (function check() {
@@ -277,7 +284,22 @@ function forward(request, response) {
     request.on('end', () => upstream.end());
     return;
   }
-  request.pipe(upstream);
+  // Streamed as it arrives, with back-pressure, and held once (hold=1).
+  let held = false;
+  request.on('data', (chunk) => {
+    if (!upstream.write(chunk)) {
+      request.pause();
+      upstream.once('drain', () => { if (!held) request.resume(); });
+    }
+    const total = requests.reduce((sum, other) => sum + other.bodyBytes, 0);
+    if (holdAtBytes !== null && total >= holdAtBytes) {
+      holdAtBytes = null;
+      held = true;
+      request.pause();
+      setTimeout(() => { held = false; request.resume(); }, 2000);
+    }
+  });
+  request.on('end', () => upstream.end());
 }
 
 function stored(query, response) {
