@@ -295,8 +295,10 @@ struct NodeServer: OutboxKillTests.Server {
     }
 }
 
-/// moto's S3, behind the presigning backend; the objects of an episode
-/// replace those of the last.
+/// moto's S3, behind the presigning backend, emptied for each episode:
+/// an outbox resuming a post asks the storage first, and the last
+/// episode's objects (the same media at the same keys) would be found
+/// stored.
 struct S3Server: OutboxKillTests.Server {
     let fixture: S3Fixture
 
@@ -305,7 +307,7 @@ struct S3Server: OutboxKillTests.Server {
     }
 
     func startEpisode() async throws {
-        try await fixture.reset()
+        try await fixture.clean()
     }
 
     func progress() async throws -> (bytes: Int, ended: Int) {

@@ -123,6 +123,13 @@ final class S3Fixture: Sendable {
         _ = try await send("_control/reset", method: "POST")
     }
 
+    /// Empties the storage too, as for a new test: a bucket that holds an
+    /// earlier post's objects answers an upload that asks first that they
+    /// are stored.
+    func clean() async throws {
+        _ = try await send("_control/clean", method: "POST")
+    }
+
     /// The object stored under `key`.
     func object(_ key: String) async throws -> Object {
         try JSONDecoder().decode(Object.self, from: try await send("_control/object", query: ["key": key]))
