@@ -38,14 +38,19 @@ struct TusManifest: Codable, Sendable, Hashable {
     /// How long a finished upload's manifest is kept.
     static let finishedLifetime: TimeInterval = 7 * 24 * 3600
 
-    /// The folder of the paths ``source(ofBytesWithKey:)`` makes.
+    /// The folder of the paths ``source(of:)`` makes for bytes.
     private static let bytesFolder = "/jobkit-bytes-with-key/"
 
-    /// What a manifest names as the source of bytes in memory sent with
-    /// the `Idempotency-Key` `key` (an outbox's post document, the same
-    /// across launches): a path that names no file.
-    static func source(ofBytesWithKey key: String) -> URL {
-        URL(fileURLWithPath: bytesFolder + key.replacingOccurrences(of: "/", with: "_"))
+    /// What a manifest names as the source of `media`: its file, or for
+    /// bytes in memory sent with an `Idempotency-Key` (an outbox's post
+    /// document, whose key lasts across launches) a path made of the key,
+    /// which names no file; `nil` for other bytes, which keep no manifest.
+    static func source(of media: Media) -> URL? {
+        switch media.content {
+        case .file(let file): file
+        case .bytes:
+            media.idempotencyKey.map { URL(fileURLWithPath: bytesFolder + $0.replacingOccurrences(of: "/", with: "_")) }
+        }
     }
 
     /// Where the manifest of `file` going to `destination` lives in

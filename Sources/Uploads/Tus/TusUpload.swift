@@ -28,6 +28,9 @@ final class TusUpload: Sendable {
         var verifiesBytes: Bool
         /// The upload's `Upload-Metadata`.
         var metadata: [(key: String, value: String)]
+        /// Removes the manifests of uploads finished a week ago or more:
+        /// once per uploader, the first time one of its uploads finishes.
+        var removeStaleManifests: @Sendable () -> Void
     }
 
     /// The state shared by the steps and the cancel handler.
@@ -97,10 +100,7 @@ final class TusUpload: Sendable {
         self.media = media
         self.size = size
         filename = media.filename ?? media.defaultFilename
-        switch media.content {
-        case .file(let file): source = file
-        case .bytes: source = media.idempotencyKey.map(TusManifest.source(ofBytesWithKey:))
-        }
+        source = TusManifest.source(of: media)
         if let source, options.createsUploads {
             manifestLocation = TusManifest.location(
                 in: options.manifestFolder, file: source, destination: media.destination)
@@ -414,7 +414,7 @@ final class TusUpload: Sendable {
             // outbox's next run sends nothing of it. Not saved: asked again.
             manifest.finished = true
             try? manifest.save(to: manifestLocation)
-            TusManifest.removeStale(in: options.manifestFolder)
+            options.removeStaleManifests()
         }
         var receipt = answer ?? UploadReceipt(destination: media.destination, status: 204)
         receipt.filename = filename

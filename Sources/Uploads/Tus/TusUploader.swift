@@ -107,6 +107,9 @@ public final class TusUploader: Uploader, Sendable {
     private let client: TusClient
     /// What each endpoint announced, asked once.
     private let servers = Lock<[URL: TusClient.Server]>([:])
+    /// Whether the stale manifests were looked for: once per uploader, so
+    /// that a finished upload does not read the whole folder.
+    private let staleManifestsRemoved = Lock(false)
 
     /// Creates an uploader.
     /// - Parameters:
@@ -169,12 +172,7 @@ public final class TusUploader: Uploader, Sendable {
     /// termination, in one attempt; it finishes once done, whatever the
     /// server answered. An upload that finished is left to the server.
     public func discardResumableUpload(of media: Media) -> Job<Void> {
-        let source: URL? =
-            switch media.content {
-            case .file(let file): file
-            case .bytes: media.idempotencyKey.map(TusManifest.source(ofBytesWithKey:))
-            }
-        guard createsUploads, let file = source else { return .succeeded }
+        guard createsUploads, let file = TusManifest.source(of: media) else { return .succeeded }
         let location = TusManifest.location(in: manifestFolder, file: file, destination: media.destination)
         let filename = media.filename ?? media.defaultFilename
         return Job { [self] controller in
@@ -246,7 +244,14 @@ public final class TusUploader: Uploader, Sendable {
             }
         return TusUpload.Options(
             chunkSize: chunkSize, creationWithUploadLimit: creationWithUploadLimit, manifestFolder: manifestFolder,
-            createsUploads: createsUploads, verifiesBytes: verifiesBytes, metadata: ordered)
+            createsUploads: createsUploads, verifiesBytes: verifiesBytes, metadata: ordered,
+            removeStaleManifests: { [self] in
+                let first = staleManifestsRemoved.withLock { removed in
+                    defer { removed = true }
+                    return !removed
+                }
+                if first { TusManifest.removeStale(in: manifestFolder) }
+            })
     }
 
     /// A job that finishes with what the server at `url` announced: asked
