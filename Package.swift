@@ -35,7 +35,7 @@ let package = Package(
             path: "Playground"
         ),
         .executableTarget(
-            name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting", "Uploads"], exclude: ["README.md"]),
+            name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting", "Uploads", "UploadsTesting"], exclude: ["README.md"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
     ]
 )

@@ -17,6 +17,7 @@ enum BenchmarkSuite {
         case outcomes
         case zip
         case form
+        case herd
     }
 
     struct Options: Sendable {
@@ -39,6 +40,10 @@ enum BenchmarkSuite {
         var outboxRecords = 1_000
         /// The file's size in case 18, in MiB.
         var formMegabytes = 32
+        /// The herds of case 19, in outboxes.
+        var herdCounts = [1_000, 10_000]
+        /// The minutes the herd's backlog takes at the server's capacity.
+        var herdMinutes = 5
         var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -90,6 +95,14 @@ enum BenchmarkSuite {
                 case "--debounce-runs": debounceRuns = try count(for: argument, minimum: 1)
                 case "--outbox-records": outboxRecords = try count(for: argument, minimum: 1)
                 case "--form-mib": formMegabytes = try count(for: argument, minimum: 1)
+                case "--herd":
+                    herdCounts = try value(for: argument).split(separator: ",").map { text in
+                        guard let count = Int(text), count >= 1 else {
+                            throw BenchmarkFailure("--herd needs counts of at least 1, got \(text)")
+                        }
+                        return count
+                    }
+                case "--herd-minutes": herdMinutes = try count(for: argument, minimum: 1)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
@@ -137,6 +150,8 @@ enum BenchmarkSuite {
           --debounce-runs D  runs of each test in case 13 (default 100)
           --outbox-records R posts in the outbox case 14 opens (default 1000)
           --form-mib F       the file's size in case 18, in MiB (default 32; needs node)
+          --herd N,...       outboxes in each herd of case 19 (default 1000,10000)
+          --herd-minutes M   minutes the herd's backlog takes at the server's capacity (default 5)
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
@@ -194,6 +209,7 @@ enum BenchmarkSuite {
         case .outcomes: try CombinatorCases.outcomes(n: options.n, schedule: options.schedule)
         case .zip: try CombinatorCases.zip(n: options.n, schedule: options.schedule)
         case .form: try FormCase.run(megabytes: options.formMegabytes, schedule: options.schedule)
+        case .herd: try HerdCase.run(counts: options.herdCounts, minutes: options.herdMinutes)
         }
     }
 
@@ -230,6 +246,9 @@ enum BenchmarkSuite {
 extension CaseReport {
     /// The case as a Markdown table.
     var markdown: String {
+        if let table {
+            return (["### \(title)", ""] + table + (notes.isEmpty ? [] : [""] + notes) + [""]).joined(separator: "\n")
+        }
         var lines = [
             "### \(title)",
             "",

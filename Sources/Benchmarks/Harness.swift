@@ -65,6 +65,9 @@ struct CaseReport: Sendable {
     var unit: String
     var rows: [Row]
     var notes: [String] = []
+    /// The lines of a table of its own, printed instead of the rows', for
+    /// a case that is not a timing.
+    var table: [String]?
 }
 
 extension Array where Element == Double {

@@ -43,6 +43,16 @@ struct BenchmarkSmokeTests {
         #expect(report.notes.first?.hasPrefix("Opening and closing the outbox took ") == true)
     }
 
+    @Test func theHerdCaseEndsWithOneLinePerHerd() async throws {
+        let report = try await onOwnThread { try HerdCase.run(counts: [20, 30], minutes: 1) }
+        #expect(report.table?.count == 4, "a header, its rule and a row per herd")
+        let lines = report.notes.filter { $0.hasPrefix("herd ") }
+        #expect(lines.count == 2)
+        #expect(lines.first?.hasPrefix("herd 20: peak ") == true)
+        #expect(lines.allSatisfy { $0.hasSuffix(" rejected per useful request") })
+        #expect(report.markdown.contains("| outboxes |"))
+    }
+
     @Test func goalsAreCheckedAgainstTheHandWrittenBaselines() async throws {
         let report = try await onOwnThread { try TimingCases.group(n: 32, schedule: Self.tiny) }
         let goals = report.rows.compactMap(\.goal)

@@ -689,12 +689,15 @@ struct OutboxTests {
         outbox.close()
     }
 
-    @Test func aPostWaitingForTheNetworkIsTriedAgainAfterADoublingCappedWait() throws {
+    @Test func aPostWaitingForTheNetworkIsTriedAgainAfterAWaitBelowADoublingCappedCeiling() throws {
         defer { folder.remove() }
         let post = outboxPost("a", photos: 1, videos: 0)
         let uploader = InMemoryUploader()
         uploader.fail(post.media[0].destination, with: URLError(.notConnectedToInternet))
-        let outbox = try open(uploader, networkRetryDelay: .seconds(1), maxNetworkRetryDelay: .seconds(4))
+        // Each wait is drawn below its ceiling: at the ceiling here.
+        let outbox = try open(
+            uploader, retry: RetryPolicy(attempts: 1, random: AtTheCeiling()), networkRetryDelay: .seconds(1),
+            maxNetworkRetryDelay: .seconds(4))
         try outbox.add(post)
         var tries: [Int] = []
         for _ in 0...12 {

@@ -83,11 +83,16 @@ struct RetryPolicyTests {
         #expect(waits() == waits())
     }
 
-    @Test func retryAfterInSecondsSetsTheWaitOn429And503Capped() {
+    /// The server's wish, capped, plus up to as much again: `Halfway`
+    /// draws half of it.
+    @Test func retryAfterInSecondsSetsTheWaitOn429And503CappedWithAJitterOnTop() {
         let policy = RetryPolicy(attempts: 3, maximumRetryAfter: .seconds(60), random: Halfway())
-        #expect(policy.delay(beforeRetry: 1, after: Self.status(429, headers: ["Retry-After": "7"])) == .seconds(7))
-        #expect(policy.delay(beforeRetry: 1, after: Self.status(503, headers: ["retry-after": "7"])) == .seconds(7))
-        #expect(policy.delay(beforeRetry: 1, after: Self.status(503, headers: ["Retry-After": "3600"])) == .seconds(60))
+        #expect(
+            policy.delay(beforeRetry: 1, after: Self.status(429, headers: ["Retry-After": "7"])) == .seconds(10.5))
+        #expect(
+            policy.delay(beforeRetry: 1, after: Self.status(503, headers: ["retry-after": "7"])) == .seconds(10.5))
+        #expect(
+            policy.delay(beforeRetry: 1, after: Self.status(503, headers: ["Retry-After": "3600"])) == .seconds(90))
         // Other statuses keep the backoff; a header that is no number or
         // date is ignored.
         #expect(
@@ -105,7 +110,21 @@ struct RetryPolicyTests {
         #expect(UploadReceipt(destination: Self.photo, status: 503, headers: past).retryAfter == .zero)
         #expect(
             RetryPolicy(random: Halfway()).delay(beforeRetry: 1, after: Self.status(429, headers: headers))
-                == .seconds(30))
+                == .seconds(45))
+    }
+
+    /// Phones a server turned away in the same second come back spread
+    /// over the `Retry-After` that follows it, never before it.
+    @Test func theWaitsAfterOneRetryAfterSpreadOverTheSecondItAsksFor() {
+        let policy = RetryPolicy(random: SeededRandomNumberGenerator(seed: 3))
+        let waits = (0..<1_000).compactMap { _ in
+            policy.delay(beforeRetry: 1, after: Self.status(503, headers: ["Retry-After": "5"]))
+        }
+        #expect(waits.count == 1_000)
+        #expect(waits.allSatisfy { $0 >= .seconds(5) && $0 < .seconds(10) })
+        let seconds = Dictionary(grouping: waits) { Int($0 / .seconds(1)) }.mapValues(\.count)
+        #expect(seconds.keys.sorted() == [5, 6, 7, 8, 9])
+        #expect(seconds.values.allSatisfy { (150...250).contains($0) }, "about 200 in each second: \(seconds)")
     }
 
     @Test(arguments: [

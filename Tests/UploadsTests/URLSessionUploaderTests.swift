@@ -145,7 +145,9 @@ struct URLSessionUploaderTests {
                     .value
             }
             #expect(receipt.status == 201)
-            #expect(waits.value == [.seconds(1)], "the server's Retry-After, not the 15 s backoff")
+            #expect(
+                waits.value == [.seconds(1.5)],
+                "the server's Retry-After and half as much again of jitter, not the 15 s backoff")
             let error = await #expect(throws: UploadError.self) {
                 try await withTimeLimit(.seconds(20)) {
                     try await Job.uploading(gone, using: uploader).retry(policy).value

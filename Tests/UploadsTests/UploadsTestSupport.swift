@@ -150,6 +150,12 @@ struct Halfway: RandomNumberGenerator, Sendable {
     mutating func next() -> UInt64 { 1 << 63 }
 }
 
+/// A generator whose every draw is the largest: a jittered wait is its
+/// ceiling, less a hundred attoseconds.
+struct AtTheCeiling: RandomNumberGenerator, Sendable {
+    mutating func next() -> UInt64 { .max }
+}
+
 /// A retry policy whose waits are exact: `initial` before the first retry,
 /// doubling up to `maximum` (full jitter drawing one half of twice each).
 func exactRetries(_ attempts: Int, initial: Duration, maximum: Duration? = nil) -> RetryPolicy {

@@ -12,19 +12,19 @@ import Darwin
 /// How an outbox's journal puts bytes on disk: a new file written whole and
 /// synced to the disk before it is renamed into place. Tests inject one
 /// that fails (a full disk) or stops half-way.
-struct DurableFileWriter: Sendable {
+package struct DurableFileWriter: Sendable {
     /// Writes `data` to a new file at the URL and syncs it, or throws.
     var writeNewFile: @Sendable (_ data: Data, _ file: URL) throws -> Void
     /// Syncs a folder's entries to the disk, or throws.
     var syncFolder: @Sendable (_ folder: URL) throws -> Void = DurableFiles.syncFolder
 
     /// The writer of the real file system.
-    static let system = DurableFileWriter { data, file in try DurableFiles.writeNewFile(data, to: file) }
+    package static let system = DurableFileWriter { data, file in try DurableFiles.writeNewFile(data, to: file) }
 
     /// The real file system without its syncs, for tests whose subject is
     /// not the disk: a kill of the process still leaves whole files, only
     /// a power cut could not.
-    static let unsynced = DurableFileWriter(
+    package static let unsynced = DurableFileWriter(
         writeNewFile: { data, file in try DurableFiles.writeNewFile(data, to: file, syncing: false) },
         syncFolder: { _ in })
 }

@@ -20,7 +20,9 @@ import FoundationNetworking
 /// jitter"), so that a thousand phones cut off by the same outage do not
 /// all come back at the same instant. When a 429 or 503 answer carries
 /// `Retry-After` (seconds or an HTTP date), the wait is what the server
-/// asked for, capped at `maximumRetryAfter`, instead.
+/// asked for, capped at `maximumRetryAfter`, plus up to as much again,
+/// drawn at random: the phones a server turned away together do not come
+/// back together.
 ///
 /// ```swift
 /// var policy = RetryPolicy(attempts: 4, initialDelay: .seconds(1), maximumDelay: .seconds(30))
@@ -70,7 +72,7 @@ public struct RetryPolicy: Sendable {
     /// The largest ceiling of a wait.
     public var maximumDelay: Duration
     /// The longest wait a server's `Retry-After` can ask for; a longer one
-    /// is cut to this.
+    /// is cut to this, before the jitter on top of it.
     public var maximumRetryAfter: Duration
     /// Decides whether an attempt's error is worth another attempt;
     /// ``UploadError/isTransient`` by default (``isTransient(_:)``).
@@ -136,11 +138,20 @@ public struct RetryPolicy: Sendable {
         if case .httpStatus(let receipt) = error as? UploadError, [429, 503].contains(receipt.status),
             let asked = receipt.retryAfter
         {
-            return min(asked, maximumRetryAfter)
+            let wait = min(asked, maximumRetryAfter)
+            return wait + wait * random.fraction()
         }
         let ceiling = RetryDelay.exponential(initial: initialDelay, multiplier: multiplier, maximum: maximumDelay)
             .delay(beforeRetry: retry)
         return ceiling * random.fraction()
+    }
+}
+
+extension RetryPolicy {
+    /// A number in 0..<1 from the policy's generator: the jitter of the
+    /// waits an ``Outbox`` adds to the policy's.
+    func jitter() -> Double {
+        random.fraction()
     }
 }
 

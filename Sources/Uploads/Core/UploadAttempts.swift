@@ -53,6 +53,9 @@ public struct UploadAttempts: Sendable {
     /// Runs before each attempt and fails it with the error it returns:
     /// the injected faults of `FaultInjectingUploader`.
     package var fault: (@Sendable (Media) -> (any Error)?)?
+    /// Admits each attempt toward its host: an ``Outbox``'s uploads go as
+    /// one client.
+    var pacer: OutboxPacer?
 
     /// Creates the owner of an upload's retries.
     /// - Parameters:
@@ -125,6 +128,9 @@ public struct UploadAttempts: Sendable {
             limited = limited.timeout(after: limit).mapError { error in
                 error as? JobError == .timedOut ? UploadError.timedOut(destination, after: limit) : error
             }
+        }
+        if let pacer {
+            limited = pacer.paced(limited, toward: destination)
         }
         var policy = retry
         var onRetry = onFailedAttempt

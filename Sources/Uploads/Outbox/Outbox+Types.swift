@@ -125,14 +125,31 @@ extension Outbox {
         /// sends at once). An upload larger than the budget still goes,
         /// alone.
         public var maxBytesInFlight: Int64
-        /// How long a post waiting for the network waits before it is tried
-        /// again, the first time; each wait in a row doubles it. (On an
-        /// `ImmediateQueue`, where no time passes, a waiting post waits for
-        /// ``Outbox/networkDidChange()`` or ``Outbox/retry(_:)`` instead.)
+        /// The longest a post waiting for the network waits before it is
+        /// tried again, the first time; each wait in a row doubles it. The
+        /// wait is drawn at random below it ("full jitter", from
+        /// ``retry``'s generator), so that phones cut off together do not
+        /// come back in step. (On an `ImmediateQueue`, where no time
+        /// passes, a waiting post waits for ``Outbox/networkDidChange()``
+        /// or ``Outbox/retry(_:)`` instead.)
         public var networkRetryDelay: Duration
         /// The longest wait before a post waiting for the network is tried
-        /// again.
+        /// again: the most its doubling ceiling reaches.
         public var maxNetworkRetryDelay: Duration
+        /// How long ``Outbox/networkDidChange()`` may wait before it tries
+        /// the waiting posts again: a moment drawn at random in this
+        /// window, from ``retry``'s generator, so that the phones an outage
+        /// cut off, which all see the network come back within seconds, do
+        /// not all send at once. Zero tries them at once.
+        public var networkWakeWindow: Duration
+        /// How long, at most, the outbox sends nothing more to a server that
+        /// pushed back (a `429` or `503`, or three transient failures in a
+        /// row), on top of the `Retry-After` it asked for: a wait drawn at
+        /// random below it, from ``retry``'s generator, so that the phones a
+        /// server turned away together come back spread over it. Set it
+        /// near the time the app's backend takes to catch up after an
+        /// outage; zero honours `Retry-After` alone.
+        public var pushbackDelay: Duration
         /// Which failed uploads are tried again at once, how often, after
         /// how long. An upload whose transient failures outlast it waits
         /// for the network; a permanent failure fails its post.
@@ -161,6 +178,12 @@ extension Outbox {
         ///     the network is tried again; 30 seconds by default.
         ///   - maxNetworkRetryDelay: The longest such wait; 15 minutes by
         ///     default.
+        ///   - networkWakeWindow: How long ``Outbox/networkDidChange()``
+        ///     may wait before it tries the waiting posts again; 10
+        ///     seconds by default, zero for at once.
+        ///   - pushbackDelay: The most the outbox waits, on top of a
+        ///     `Retry-After`, before it sends again to a server that pushed
+        ///     back; 4 minutes by default.
         ///   - document: Builds a post's document; the default document by
         ///     default.
         ///   - documentUploader: Uploads a post's document; the outbox's
@@ -172,6 +195,8 @@ extension Outbox {
             uploadTimeout: Duration? = nil,
             networkRetryDelay: Duration = .seconds(30),
             maxNetworkRetryDelay: Duration = .seconds(15 * 60),
+            networkWakeWindow: Duration = .seconds(10),
+            pushbackDelay: Duration = .seconds(4 * 60),
             document: PublishOptions.DocumentBuilder? = nil,
             documentUploader: (any Uploader)? = nil
         ) {
@@ -180,6 +205,8 @@ extension Outbox {
             self.maxBytesInFlight = maxBytesInFlight
             self.networkRetryDelay = networkRetryDelay
             self.maxNetworkRetryDelay = maxNetworkRetryDelay
+            self.networkWakeWindow = networkWakeWindow
+            self.pushbackDelay = pushbackDelay
             self.retry = retry
             self.uploadTimeout = uploadTimeout
             self.document = document

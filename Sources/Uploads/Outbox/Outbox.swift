@@ -59,6 +59,8 @@ public final class Outbox: Sendable {
     private let queue: any JobQueue
     private let journal: OutboxJournal
     private let book: Handoff<OutboxBook, OutboxBook.Effects>
+    /// Sends toward each host as one client.
+    private let pacer: OutboxPacer
     /// Runs one ``add(_:priority:)`` at a time.
     private let adds = DispatchQueue(label: "JobKit.Outbox.adds")
 
@@ -87,8 +89,9 @@ public final class Outbox: Sendable {
         try self.init(folder: folder, uploader: uploader, options: options, queue: queue, writer: .system)
     }
 
-    /// Opens the outbox with `writer` writing its files.
-    init(
+    /// Opens the outbox with `writer` writing its files: `.unsynced` for
+    /// tests and benchmarks whose subject is not the disk.
+    package init(
         folder: URL,
         uploader: any Uploader,
         options: Options,
@@ -117,11 +120,20 @@ public final class Outbox: Sendable {
         self.queue = queue
         self.journal = journal
         corruptRecords = corrupt
+        pacer = OutboxPacer(options: options, queue: queue)
         self.book = Handoff(
             book, take: { $0.takeEffects() },
             actingOn: { [journal] effects, book in
                 Self.carryOut(effects, journal: journal, book: book)
             })
+        pacer.whenOpened { [weak self] host in
+            guard let self else { return }
+            self.book.update { book in
+                book.hostOpened(host)
+                return true
+            }
+            schedulePump()
+        }
         schedulePump()
     }
 
@@ -327,6 +339,7 @@ public final class Outbox: Sendable {
                 let wake = tracked.wake
                 tracked.wake = nil
                 tracked.waits = 0
+                tracked.waitsForHost = nil
                 if tracked.record.status == .failed {
                     tracked.record.status = .pending
                     tracked.record.error = nil
@@ -356,13 +369,43 @@ public final class Outbox: Sendable {
         book.afterActions { [self] in schedulePump() }
     }
 
-    /// Tries again every post waiting for the network, at once. Call it
-    /// when the network comes back (from `NWPathMonitor`'s update handler,
-    /// say): it checks nothing itself, and sending is what tells. Without
-    /// it, a waiting post is tried again after
+    /// Tries again every post waiting for the network, at a moment drawn
+    /// at random within ``Options/networkWakeWindow`` (at once when it is
+    /// zero). Call it when the network comes back (from `NWPathMonitor`'s
+    /// update handler, say): it checks nothing itself, and sending is what
+    /// tells. Calls while a try is pending change nothing. Without it, a
+    /// waiting post is tried again after a wait drawn below
     /// ``Options/networkRetryDelay``, doubled at each wait in a row up to
     /// ``Options/maxNetworkRetryDelay``.
     public func networkDidChange() {
+        guard options.networkWakeWindow > .zero else { return wakeEveryWaitingPost() }
+        let schedules = book.update { book -> (Bool, actOn: Bool) in
+            guard !book.isClosed, !book.isNoticePending else { return (false, false) }
+            book.isNoticePending = true
+            return (true, false)
+        }
+        guard schedules else { return }
+        // Drawn outside the lock: the generator is the app's.
+        let delay = options.networkWakeWindow * options.retry.jitter()
+        let notice = queue.enqueue(after: delay) { [weak self] in
+            guard let self else { return }
+            book.update { book in
+                book.isNoticePending = false
+                book.notice = nil
+                return false
+            }
+            wakeEveryWaitingPost()
+        }
+        let kept = book.update { book -> (Bool, actOn: Bool) in
+            guard !book.isClosed, book.isNoticePending else { return (false, false) }
+            book.notice = notice
+            return (true, false)
+        }
+        if !kept { notice.cancel() }
+    }
+
+    /// Tries again every post waiting for the network, now.
+    private func wakeEveryWaitingPost() {
         let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
             guard !book.isClosed else { return ([], false) }
             return (book.posts.keys.compactMap { book.wake($0) }.flatMap { $0 }, true)
@@ -407,12 +450,15 @@ public final class Outbox: Sendable {
         let (cancels, observers) = book.update {
             book -> (([@Sendable () -> Void], [AsyncStream<[Entry]>.Continuation]), actOn: Bool) in
             guard !book.isClosed else { return (([], []), false) }
-            let cancels = book.posts.keys.flatMap { book.stop($0) }
+            var cancels = book.posts.keys.flatMap { book.stop($0) }
+            if let notice = book.notice { cancels.append { notice.cancel() } }
+            book.notice = nil
             book.isClosed = true
             defer { book.observers = [:] }
             return ((cancels, Array(book.observers.values)), false)
         }
         for cancel in cancels { cancel() }
+        pacer.close()
         for observer in observers { observer.finish() }
     }
 
@@ -449,6 +495,7 @@ public final class Outbox: Sendable {
         guard case .paused = book.posts[destination]?.phase else { return }
         book.posts[destination]?.phase = .ready
         book.posts[destination]?.waits = 0
+        book.posts[destination]?.waitsForHost = nil
         book.posts[destination]?.record.status = .pending
         book.toWrite[destination] = book.posts[destination]?.record
         book.isChanged = true
@@ -479,8 +526,11 @@ public final class Outbox: Sendable {
 
     /// Starts the uploads the budget allows.
     private func pump() {
-        let starts = book.update { book in
-            (book.starts(limit: options.maxConcurrentUploads, budget: options.maxBytesInFlight), actOn: false)
+        let starts = book.update { [pacer] book in
+            let starts = book.starts(limit: options.maxConcurrentUploads, budget: options.maxBytesInFlight) {
+                destination, running in pacer.admitsUpload(toward: destination, running: running)
+            }
+            return (starts, actOn: false)
         }
         for start in starts { launch(start) }
     }
@@ -500,6 +550,7 @@ public final class Outbox: Sendable {
         // A run before this one may have stored it and been killed before
         // recording it: the storages that can tell are asked first.
         attempts.checksStorageFirst = start.mayBeStored
+        attempts.pacer = pacer
         let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [book] progress in
             book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }
@@ -534,8 +585,8 @@ public final class Outbox: Sendable {
     }
 
     private func finish(_ start: OutboxBook.Start, _ outcome: Result<UploadReceipt, any Error>) {
-        let finish = book.update { book in
-            let finish = book.finish(start, with: outcome)
+        let finish = book.update { [pacer] book in
+            let finish = book.finish(start, with: outcome, isHeld: pacer.isHeld)
             return (finish, actOn: finish.isTaken)
         }
         if let waits = finish.waits { scheduleWake(start.destination, after: waits) }
@@ -626,17 +677,24 @@ extension Outbox.Options {
                 "networkRetryDelay must be above zero and at most maxNetworkRetryDelay, got \(networkRetryDelay) and \(maxNetworkRetryDelay)"
             )
         }
+        guard networkWakeWindow >= .zero else {
+            throw .invalidOptions("networkWakeWindow must not be negative, got \(networkWakeWindow)")
+        }
+        guard pushbackDelay >= .zero else {
+            throw .invalidOptions("pushbackDelay must not be negative, got \(pushbackDelay)")
+        }
     }
 
     /// The wait before a post is tried again after its `waits`-th wait in a
-    /// row for the network: ``networkRetryDelay``, doubled each time, at
-    /// most ``maxNetworkRetryDelay``.
+    /// row for the network: drawn at random below a ceiling of
+    /// ``networkRetryDelay``, doubled each time, at most
+    /// ``maxNetworkRetryDelay``.
     func delayBeforeTry(afterWaits waits: Int) -> Duration {
-        var delay = networkRetryDelay
-        for _ in 1..<max(waits, 1) where delay < maxNetworkRetryDelay {
-            delay *= 2
+        var ceiling = networkRetryDelay
+        for _ in 1..<max(waits, 1) where ceiling < maxNetworkRetryDelay {
+            ceiling *= 2
         }
-        return min(delay, maxNetworkRetryDelay)
+        return min(ceiling, maxNetworkRetryDelay) * retry.jitter()
     }
 }
 

@@ -37,6 +37,9 @@ struct OutboxBook: Sendable {
         /// The post was in the folder when the outbox opened: a run before
         /// this one may have stored a medium without recording it.
         var wasOnDisk = false
+        /// The host (``OutboxPacer/host(of:)``) whose pushback the post
+        /// waits out: it goes on when the host takes requests again.
+        var waitsForHost: String?
 
         init(_ record: OutboxRecord, weights: [Int64]) {
             self.record = record
@@ -126,6 +129,10 @@ struct OutboxBook: Sendable {
     var isClosed = false
     /// Whether a queue item that starts uploads waits to run.
     var isPumpScheduled = false
+    /// Whether ``Outbox/networkDidChange()`` has a try of the waiting
+    /// posts pending, and the handle that cancels it.
+    var isNoticePending = false
+    var notice: DelayedWork?
     /// Records to write, newest of each post.
     var toWrite: [URL: OutboxRecord] = [:]
     var toRemoveCopies: [OutboxRecord] = []
@@ -226,10 +233,20 @@ struct OutboxBook: Sendable {
     /// and `budget` bytes (each upload's `weight`) are in flight, but an
     /// upload heavier than the budget goes when nothing else is in flight.
     /// The first upload that does not fit stops the rest, so a large video
-    /// is not passed over forever by smaller ones. Marks them running.
-    mutating func starts(limit: Int, budget: Int64) -> [Start] {
+    /// is not passed over forever by smaller ones. An upload toward a host
+    /// that `admits` refuses, given the uploads already running toward it,
+    /// waits without stopping the rest. Marks them running.
+    mutating func starts(
+        limit: Int, budget: Int64, admits: (_ destination: URL, _ running: Int) -> Bool = { _, _ in true }
+    ) -> [Start] {
         guard !isClosed else { return [] }
         var running = posts.values.reduce(0) { $0 + $1.running.count }
+        var runningByHost: [String: Int] = [:]
+        for tracked in posts.values {
+            for index in tracked.running.keys {
+                runningByHost[OutboxPacer.host(of: tracked.record.destination(of: index)), default: 0] += 1
+            }
+        }
         var inFlight = posts.values.reduce(Int64(0)) { $0 + $1.running.values.reduce(0) { $0 + $1.weight } }
         var starts: [Start] = []
         for tracked in ordered where tracked.phase.isReady {
@@ -243,6 +260,9 @@ struct OutboxBook: Sendable {
             for index in indices {
                 let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
                 guard running < limit, running == 0 || inFlight + upload <= budget else { return starts }
+                let host = OutboxPacer.host(of: record.destination(of: index))
+                guard admits(record.destination(of: index), runningByHost[host] ?? 0) else { continue }
+                runningByHost[host, default: 0] += 1
                 starts.append(
                     Start(
                         destination: record.destination, index: index, token: nextToken, record: record,
@@ -304,7 +324,13 @@ struct OutboxBook: Sendable {
 
     /// Records how an upload ended: a medium's receipt, the post
     /// published, or the post waiting or failed.
-    mutating func finish(_ start: Start, with outcome: Result<UploadReceipt, any Error>) -> Finish {
+    ///
+    /// A post whose upload failed on a server's pushback while its host is
+    /// held (`isHeld`) waits for the host to take requests again, not for
+    /// the network: the outbox's pacer backs off for it.
+    mutating func finish(
+        _ start: Start, with outcome: Result<UploadReceipt, any Error>, isHeld: (URL) -> Bool = { _ in false }
+    ) -> Finish {
         guard !isClosed, var tracked = posts[start.destination], let running = tracked.running[start.index],
             running.token == start.token
         else { return Finish(isTaken: false) }
@@ -334,6 +360,11 @@ struct OutboxBook: Sendable {
             toWrite[start.destination] = tracked.record
         case .failure where tracked.phase.isOver:
             break
+        case .failure(let error)
+        where tracked.phase.isReady && OutboxPacer.isPushback(error)
+            && isHeld(start.record.destination(of: start.index)):
+            tracked.phase = .waitingForNetwork(error)
+            tracked.waitsForHost = OutboxPacer.host(of: start.record.destination(of: start.index))
         case .failure(let error) where Self.canPass(error):
             if tracked.phase.isReady {
                 tracked.waits += 1
@@ -355,11 +386,21 @@ struct OutboxBook: Sendable {
     /// network; returns what cancels its scheduled try, to call after the
     /// lock, or `nil` when it did not wait.
     mutating func wake(_ destination: URL) -> [@Sendable () -> Void]? {
-        guard let tracked = posts[destination], case .waitingForNetwork = tracked.phase else { return nil }
+        guard let tracked = posts[destination], case .waitingForNetwork = tracked.phase, tracked.waitsForHost == nil
+        else { return nil }
         posts[destination]?.phase = .ready
         posts[destination]?.wake = nil
         isChanged = true
         return tracked.wake.map { wake in [{ wake.cancel() }] } ?? []
+    }
+
+    /// Lets every post that waits out the pushback of `host` go on.
+    mutating func hostOpened(_ host: String) {
+        for (destination, tracked) in posts where tracked.waitsForHost == host {
+            posts[destination]?.waitsForHost = nil
+            if case .waitingForNetwork = tracked.phase { posts[destination]?.phase = .ready }
+            isChanged = true
+        }
     }
 
     /// Marks the post to `destination` failed because its record could

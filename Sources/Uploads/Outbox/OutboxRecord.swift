@@ -119,6 +119,12 @@ struct OutboxRecord: Codable, Sendable, Hashable {
         )
     }
 
+    /// Where upload `index` goes: medium `index`'s destination, or the
+    /// post's for the document (the media's count).
+    func destination(of index: Int) -> URL {
+        media.indices.contains(index) ? media[index].destination : destination
+    }
+
     /// The upload of medium `index`, with its idempotency key.
     func upload(_ index: Int) -> Media {
         var upload = media[index].media

@@ -1,0 +1,269 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How an ``Outbox`` sends toward each host: as one client, however many
+/// of its uploads go there.
+///
+/// Every request of the outbox's uploads (a whole upload, or one request
+/// of an uploader that retries each on its own) is admitted here first.
+/// Toward each host, at most `window` requests are in flight: the
+/// outbox's ``Outbox/Options/maxConcurrentUploads`` at first, halved at
+/// each pushback, one more at each request stored, as TCP opens and
+/// closes its window. A pushback (a `429` or `503`, or
+/// ``transientRunLimit`` transient failures in a row) also holds the host:
+/// no request goes until the wait is over, whichever upload it belongs
+/// to. The wait is the server's `Retry-After` (at most the retry policy's
+/// ``RetryPolicy/maximumRetryAfter``) plus a wait drawn at random below
+/// ``Outbox/Options/pushbackDelay``: the phones a server turned away
+/// together come back spread over it. A failure of a phone without
+/// network says nothing of the server, but the network it comes back to
+/// may be everyone's: the window closes to one request, which probes the
+/// server before the rest go.
+final class OutboxPacer: Sendable {
+    /// What a request's outcome says of its host.
+    enum Signal: Equatable {
+        /// It was stored: the host keeps up.
+        case success
+        /// The host pushed back, asking for this wait (or none).
+        case pushback(Duration?)
+        /// A failure that can pass: one more in a run.
+        case transient
+        /// The phone has no network.
+        case offline
+        /// An answer that is not about load (a 404): ends a run of
+        /// transient failures.
+        case answered
+        /// Nothing of the host: the request was cancelled.
+        case nothing
+    }
+
+    /// One host as the outbox sends to it.
+    private struct Host {
+        /// The most requests in flight toward it.
+        var window: Int
+        var inFlight = 0
+        /// No request goes while held.
+        var isHeld = false
+        /// Transient failures in a row.
+        var transientRun = 0
+        /// Requests waiting to go, first come first.
+        var waiting: [(id: Int, go: @Sendable () -> Void)] = []
+        var release: DelayedWork?
+    }
+
+    private struct State {
+        var hosts: [String: Host] = [:]
+        var nextID = 0
+        var isClosed = false
+    }
+
+    /// Transient failures in a row that count as a pushback.
+    static let transientRunLimit = 3
+
+    private let state = Lock(State())
+    private let maxWindow: Int
+    private let queue: any JobQueue
+    private let retry: RetryPolicy
+    private let pushbackDelay: Duration
+    /// Called, outside the lock, with a host's key when it takes requests
+    /// again: the outbox starts the uploads it held back.
+    private let opened = Lock<(@Sendable (String) -> Void)?>(nil)
+
+    init(options: Outbox.Options, queue: any JobQueue) {
+        maxWindow = options.maxConcurrentUploads
+        self.queue = queue
+        retry = options.retry
+        pushbackDelay = options.pushbackDelay
+    }
+
+    /// Calls `opened` with a host's key whenever it takes requests again.
+    func whenOpened(_ opened: @escaping @Sendable (String) -> Void) {
+        self.opened.withLock { $0 = opened }
+    }
+
+    /// The key of `url`'s host: scheme, host and port.
+    static func host(of url: URL) -> String {
+        "\(url.scheme ?? "")://\(url.host ?? "")" + (url.port.map { ":\($0)" } ?? "")
+    }
+
+    /// Whether a new upload toward `url`'s host may start, with `running`
+    /// of the outbox's uploads already going there: not while the host is
+    /// held, nor beyond its window.
+    func admitsUpload(toward url: URL, running: Int) -> Bool {
+        state.withLock { state in
+            guard let host = state.hosts[Self.host(of: url)] else { return true }
+            return !host.isHeld && running < host.window
+        }
+    }
+
+    /// Whether `url`'s host takes no request now: it pushed back, and its
+    /// wait is not over.
+    func isHeld(_ url: URL) -> Bool {
+        state.withLock { $0.hosts[Self.host(of: url)]?.isHeld == true }
+    }
+
+    /// Whether `error` is a server's pushback: a `429` or `503`.
+    static func isPushback(_ error: any Error) -> Bool {
+        if case .pushback = signal(of: .failure(error)) { true } else { false }
+    }
+
+    /// A job that performs `attempt`, one request toward `url`'s host, once
+    /// the host admits it, and learns from its outcome.
+    func paced<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
+        let key = Self.host(of: url)
+        return Job { [self] controller in
+            let admitted = Lock(false)
+            let go: @Sendable () -> Void = { [self] in
+                admitted.withLock { $0 = true }
+                guard !controller.isCompleted else { return done(key, .nothing) }
+                controller.perform(attempt) { [self] outcome in
+                    done(key, Self.signal(of: outcome.map { _ in () }))
+                    controller.complete(with: outcome)
+                }
+            }
+            guard let id = admit(key, go) else { return go() }
+            controller.onCancel { [self] in
+                if !admitted.withLock({ $0 }) { withdraw(key, id) }
+            }
+        }
+    }
+
+    /// Admits a request toward `key` now (`nil`: the caller runs it), or
+    /// queues `go` and returns its ticket.
+    private func admit(_ key: String, _ go: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state in
+            var host = state.hosts[key] ?? Host(window: maxWindow)
+            defer { state.hosts[key] = host }
+            if !host.isHeld, host.inFlight < host.window, host.waiting.isEmpty {
+                host.inFlight += 1
+                return nil
+            }
+            defer { state.nextID += 1 }
+            host.waiting.append((state.nextID, go))
+            return state.nextID
+        }
+    }
+
+    /// Drops a queued request that was cancelled.
+    private func withdraw(_ key: String, _ id: Int) {
+        let go = state.withLock { state -> [@Sendable () -> Void] in
+            state.hosts[key]?.waiting.removeAll { $0.id == id }
+            return Self.admitWaiting(key, in: &state)
+        }
+        for request in go { request() }
+    }
+
+    /// Ends a request toward `key` that said `signal`.
+    private func done(_ key: String, _ signal: Signal) {
+        let (go, hold) = state.withLock { state -> ([@Sendable () -> Void], Duration?) in
+            guard var host = state.hosts[key] else { return ([], nil) }
+            host.inFlight -= 1
+            var hold: Duration?
+            switch signal {
+            case .success:
+                host.transientRun = 0
+                host.window = min(maxWindow, host.window + 1)
+            case .offline:
+                host.window = 1
+            case .pushback(let asked):
+                hold = Self.pushBack(&host, asking: asked)
+            case .transient:
+                host.transientRun += 1
+                if host.transientRun >= Self.transientRunLimit {
+                    host.transientRun = 0
+                    hold = Self.pushBack(&host, asking: nil)
+                }
+            case .answered:
+                host.transientRun = 0
+            case .nothing:
+                break
+            }
+            if state.isClosed { hold = nil }
+            state.hosts[key] = host
+            return (Self.admitWaiting(key, in: &state), hold)
+        }
+        if let hold { self.hold(key, asked: hold) }
+        for request in go { request() }
+    }
+
+    /// Halves the window and holds the host, unless it is held already
+    /// (the requests that were in flight when it pushed back say the same
+    /// again); returns the wait it asked for.
+    private static func pushBack(_ host: inout Host, asking asked: Duration?) -> Duration? {
+        guard !host.isHeld else { return nil }
+        host.isHeld = true
+        host.window = max(1, host.window / 2)
+        return asked ?? .zero
+    }
+
+    /// Holds `key` for the server's wish and a wait drawn below the
+    /// pushback delay; drawn outside the lock, since the generator is the
+    /// app's.
+    private func hold(_ key: String, asked: Duration) {
+        let wait = min(asked, retry.maximumRetryAfter) + pushbackDelay * retry.jitter()
+        let release = queue.enqueue(after: wait) { [self] in
+            let go = state.withLock { state -> [@Sendable () -> Void] in
+                state.hosts[key]?.isHeld = false
+                state.hosts[key]?.release = nil
+                return Self.admitWaiting(key, in: &state)
+            }
+            for request in go { request() }
+            opened.withLock { $0 }?(key)
+        }
+        let kept = state.withLock { state in
+            guard !state.isClosed, state.hosts[key]?.isHeld == true else { return false }
+            state.hosts[key]?.release = release
+            return true
+        }
+        if !kept { release.cancel() }
+    }
+
+    /// Admits the waiting requests the host takes now; marks them in
+    /// flight, and returns them to run after the lock.
+    private static func admitWaiting(_ key: String, in state: inout State) -> [@Sendable () -> Void] {
+        guard var host = state.hosts[key], !host.isHeld else { return [] }
+        var go: [@Sendable () -> Void] = []
+        while host.inFlight < host.window, !host.waiting.isEmpty {
+            go.append(host.waiting.removeFirst().go)
+            host.inFlight += 1
+        }
+        state.hosts[key] = host
+        return go
+    }
+
+    /// Cancels every hold: the outbox closed.
+    func close() {
+        let releases = state.withLock { state -> [DelayedWork] in
+            state.isClosed = true
+            return state.hosts.values.compactMap(\.release)
+        }
+        for release in releases { release.cancel() }
+    }
+
+    /// What `outcome` says of its host's load.
+    static func signal(of outcome: Result<Void, any Error>) -> Signal {
+        guard case .failure(let error) = outcome else { return .success }
+        switch error {
+        case is CancellationError:
+            return .nothing
+        case UploadError.httpStatus(let receipt) where [429, 503].contains(receipt.status):
+            return .pushback(receipt.retryAfter)
+        case UploadError.network(_, let error) where offline.contains(error.code):
+            return .offline
+        case let error as URLError where offline.contains(error.code):
+            return .offline
+        default:
+            return RetryPolicy.isTransient(error) ? .transient : .answered
+        }
+    }
+
+    /// The failures of a phone without network, which say nothing of the
+    /// server's load.
+    static let offline: Set<URLError.Code> = [
+        .notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive,
+    ]
+}

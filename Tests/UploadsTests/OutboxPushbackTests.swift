@@ -1,0 +1,316 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+import UploadsTesting
+
+@testable import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A server double on a test's queue: each request takes `latency`, and
+/// `answer` says how it ends from its destination and how many requests to
+/// that destination came before it.
+final class ScriptedServer: Uploader, Sendable {
+    /// How a request ends.
+    enum Answer: Sendable {
+        case status(Int, retryAfter: Int? = nil)
+        case offline
+    }
+
+    /// One request, when it came and how it ended.
+    struct Request: Sendable {
+        let destination: URL
+        let at: Duration
+        let answer: Answer
+
+        var status: Int? {
+            if case .status(let status, _) = answer { status } else { nil }
+        }
+    }
+
+    let queue: TestQueue
+    let latency: Duration
+    private let answer: LockedValue<@Sendable (URL, Int) -> Answer>
+    private let log = LockedValue<[Request]>([])
+
+    init(queue: TestQueue, latency: Duration = .seconds(1), answer: @escaping @Sendable (URL, Int) -> Answer) {
+        self.queue = queue
+        self.latency = latency
+        self.answer = LockedValue(answer)
+    }
+
+    /// Every request so far, in the order they came.
+    var requests: [Request] { log.value }
+
+    /// The times requests to `host` came.
+    func times(toward host: String) -> [Duration] {
+        requests.filter { $0.destination.host == host }.map(\.at)
+    }
+
+    /// Answers every later request with `answer`.
+    func answer(_ answer: @escaping @Sendable (URL, Int) -> Answer) {
+        self.answer.withValue { $0 = answer }
+    }
+
+    func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+        Job { [self] controller in
+            let destination = media.destination
+            let decide = answer.value
+            let request = log.withValue { log in
+                let request = Request(
+                    destination: destination, at: queue.now,
+                    answer: decide(destination, log.filter { $0.destination == destination }.count))
+                log.append(request)
+                return request
+            }
+            let timer = queue.enqueue(after: latency) {
+                switch request.answer {
+                case .offline:
+                    controller.fail(with: UploadError.network(destination, URLError(.notConnectedToInternet)))
+                case .status(let status, let retryAfter):
+                    let headers = retryAfter.map { ["Retry-After": "\($0)"] } ?? [:]
+                    let receipt = UploadReceipt(destination: destination, status: status, headers: headers)
+                    if (200..<300).contains(status) {
+                        controller.finish(with: receipt)
+                    } else {
+                        controller.fail(with: UploadError.httpStatus(receipt))
+                    }
+                }
+            }
+            controller.onCancel { timer.cancel() }
+        }
+    }
+}
+
+@Suite("Outbox under pushback", .timeLimit(.minutes(1)))
+struct OutboxPushbackTests {
+    let folder: TemporaryFolder
+    let queue = TestQueue()
+
+    init() throws {
+        folder = try TemporaryFolder()
+    }
+
+    func open(_ uploader: any Uploader, name: String = "outbox", _ options: Outbox.Options) throws -> Outbox {
+        try Outbox(
+            folder: folder.url.appendingPathComponent(name), uploader: uploader, options: options, queue: queue,
+            writer: .unsynced)
+    }
+
+    /// A post of `photos` photos of 100 bytes to `host`, its document to
+    /// `uploads.example.com`.
+    func post(_ name: String, photos: Int, host: String = "media.example.com") -> Post {
+        Post(
+            text: name,
+            photos: (0..<photos).map {
+                Photo(
+                    bytes: patternedBytes(100, seed: UInt8($0)),
+                    destination: URL(string: "https://\(host)/\(name)/\($0).jpg")!)
+            },
+            destination: destination("\(name).json"))
+    }
+
+    // MARK: - Jitter where the outbox waits
+
+    @Test func aPostWaitingForTheNetworkIsTriedAgainAtAMomentDrawnBelowTheCeiling() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue, latency: .zero) { _, _ in .offline }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                maxConcurrentUploads: 100,
+                retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: 5)),
+                networkRetryDelay: .seconds(30)))
+        for index in 0..<100 { try outbox.add(post("p\(index)", photos: 1)) }
+        try queue.run()
+        #expect(server.requests.count == 100 && server.requests.allSatisfy { $0.at == .zero })
+        try queue.advance(by: .seconds(30))
+        var firstTries: [URL: Duration] = [:]
+        for request in server.requests.dropFirst(100) where firstTries[request.destination] == nil {
+            firstTries[request.destination] = request.at
+        }
+        let tries = Array(firstTries.values)
+        #expect(tries.count == 100, "each post tried again within its first wait's ceiling")
+        #expect(tries.allSatisfy { $0 > .zero && $0 <= .seconds(30) })
+        let seconds = Dictionary(grouping: tries) { Int($0 / .seconds(1)) }
+        #expect(seconds.count >= 25, "spread over the 30 seconds, not in step: \(seconds.keys.sorted())")
+        #expect(seconds.values.allSatisfy { $0.count <= 10 })
+        outbox.close()
+    }
+
+    @Test func networkDidChangeSpreadsTheTriesOfManyOutboxesOverTheWakeWindow() throws {
+        defer { folder.remove() }
+        for window in [Duration.seconds(10), .zero] {
+            let server = ScriptedServer(queue: queue, latency: .zero) { _, _ in .offline }
+            let outboxes = try (0..<50).map { index in
+                try open(
+                    server, name: "\(window)-\(index)",
+                    Outbox.Options(
+                        retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: UInt64(index))),
+                        networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600),
+                        networkWakeWindow: window))
+            }
+            for (index, outbox) in outboxes.enumerated() { try outbox.add(post("p\(index)", photos: 1)) }
+            try queue.run()
+            #expect(outboxes.allSatisfy { $0.posts.map(\.state) == [.waitingForNetwork] })
+            let told = queue.now
+            server.answer { _, _ in .status(201) }
+            for outbox in outboxes {
+                outbox.networkDidChange()
+                outbox.networkDidChange()  // a second notice changes nothing
+            }
+            try queue.advance(by: .seconds(11))
+            let tries = server.requests.filter { $0.status == 201 && $0.destination.pathExtension == "jpg" }.map {
+                $0.at - told
+            }
+            #expect(tries.count == 50, "one try per outbox")
+            #expect(outboxes.allSatisfy { $0.posts.map(\.state) == [.published] })
+            if window == .zero {
+                #expect(tries.allSatisfy { $0 == .zero }, "at once")
+            } else {
+                #expect(tries.allSatisfy { $0 <= window })
+                #expect(Set(tries.map { Int($0 / .seconds(1)) }).count == 10, "every second of the window")
+            }
+            for outbox in outboxes { outbox.close() }
+        }
+    }
+
+    // MARK: - Back off as one client
+
+    @Test func a503HoldsEveryUploadTowardItsHostAndHalvesTheUploadsInFlight() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue) { destination, before in
+            destination.lastPathComponent == "0.jpg" && destination.path.hasPrefix("/a/") && before == 0
+                ? .status(503, retryAfter: 5) : .status(201)
+        }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                maxConcurrentUploads: 4, retry: RetryPolicy(attempts: 3, random: Halfway()),
+                pushbackDelay: .seconds(10)))
+        let a = try outbox.add(post("a", photos: 4))
+        let b = try outbox.add(post("b", photos: 4))
+        let c = try outbox.add(post("c", photos: 2, host: "cdn.example.net"))
+        try queue.advance(by: .seconds(2))
+        // t = 1: a/0.jpg answered 503 while a's three others were stored.
+        // Its host takes nothing for 5 s + half of 10 s; another host goes.
+        #expect(server.times(toward: "media.example.com") == Array(repeating: .zero, count: 4))
+        #expect(server.times(toward: "cdn.example.net") == [.seconds(1), .seconds(1)])
+        #expect(outbox.entry(b)?.state == .queued)
+        try queue.advance(by: .seconds(8.9))
+        #expect(server.times(toward: "media.example.com").count == 4, "nothing until 11 s, retries included")
+        try queue.advance(by: .seconds(0.2))
+        let media = server.requests.filter { $0.destination.host == "media.example.com" }
+        // The retry of a/0.jpg and b's first photos go together at 11 s:
+        // the window, halved to 2, got one back for each of the three
+        // photos stored after the 503.
+        #expect(media.dropFirst(4).map(\.at) == Array(repeating: .seconds(11), count: 4))
+        #expect(media[4].destination.path == "/a/0.jpg")
+        try queue.advance(by: .seconds(10))
+        #expect([a, b, c].map { outbox.entry($0)?.state } == [.published, .published, .published])
+        #expect(server.requests.filter { $0.status == 503 }.count == 1)
+        outbox.close()
+        #expect(queue.isIdle, "closing cancels the hold")
+    }
+
+    @Test func aPostWhoseRetriesAllMeet503sWaitsForItsHostNotForTheNetwork() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue) { _, _ in .status(503, retryAfter: 2) }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 2, random: Halfway()),
+                networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .seconds(4)))
+        let id = try outbox.add(post("a", photos: 1))
+        // 503 at 1 s: held 2 + 2 s; the retry (after 2 + 1 s) goes at 5 s,
+        // and meets another 503 at 6 s: held until 10 s.
+        try queue.advance(by: .seconds(7))
+        #expect(server.requests.map(\.at) == [.zero, .seconds(5)])
+        #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        #expect((outbox.entry(id)?.error as? UploadError).map(OutboxPacer.isPushback) == true)
+        server.answer { _, _ in .status(201) }
+        try queue.advance(by: .seconds(5))
+        #expect(server.requests.map(\.at).dropFirst(2).first == .seconds(10), "when the host takes requests again")
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
+    }
+
+    @Test func threeTransientFailuresInARowHoldTheHostAndNoNetworkDoesNot() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue) { destination, before in
+            destination.pathExtension == "jpg" && before < 3 ? .status(500) : .status(201)
+        }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway()),
+                pushbackDelay: .seconds(20)))
+        let id = try outbox.add(post("a", photos: 1))
+        try queue.advance(by: .seconds(30))
+        // 500 at 1 s, retried after 0.5 s; at 2.5 s, retried after 1 s; at
+        // 4.5 s: the third in a row holds the host 10 s (half of 20). The
+        // document goes to a host of its own.
+        #expect(server.requests.map(\.at) == [.zero, .seconds(1.5), .seconds(3.5), .seconds(14.5), .seconds(15.5)])
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
+
+        let offline = ScriptedServer(queue: queue) { destination, before in
+            destination.pathExtension == "jpg" && before < 3 ? .offline : .status(201)
+        }
+        let second = try open(
+            offline, name: "second",
+            Outbox.Options(
+                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway()),
+                pushbackDelay: .seconds(20)))
+        let start = queue.now
+        try second.add(post("b", photos: 1))
+        try queue.advance(by: .seconds(30))
+        #expect(
+            offline.requests.map { $0.at - start } == [
+                .zero, .seconds(1.5), .seconds(3.5), .seconds(6.5), .seconds(7.5),
+            ])
+        second.close()
+    }
+
+    // MARK: - One phone stays fast
+
+    @Test func onePhoneBackOnlineToAServerWithRoomPublishesWithinItsFirstSeconds() throws {
+        defer { folder.remove() }
+        for window in [Duration.zero, .seconds(10)] {
+            let server = ScriptedServer(queue: queue, latency: .milliseconds(500)) { _, _ in .offline }
+            let outbox = try open(
+                server, name: "\(window)",
+                Outbox.Options(
+                    retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: 9)),
+                    networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600),
+                    networkWakeWindow: window))
+            let id = try outbox.add(post("a", photos: 4))
+            try queue.advance(by: .seconds(5))
+            #expect(outbox.entry(id)?.state == .waitingForNetwork)
+            server.answer { _, _ in .status(201) }
+            let told = queue.now
+            outbox.networkDidChange()
+            try queue.advance(by: window + .seconds(2))
+            #expect(outbox.entry(id)?.state == .published)
+            let back = server.requests.filter { $0.at >= told && $0.status == 201 }.map { $0.at - told }
+            let first = try #require(back.first)
+            #expect(first <= window)
+            // One photo first, as a probe: the server's answer opens the
+            // window one upload per photo stored.
+            #expect(
+                back.map { $0 - first } == [.zero, .seconds(0.5), .seconds(0.5), .seconds(1), .seconds(1.5)],
+                "published 2 s after its try, against 1 s with no probe")
+            outbox.close()
+        }
+    }
+
+    @Test func optionsThatCannotWorkAreRefused() throws {
+        defer { folder.remove() }
+        for options in [Outbox.Options(networkWakeWindow: .seconds(-1)), Outbox.Options(pushbackDelay: .seconds(-1))] {
+            #expect(throws: OutboxError.self) { try open(InMemoryUploader(), options) }
+        }
+    }
+}
