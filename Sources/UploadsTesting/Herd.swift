@@ -7,6 +7,12 @@ import Uploads
 import FoundationNetworking
 #endif
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A herd of outboxes back online at once, in virtual time: the herd test
 /// and the Benchmarks' `herd` case.
 ///
@@ -132,7 +138,12 @@ package enum Herd {
     }
 
     /// Runs the herd, its outboxes kept in `folder`, which it empties.
+    ///
+    /// Each outbox holds its folder's lock open: the process's limit of
+    /// open files is raised to the herd's size and some, as far as the
+    /// system's hard limit lets it (macOS starts a shell at 256).
     package static func run(_ configuration: Configuration, in folder: URL) throws -> Report {
+        allowOpenFiles(configuration.outboxes + 256)
         let queue = TestQueue(maxSteps: .max)
         let server = Server(queue: queue, configuration: configuration)
         let fileManager = FileManager.default
@@ -169,6 +180,21 @@ package enum Herd {
             try queue.advance(by: .seconds(1))
         }
         return server.report(outboxes: configuration.outboxes)
+    }
+
+    /// Raises the soft limit of open files to `count`, or to the hard limit
+    /// when that is lower; an outbox that then cannot open its lock says
+    /// so with its own error.
+    private static func allowOpenFiles(_ count: Int) {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < rlim_t(count) else { return }
+        limit.rlim_cur = min(rlim_t(count), limit.rlim_max)
+        _ = setrlimit(resource, &limit)
     }
 
     /// The server double: `capacity` requests a virtual second, `503` past

@@ -36,10 +36,27 @@ final class ScriptedServer: Uploader, Sendable {
     private let answer: LockedValue<@Sendable (URL, Int) -> Answer>
     private let log = LockedValue<[Request]>([])
 
-    init(queue: TestQueue, latency: Duration = .seconds(1), answer: @escaping @Sendable (URL, Int) -> Answer) {
+    /// Requests of one upload, one after another, each retried on its own,
+    /// as the parts of an `S3Uploader`'s multipart upload are.
+    let requestsPerUpload: Int
+
+    init(
+        queue: TestQueue, latency: Duration = .seconds(1), requestsPerUpload: Int = 1,
+        answer: @escaping @Sendable (URL, Int) -> Answer
+    ) {
         self.queue = queue
         self.latency = latency
+        self.requestsPerUpload = requestsPerUpload
         self.answer = LockedValue(answer)
+    }
+
+    /// One request per upload, retried whole; or `requestsPerUpload`
+    /// requests, each retried on its own.
+    func upload(
+        _ media: Media, attempts: UploadAttempts, progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        let request = attempts.retrying(upload(media, progress: progress), for: media)
+        return (1..<max(requestsPerUpload, 1)).reduce(request) { job, _ in job.then { _ in request } }
     }
 
     /// Every request so far, in the order they came.
@@ -203,17 +220,25 @@ struct OutboxPushbackTests {
         try queue.advance(by: .seconds(8.9))
         #expect(server.times(toward: "media.example.com").count == 4, "nothing until 11 s, retries included")
         try queue.advance(by: .seconds(0.2))
-        let media = server.requests.filter { $0.destination.host == "media.example.com" }
-        // The retry of a/0.jpg and b's first photos go together at 11 s:
-        // the window, halved to 2, got one back for each of the three
-        // photos stored after the 503.
-        #expect(media.dropFirst(4).map(\.at) == Array(repeating: .seconds(11), count: 4))
-        #expect(media[4].destination.path == "/a/0.jpg")
+        // The window, halved to 2 at the 503, did not open again for the
+        // three photos sent before it and stored after: the retry of
+        // a/0.jpg and b's first photo go at 11 s, and each stored adds one.
+        #expect(server.times(toward: "media.example.com").dropFirst(4) == [.seconds(11), .seconds(11)])
+        #expect(server.requests.filter { $0.destination.host == "media.example.com" }[4].destination.path == "/a/0.jpg")
+        try queue.advance(by: .seconds(1))
+        #expect(server.times(toward: "media.example.com").dropFirst(6) == [.seconds(12), .seconds(12), .seconds(12)])
         try queue.advance(by: .seconds(10))
         #expect([a, b, c].map { outbox.entry($0)?.state } == [.published, .published, .published])
         #expect(server.requests.filter { $0.status == 503 }.count == 1)
+
+        // Closing while the host is held cancels the hold.
+        server.answer { _, _ in .status(503, retryAfter: 5) }
+        try outbox.add(post("d", photos: 1))
+        try queue.advance(by: .seconds(2))
+        #expect(outbox.posts.last?.state == .uploading, "its retry waits for the hold")
         outbox.close()
-        #expect(queue.isIdle, "closing cancels the hold")
+        try queue.run()  // the cancellations, without moving the clock
+        #expect(queue.isIdle, "closing cancelled the hold and the retry's wait")
     }
 
     @Test func aPostWhoseRetriesAllMeet503sWaitsForItsHostNotForTheNetwork() throws {
@@ -273,6 +298,70 @@ struct OutboxPushbackTests {
                 .zero, .seconds(1.5), .seconds(3.5), .seconds(6.5), .seconds(7.5),
             ])
         second.close()
+    }
+
+    @Test func aHoldThatTransientFailuresStartedEndsWhenTheNetworkChanges() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue) { destination, before in
+            destination.pathExtension == "jpg" && before < 3 ? .status(504) : .status(201)
+        }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway()),
+                networkWakeWindow: .zero, pushbackDelay: .seconds(20)))
+        let id = try outbox.add(post("a", photos: 1))
+        try queue.advance(by: .seconds(5))
+        #expect(server.requests.count == 3, "held from 4.5 s until 14.5 s")
+        outbox.networkDidChange()
+        try queue.run()
+        #expect(server.requests.count == 3, "its retry waits 2 s after the failure")
+        try queue.advance(by: .seconds(2))
+        #expect(server.requests.map(\.at).last == .seconds(6.5), "the hold ended with the network")
+        try queue.advance(by: .seconds(2))
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
+    }
+
+    @Test func withNoPushbackDelayAServerThatAsksForNoWaitLeavesThePostWaitingForTheNetwork() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue, latency: .zero) { _, _ in .status(503) }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                retry: RetryPolicy(attempts: 3, initialDelay: .zero), networkRetryDelay: .seconds(3600),
+                maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .zero))
+        let id = try outbox.add(post("a", photos: 1))
+        try queue.advance(by: .seconds(60))
+        #expect(server.requests.count == 3, "the retries, then a wait for the network: no loop")
+        #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        outbox.close()
+    }
+
+    @Test func aWindowThatOpensStartsTheUploadsItHeldBackWithoutWaitingForAnUploadToEnd() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue, requestsPerUpload: 3) { destination, before in
+            destination.pathExtension == "jpg" && before == 0 ? .offline : .status(201)
+        }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                retry: RetryPolicy(attempts: 1), networkRetryDelay: .seconds(3600),
+                maxNetworkRetryDelay: .seconds(3600), networkWakeWindow: .zero))
+        let id = try outbox.add(post("a", photos: 2))
+        try queue.advance(by: .seconds(2))
+        #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        outbox.networkDidChange()
+        try queue.advance(by: .seconds(1.5))
+        // After the phone had no network, one request goes first: the first
+        // part of photo 0. Once it is stored, photo 1 starts beside the
+        // rest of photo 0.
+        let back = server.requests.filter { $0.at > .seconds(1) }
+        #expect(back.map(\.destination.lastPathComponent) == ["0.jpg", "0.jpg", "1.jpg"])
+        #expect(back.map(\.at) == [.seconds(2), .seconds(3), .seconds(3)])
+        try queue.advance(by: .seconds(10))
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
     }
 
     // MARK: - One phone stays fast

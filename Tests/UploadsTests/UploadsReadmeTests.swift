@@ -249,6 +249,16 @@ private func controlReadmeOutbox(_ outbox: Outbox, _ id: Outbox.PostID) throws {
     // END ARTICLE
 }
 
+private func openForABigUserBase(folder: URL, uploader: any Uploader) throws -> Outbox {
+    // BEGIN ARTICLE: UsingTheOutbox.md, when the server pushes back
+    var options = Outbox.Options()
+    options.networkWakeWindow = .seconds(30)  // millions of phones, back online within the same seconds
+    options.pushbackDelay = .seconds(15 * 60)  // a backend that takes a quarter of an hour to catch up
+    let outbox = try Outbox(folder: folder, uploader: uploader, options: options)
+    // END ARTICLE
+    return outbox
+}
+
 #if canImport(Network)
 // Network is Apple's: this compiles where the tests run on an Apple
 // platform, not on Linux.
@@ -290,6 +300,14 @@ struct OutboxReadmeTests {
             try await publishThroughReadmeOutbox(applicationSupport: folder.url, uploader: uploader, post: post)
         }
         #expect(uploader.uploads.count == 3)
+    }
+
+    @Test func theOptionsForABigUserBaseOpenAnOutbox() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let outbox = try openForABigUserBase(folder: folder.url, uploader: InMemoryUploader())
+        #expect(outbox.options.networkWakeWindow == .seconds(30) && outbox.options.pushbackDelay == .seconds(900))
+        outbox.close()
     }
 
     @Test func theControlsPauseResumeRetryAndRemove() throws {

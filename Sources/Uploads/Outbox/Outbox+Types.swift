@@ -53,7 +53,9 @@ extension Outbox {
         /// answering 503) more often than the retry policy allows. It is
         /// tried again when the app calls ``Outbox/networkDidChange()``, or
         /// after a wait that doubles each time (see
-        /// ``Outbox/Options/networkRetryDelay``).
+        /// ``Outbox/Options/networkRetryDelay``); after a `429` or `503`
+        /// while the outbox holds that server's host (see
+        /// ``Outbox/Options/pushbackDelay``), once the hold is over.
         case waitingForNetwork
         /// An upload failed for good (a missing file, a 403); its record is
         /// kept, and ``Outbox/retry(_:)`` starts it again.
@@ -142,13 +144,15 @@ extension Outbox {
         /// cut off, which all see the network come back within seconds, do
         /// not all send at once. Zero tries them at once.
         public var networkWakeWindow: Duration
-        /// How long, at most, the outbox sends nothing more to a server that
+        /// How long, at most, the outbox sends nothing more to a host that
         /// pushed back (a `429` or `503`, or three transient failures in a
         /// row), on top of the `Retry-After` it asked for: a wait drawn at
         /// random below it, from ``retry``'s generator, so that the phones a
         /// server turned away together come back spread over it. Set it
         /// near the time the app's backend takes to catch up after an
-        /// outage; zero honours `Retry-After` alone.
+        /// outage; zero honours `Retry-After` alone. A hold that transient
+        /// failures started ends at ``Outbox/networkDidChange()``: they may
+        /// have been the phone's network.
         public var pushbackDelay: Duration
         /// Which failed uploads are tried again at once, how often, after
         /// how long. An upload whose transient failures outlast it waits

@@ -37,6 +37,13 @@ import JobKit
 /// ``networkDidChange()``; a failure for good (a missing file, a 403)
 /// leaves it ``State/failed``, its record kept, until ``retry(_:)``.
 ///
+/// An outbox is one client to each host, however many of its uploads go
+/// there: a `429` or `503`, or three transient failures in a row, holds
+/// every upload to that host for its `Retry-After` plus a wait drawn below
+/// ``Options/pushbackDelay``, and halves the requests in flight to it until
+/// the host stores them again. Its own waits are jittered too, so that the
+/// phones an outage cut off do not come back in step.
+///
 /// Its uploads run on the queue it is given, which tests replace with a
 /// `TestQueue`. One folder has one outbox at a time: a second one on the
 /// same folder, in this process or another, is refused with
@@ -379,12 +386,13 @@ public final class Outbox: Sendable {
     /// ``Options/maxNetworkRetryDelay``.
     public func networkDidChange() {
         guard options.networkWakeWindow > .zero else { return wakeEveryWaitingPost() }
-        let schedules = book.update { book -> (Bool, actOn: Bool) in
-            guard !book.isClosed, !book.isNoticePending else { return (false, false) }
+        let generation = book.update { book -> (Int?, actOn: Bool) in
+            guard !book.isClosed, !book.isNoticePending else { return (nil, false) }
             book.isNoticePending = true
-            return (true, false)
+            book.noticeGeneration += 1
+            return (book.noticeGeneration, false)
         }
-        guard schedules else { return }
+        guard let generation else { return }
         // Drawn outside the lock: the generator is the app's.
         let delay = options.networkWakeWindow * options.retry.jitter()
         let notice = queue.enqueue(after: delay) { [weak self] in
@@ -397,15 +405,19 @@ public final class Outbox: Sendable {
             wakeEveryWaitingPost()
         }
         let kept = book.update { book -> (Bool, actOn: Bool) in
-            guard !book.isClosed, book.isNoticePending else { return (false, false) }
+            guard !book.isClosed, book.isNoticePending, book.noticeGeneration == generation else {
+                return (false, false)
+            }
             book.notice = notice
             return (true, false)
         }
         if !kept { notice.cancel() }
     }
 
-    /// Tries again every post waiting for the network, now.
+    /// Tries again every post waiting for the network, now, and ends the
+    /// holds that the old network's failures started.
     private func wakeEveryWaitingPost() {
+        pacer.networkChanged()
         let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
             guard !book.isClosed else { return ([], false) }
             return (book.posts.keys.compactMap { book.wake($0) }.flatMap { $0 }, true)
@@ -457,8 +469,9 @@ public final class Outbox: Sendable {
             defer { book.observers = [:] }
             return ((cancels, Array(book.observers.values)), false)
         }
-        for cancel in cancels { cancel() }
+        // First: an upload cancelled below frees no slot for another.
         pacer.close()
+        for cancel in cancels { cancel() }
         for observer in observers { observer.finish() }
     }
 

@@ -133,6 +133,8 @@ struct OutboxBook: Sendable {
     /// posts pending, and the handle that cancels it.
     var isNoticePending = false
     var notice: DelayedWork?
+    /// Tells a pending try's handle from an earlier one's.
+    var noticeGeneration = 0
     /// Records to write, newest of each post.
     var toWrite: [URL: OutboxRecord] = [:]
     var toRemoveCopies: [OutboxRecord] = []

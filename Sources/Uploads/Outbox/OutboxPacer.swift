@@ -46,13 +46,22 @@ final class OutboxPacer: Sendable {
         /// The most requests in flight toward it.
         var window: Int
         var inFlight = 0
+        /// Counts the pushbacks: a request admitted before the last one
+        /// does not open the window again when it is stored.
+        var epoch = 0
         /// No request goes while held.
         var isHeld = false
+        /// Whether the hold came from a run of transient failures, which a
+        /// new network may end, rather than from the server's answer.
+        var isHeldForFailures = false
         /// Transient failures in a row.
         var transientRun = 0
-        /// Requests waiting to go, first come first.
-        var waiting: [(id: Int, go: @Sendable () -> Void)] = []
+        /// Requests waiting to go, first come first, each told the epoch
+        /// it goes in.
+        var waiting: [(id: Int, go: @Sendable (Int) -> Void)] = []
+        /// The end of the hold, and which hold it ends.
         var release: DelayedWork?
+        var holdID = 0
     }
 
     private struct State {
@@ -117,34 +126,45 @@ final class OutboxPacer: Sendable {
         let key = Self.host(of: url)
         return Job { [self] controller in
             let admitted = Lock(false)
-            let go: @Sendable () -> Void = { [self] in
+            let go: @Sendable (Int) -> Void = { [self] epoch in
                 admitted.withLock { $0 = true }
-                guard !controller.isCompleted else { return done(key, .nothing) }
+                guard !controller.isCompleted else { return done(key, .nothing, epoch: epoch) }
                 controller.perform(attempt) { [self] outcome in
-                    done(key, Self.signal(of: outcome.map { _ in () }))
+                    done(key, Self.signal(of: outcome.map { _ in () }), epoch: epoch)
                     controller.complete(with: outcome)
                 }
             }
-            guard let id = admit(key, go) else { return go() }
-            controller.onCancel { [self] in
-                if !admitted.withLock({ $0 }) { withdraw(key, id) }
+            switch admit(key, go) {
+            case .now(let epoch):
+                go(epoch)
+            case .queued(let id):
+                controller.onCancel { [self] in
+                    if !admitted.withLock({ $0 }) { withdraw(key, id) }
+                }
             }
         }
     }
 
-    /// Admits a request toward `key` now (`nil`: the caller runs it), or
-    /// queues `go` and returns its ticket.
-    private func admit(_ key: String, _ go: @escaping @Sendable () -> Void) -> Int? {
+    /// How a request was admitted.
+    private enum Admission {
+        /// At once, in this epoch: the caller runs it.
+        case now(Int)
+        /// Later: queued under this ticket.
+        case queued(Int)
+    }
+
+    /// Admits a request toward `key` now, or queues `go`.
+    private func admit(_ key: String, _ go: @escaping @Sendable (Int) -> Void) -> Admission {
         state.withLock { state in
             var host = state.hosts[key] ?? Host(window: maxWindow)
             defer { state.hosts[key] = host }
             if !host.isHeld, host.inFlight < host.window, host.waiting.isEmpty {
                 host.inFlight += 1
-                return nil
+                return .now(host.epoch)
             }
             defer { state.nextID += 1 }
             host.waiting.append((state.nextID, go))
-            return state.nextID
+            return .queued(state.nextID)
         }
     }
 
@@ -157,25 +177,30 @@ final class OutboxPacer: Sendable {
         for request in go { request() }
     }
 
-    /// Ends a request toward `key` that said `signal`.
-    private func done(_ key: String, _ signal: Signal) {
-        let (go, hold) = state.withLock { state -> ([@Sendable () -> Void], Duration?) in
-            guard var host = state.hosts[key] else { return ([], nil) }
+    /// Ends a request toward `key`, admitted in `epoch`, that said
+    /// `signal`.
+    private func done(_ key: String, _ signal: Signal, epoch: Int) {
+        let (go, hold, opens) = state.withLock {
+            state -> ([@Sendable () -> Void], (wait: Duration, id: Int)?, Bool) in
+            guard var host = state.hosts[key] else { return ([], nil, false) }
             host.inFlight -= 1
-            var hold: Duration?
+            let window = host.window
+            var hold: (wait: Duration, id: Int)?
             switch signal {
             case .success:
                 host.transientRun = 0
-                host.window = min(maxWindow, host.window + 1)
+                // Stored after a pushback it was sent before: says nothing
+                // of the load since.
+                if epoch == host.epoch { host.window = min(maxWindow, host.window + 1) }
             case .offline:
                 host.window = 1
             case .pushback(let asked):
-                hold = Self.pushBack(&host, asking: asked)
+                hold = pushBack(&host, asking: asked, forFailures: false)
             case .transient:
                 host.transientRun += 1
                 if host.transientRun >= Self.transientRunLimit {
                     host.transientRun = 0
-                    hold = Self.pushBack(&host, asking: nil)
+                    hold = pushBack(&host, asking: nil, forFailures: true)
                 }
             case .answered:
                 host.transientRun = 0
@@ -184,51 +209,87 @@ final class OutboxPacer: Sendable {
             }
             if state.isClosed { hold = nil }
             state.hosts[key] = host
-            return (Self.admitWaiting(key, in: &state), hold)
+            return (Self.admitWaiting(key, in: &state), hold, host.window > window && !host.isHeld)
         }
-        if let hold { self.hold(key, asked: hold) }
+        if let hold { self.hold(key, for: hold.wait, id: hold.id) }
         for request in go { request() }
+        // A window that opened takes an upload the outbox held back.
+        if opens { opened.withLock { $0 }?(key) }
     }
 
     /// Halves the window and holds the host, unless it is held already
     /// (the requests that were in flight when it pushed back say the same
-    /// again); returns the wait it asked for.
-    private static func pushBack(_ host: inout Host, asking asked: Duration?) -> Duration? {
+    /// again); returns the wait, and the hold's ticket. A server that asks
+    /// for no wait, when the pushback delay is zero, is not held: the
+    /// post waits for the network instead, as after any failure.
+    private func pushBack(
+        _ host: inout Host, asking asked: Duration?, forFailures: Bool
+    ) -> (wait: Duration, id: Int)? {
         guard !host.isHeld else { return nil }
-        host.isHeld = true
         host.window = max(1, host.window / 2)
-        return asked ?? .zero
+        host.epoch += 1
+        let asked = min(asked ?? .zero, retry.maximumRetryAfter)
+        guard asked > .zero || pushbackDelay > .zero else { return nil }
+        host.isHeld = true
+        host.isHeldForFailures = forFailures
+        host.holdID += 1
+        return (asked, host.holdID)
     }
 
-    /// Holds `key` for the server's wish and a wait drawn below the
-    /// pushback delay; drawn outside the lock, since the generator is the
-    /// app's.
-    private func hold(_ key: String, asked: Duration) {
-        let wait = min(asked, retry.maximumRetryAfter) + pushbackDelay * retry.jitter()
-        let release = queue.enqueue(after: wait) { [self] in
-            let go = state.withLock { state -> [@Sendable () -> Void] in
-                state.hosts[key]?.isHeld = false
-                state.hosts[key]?.release = nil
-                return Self.admitWaiting(key, in: &state)
-            }
-            for request in go { request() }
-            opened.withLock { $0 }?(key)
+    /// Holds `key` for `asked` and a wait drawn below the pushback delay,
+    /// drawn outside the lock, since the generator is the app's.
+    private func hold(_ key: String, for asked: Duration, id: Int) {
+        let release = queue.enqueue(after: asked + pushbackDelay * retry.jitter()) { [self] in
+            self.release(key, id: id)
         }
         let kept = state.withLock { state in
-            guard !state.isClosed, state.hosts[key]?.isHeld == true else { return false }
+            guard !state.isClosed, state.hosts[key]?.isHeld == true, state.hosts[key]?.holdID == id else {
+                return false
+            }
             state.hosts[key]?.release = release
             return true
         }
         if !kept { release.cancel() }
     }
 
+    /// Ends hold `id` of `key`, if it is still the one; lets the waiting
+    /// requests and uploads go.
+    private func release(_ key: String, id: Int) {
+        let go = state.withLock { state -> [@Sendable () -> Void]? in
+            guard state.hosts[key]?.isHeld == true, state.hosts[key]?.holdID == id else { return nil }
+            state.hosts[key]?.isHeld = false
+            state.hosts[key]?.release = nil
+            return Self.admitWaiting(key, in: &state)
+        }
+        guard let go else { return }
+        for request in go { request() }
+        opened.withLock { $0 }?(key)
+    }
+
+    /// Ends the holds that runs of transient failures started: those may
+    /// have been the phone's network, which changed. A server's `429` or
+    /// `503` still holds.
+    func networkChanged() {
+        let held = state.withLock { state in
+            state.hosts.compactMap { key, host in
+                host.isHeld && host.isHeldForFailures ? (key, host.holdID, host.release) : nil
+            }
+        }
+        for (key, id, release) in held {
+            release?.cancel()
+            self.release(key, id: id)
+        }
+    }
+
     /// Admits the waiting requests the host takes now; marks them in
-    /// flight, and returns them to run after the lock.
+    /// flight, and returns them to run after the lock. None once closed.
     private static func admitWaiting(_ key: String, in state: inout State) -> [@Sendable () -> Void] {
-        guard var host = state.hosts[key], !host.isHeld else { return [] }
+        guard !state.isClosed, var host = state.hosts[key], !host.isHeld else { return [] }
         var go: [@Sendable () -> Void] = []
         while host.inFlight < host.window, !host.waiting.isEmpty {
-            go.append(host.waiting.removeFirst().go)
+            let request = host.waiting.removeFirst().go
+            let epoch = host.epoch
+            go.append { request(epoch) }
             host.inFlight += 1
         }
         state.hosts[key] = host
