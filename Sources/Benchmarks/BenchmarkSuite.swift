@@ -44,6 +44,9 @@ enum BenchmarkSuite {
         var herdCounts = [1_000, 10_000]
         /// The minutes the herd's backlog takes at the server's capacity.
         var herdMinutes = 5
+        /// The herd's outboxes' pushback delay, in seconds; the default
+        /// when `nil`.
+        var herdPushback: Int?
         var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -103,6 +106,7 @@ enum BenchmarkSuite {
                         return count
                     }
                 case "--herd-minutes": herdMinutes = try count(for: argument, minimum: 1)
+                case "--herd-pushback": herdPushback = try count(for: argument, minimum: 0)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
@@ -152,6 +156,7 @@ enum BenchmarkSuite {
           --form-mib F       the file's size in case 18, in MiB (default 32; needs node)
           --herd N,...       outboxes in each herd of case 19 (default 1000,10000)
           --herd-minutes M   minutes the herd's backlog takes at the server's capacity (default 5)
+          --herd-pushback S  the herd's outboxes' pushbackDelay, in seconds (default: the option's, 240)
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
@@ -209,7 +214,10 @@ enum BenchmarkSuite {
         case .outcomes: try CombinatorCases.outcomes(n: options.n, schedule: options.schedule)
         case .zip: try CombinatorCases.zip(n: options.n, schedule: options.schedule)
         case .form: try FormCase.run(megabytes: options.formMegabytes, schedule: options.schedule)
-        case .herd: try HerdCase.run(counts: options.herdCounts, minutes: options.herdMinutes)
+        case .herd:
+            try HerdCase.run(
+                counts: options.herdCounts, minutes: options.herdMinutes,
+                pushbackDelay: options.herdPushback.map { .seconds($0) })
         }
     }
 

@@ -12,7 +12,7 @@ enum HerdCase {
     /// post against the ideal, rejected requests per useful one.
     static let goals = (peak: 2.0, time: 2.0, rejected: 1.0)
 
-    static func run(counts: [Int], minutes: Int) throws -> CaseReport {
+    static func run(counts: [Int], minutes: Int, pushbackDelay: Duration? = nil) throws -> CaseReport {
         var lines = [
             "| outboxes | capacity | ideal time | busiest second, first minute | busiest second, after "
                 + "| peak load (10 s), after | published in | rejected per useful | run took |",
@@ -22,7 +22,15 @@ enum HerdCase {
         for count in counts {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("JobKitHerd-\(UUID())")
             let started = now()
-            let report = try Herd.run(Herd.Configuration(outboxes: count, drainingIn: minutes), in: folder)
+            var configuration = Herd.Configuration(outboxes: count, drainingIn: minutes)
+            if let pushbackDelay {
+                configuration.options = { index in
+                    var options = Herd.Configuration.defaultOptions(index)
+                    options.pushbackDelay = pushbackDelay
+                    return options
+                }
+            }
+            let report = try Herd.run(configuration, in: folder)
             let took = Double(now() - started) / 1e9
             let capacity = Double(report.capacity)
             let published =
@@ -37,7 +45,8 @@ enum HerdCase {
             summary.append(report.line)
         }
         var report = CaseReport(
-            title: "19. A herd of outboxes back online at once, in virtual time (backlog drains in \(minutes) min)",
+            title: "19. A herd of outboxes back online at once, in virtual time (backlog drains in \(minutes) min"
+                + (pushbackDelay.map { ", pushbackDelay \($0)" } ?? "") + ")",
             unit: "", rows: [])
         report.table = lines
         report.notes =

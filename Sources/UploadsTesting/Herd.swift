@@ -46,7 +46,11 @@ package enum Herd {
         package var limit: Duration = .seconds(48 * 3600)
         /// The options of outbox number `index`: seed its retry policy's
         /// generator with it, for a run that is the same each time.
-        package var options: @Sendable (_ index: Int) -> Outbox.Options = { index in
+        package var options: @Sendable (_ index: Int) -> Outbox.Options = defaultOptions
+
+        /// The default options, the retry policy's generator seeded with
+        /// `index`.
+        package static func defaultOptions(_ index: Int) -> Outbox.Options {
             Outbox.Options(retry: RetryPolicy(random: SeededRandomNumberGenerator(seed: UInt64(index) + 1)))
         }
         /// Seeds when each outbox is told of the network.
