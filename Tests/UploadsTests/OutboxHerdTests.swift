@@ -16,7 +16,8 @@ struct OutboxHerdTests {
         #expect(report.useful == 500 * Herd.requestsPerPost, "every medium and document stored once")
         #expect(report.peakRatio <= 2, "peak load after the first minute: \(report.line)")
         // In the first minute, the wake window spreads the outboxes' first
-        // tries, one request each: 500 over some 12 s, at 8 a second.
+        // tries, one request each: 500 over some 12 s, some 42 a second
+        // against a capacity of 8.
         #expect(
             Double(report.busiestSecondInFirstMinute) <= 15 * Double(report.capacity),
             "the busiest second of the first minute: \(report.busiestSecondInFirstMinute)")
@@ -37,7 +38,7 @@ struct OutboxHerdTests {
         configuration.limit = .seconds(20 * 60)
         let report = try Herd.run(configuration, in: folder)
         #expect(report.peakRatio > 2, "\(report.line)")
-        #expect(report.timeRatio > 2, "\(report.line)")
+        #expect(report.publishedCount > 0 && report.timeRatio > 2, "\(report.line)")
         #expect(report.rejectedRatio > 1, "\(report.line)")
     }
 }

@@ -329,12 +329,34 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                retry: RetryPolicy(attempts: 3, initialDelay: .zero), networkRetryDelay: .seconds(3600),
+                retry: RetryPolicy(attempts: 3, initialDelay: .zero, random: Halfway()),
+                networkRetryDelay: .seconds(3600),
                 maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .zero))
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(60))
         #expect(server.requests.count == 3, "the retries, then a wait for the network: no loop")
         #expect(outbox.entry(id)?.state == .waitingForNetwork)
+        outbox.close()
+    }
+
+    @Test func theAnswersOfRequestsSentBeforeAPushbackHalveTheWindowNoFurther() throws {
+        defer { folder.remove() }
+        // No hold (no Retry-After, no pushback delay): the four photos'
+        // first requests all meet a 503, and are retried at once.
+        let server = ScriptedServer(queue: queue) { destination, before in
+            destination.pathExtension == "jpg" && before == 0 ? .status(503) : .status(201)
+        }
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                retry: RetryPolicy(attempts: 2, initialDelay: .zero, random: Halfway()), pushbackDelay: .zero))
+        let id = try outbox.add(post("a", photos: 4))
+        try queue.advance(by: .seconds(1.5))
+        // The first 503 halved the window to 2; the three others, sent
+        // before it, did not halve it again.
+        #expect(server.requests.map(\.at) == [.zero, .zero, .zero, .zero, .seconds(1), .seconds(1)])
+        try queue.advance(by: .seconds(5))
+        #expect(outbox.entry(id)?.state == .published)
         outbox.close()
     }
 
@@ -346,7 +368,7 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                retry: RetryPolicy(attempts: 1), networkRetryDelay: .seconds(3600),
+                retry: RetryPolicy(attempts: 1, random: Halfway()), networkRetryDelay: .seconds(3600),
                 maxNetworkRetryDelay: .seconds(3600), networkWakeWindow: .zero))
         let id = try outbox.add(post("a", photos: 2))
         try queue.advance(by: .seconds(2))
@@ -357,7 +379,7 @@ struct OutboxPushbackTests {
         // part of photo 0. Once it is stored, photo 1 starts beside the
         // rest of photo 0.
         let back = server.requests.filter { $0.at > .seconds(1) }
-        #expect(back.map(\.destination.lastPathComponent) == ["0.jpg", "0.jpg", "1.jpg"])
+        #expect(back.map(\.destination.lastPathComponent).sorted() == ["0.jpg", "0.jpg", "1.jpg"])
         #expect(back.map(\.at) == [.seconds(2), .seconds(3), .seconds(3)])
         try queue.advance(by: .seconds(10))
         #expect(outbox.entry(id)?.state == .published)

@@ -151,8 +151,9 @@ extension Outbox {
         /// server turned away together come back spread over it. Set it
         /// near the time the app's backend takes to catch up after an
         /// outage; zero honours `Retry-After` alone. A hold that transient
-        /// failures started ends at ``Outbox/networkDidChange()``: they may
-        /// have been the phone's network.
+        /// failures started ends when the outbox tries its waiting posts
+        /// after ``Outbox/networkDidChange()``: those failures may have
+        /// been the phone's network.
         public var pushbackDelay: Duration
         /// Which failed uploads are tried again at once, how often, after
         /// how long. An upload whose transient failures outlast it waits

@@ -12,8 +12,9 @@ import FoundationNetworking
 /// of an uploader that retries each on its own) is admitted here first.
 /// Toward each host, at most `window` requests are in flight: the
 /// outbox's ``Outbox/Options/maxConcurrentUploads`` at first, halved at
-/// each pushback, one more at each request stored, as TCP opens and
-/// closes its window. A pushback (a `429` or `503`, or
+/// each pushback, one more at each request sent after it and stored, as
+/// TCP opens and closes its window. What a request sent before the last
+/// pushback says is old news, and changes nothing but its slot. A pushback (a `429` or `503`, or
 /// ``transientRunLimit`` transient failures in a row) also holds the host:
 /// no request goes until the wait is over, whichever upload it belongs
 /// to. The wait is the server's `Retry-After` (at most the retry policy's
@@ -135,6 +136,8 @@ final class OutboxPacer: Sendable {
                 }
             }
             switch admit(key, go) {
+            case .closed:
+                controller.fail(with: CancellationError())
             case .now(let epoch):
                 go(epoch)
             case .queued(let id):
@@ -151,11 +154,14 @@ final class OutboxPacer: Sendable {
         case now(Int)
         /// Later: queued under this ticket.
         case queued(Int)
+        /// Never: the outbox closed.
+        case closed
     }
 
     /// Admits a request toward `key` now, or queues `go`.
     private func admit(_ key: String, _ go: @escaping @Sendable (Int) -> Void) -> Admission {
         state.withLock { state in
+            guard !state.isClosed else { return .closed }
             var host = state.hosts[key] ?? Host(window: maxWindow)
             defer { state.hosts[key] = host }
             if !host.isHeld, host.inFlight < host.window, host.waiting.isEmpty {
@@ -186,12 +192,12 @@ final class OutboxPacer: Sendable {
             host.inFlight -= 1
             let window = host.window
             var hold: (wait: Duration, id: Int)?
-            switch signal {
+            // Sent before the last pushback: old news, its slot aside.
+            let heard = epoch == host.epoch ? signal : .nothing
+            switch heard {
             case .success:
                 host.transientRun = 0
-                // Stored after a pushback it was sent before: says nothing
-                // of the load since.
-                if epoch == host.epoch { host.window = min(maxWindow, host.window + 1) }
+                host.window = min(maxWindow, host.window + 1)
             case .offline:
                 host.window = 1
             case .pushback(let asked):
@@ -217,9 +223,9 @@ final class OutboxPacer: Sendable {
         if opens { opened.withLock { $0 }?(key) }
     }
 
-    /// Halves the window and holds the host, unless it is held already
-    /// (the requests that were in flight when it pushed back say the same
-    /// again); returns the wait, and the hold's ticket. A server that asks
+    /// Halves the window and holds the host, unless it is held already;
+    /// returns the wait, and the hold's ticket. (The requests in flight
+    /// when it pushed back belong to the epoch before, and say nothing.) A server that asks
     /// for no wait, when the pushback delay is zero, is not held: the
     /// post waits for the network instead, as after any failure.
     private func pushBack(
@@ -255,13 +261,17 @@ final class OutboxPacer: Sendable {
     /// Ends hold `id` of `key`, if it is still the one; lets the waiting
     /// requests and uploads go.
     private func release(_ key: String, id: Int) {
-        let go = state.withLock { state -> [@Sendable () -> Void]? in
-            guard state.hosts[key]?.isHeld == true, state.hosts[key]?.holdID == id else { return nil }
+        let ended = state.withLock { state -> (go: [@Sendable () -> Void], timer: DelayedWork?)? in
+            guard !state.isClosed, state.hosts[key]?.isHeld == true, state.hosts[key]?.holdID == id else {
+                return nil
+            }
+            let timer = state.hosts[key]?.release
             state.hosts[key]?.isHeld = false
             state.hosts[key]?.release = nil
-            return Self.admitWaiting(key, in: &state)
+            return (Self.admitWaiting(key, in: &state), timer)
         }
-        guard let go else { return }
+        guard let (go, timer) = ended else { return }
+        timer?.cancel()  // ended early, by a new network
         for request in go { request() }
         opened.withLock { $0 }?(key)
     }
@@ -272,13 +282,10 @@ final class OutboxPacer: Sendable {
     func networkChanged() {
         let held = state.withLock { state in
             state.hosts.compactMap { key, host in
-                host.isHeld && host.isHeldForFailures ? (key, host.holdID, host.release) : nil
+                host.isHeld && host.isHeldForFailures ? (key, host.holdID) : nil
             }
         }
-        for (key, id, release) in held {
-            release?.cancel()
-            self.release(key, id: id)
-        }
+        for (key, id) in held { release(key, id: id) }
     }
 
     /// Admits the waiting requests the host takes now; marks them in
