@@ -14,10 +14,11 @@ import FoundationNetworking
 /// outbox's ``Outbox/Options/maxConcurrentUploads`` at first, halved at
 /// each pushback, one more at each request sent after it and stored, as
 /// TCP opens and closes its window. What a request sent before the last
-/// pushback says is old news, and changes nothing but its slot. A pushback (a `429` or `503`, or
-/// ``transientRunLimit`` transient failures in a row) also holds the host:
-/// no request goes until the wait is over, whichever upload it belongs
-/// to. The wait is the server's `Retry-After` (at most the retry policy's
+/// pushback says is old news, and changes nothing but its slot.
+///
+/// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
+/// failures in a row) also holds the host: no request goes until the wait
+/// is over, whichever upload it belongs to. The wait is the server's `Retry-After` (at most the retry policy's
 /// ``RetryPolicy/maximumRetryAfter``) plus a wait drawn at random below
 /// ``Outbox/Options/pushbackDelay``: the phones a server turned away
 /// together come back spread over it. A failure of a phone without
@@ -225,9 +226,10 @@ final class OutboxPacer: Sendable {
 
     /// Halves the window and holds the host, unless it is held already;
     /// returns the wait, and the hold's ticket. (The requests in flight
-    /// when it pushed back belong to the epoch before, and say nothing.) A server that asks
-    /// for no wait, when the pushback delay is zero, is not held: the
-    /// post waits for the network instead, as after any failure.
+    /// when it pushed back belong to the epoch before, and say nothing.)
+    /// A server that asks for no wait, when the pushback delay is zero, is
+    /// not held: the post waits for the network instead, as after any
+    /// failure.
     private func pushBack(
         _ host: inout Host, asking asked: Duration?, forFailures: Bool
     ) -> (wait: Duration, id: Int)? {
