@@ -186,7 +186,11 @@ enum BenchmarkSuite {
                 for report in caseReports { print(report.markdown) }
                 reports.append(contentsOf: caseReports)
             }
-            print(goalSummary(reports))
+            // A run of cases without goals (the herd's) ends with its own
+            // lines.
+            if reports.contains(where: { $0.rows.contains { $0.goal != nil } }) {
+                print(goalSummary(reports))
+            }
             return 0
         } catch {
             FileHandle.standardError.write(Data("Benchmarks: \(error)\n".utf8))
