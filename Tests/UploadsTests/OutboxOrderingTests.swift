@@ -21,7 +21,7 @@ struct OutboxOrderingTests {
     @Test func aPausedAndResumedPostKeepsTheOutboxsPromisesIn300Orders() throws {
         let clock = ContinuousClock()
         let began = clock.now
-        let pausedInFlight = LockedValue<Set<[URL]>>([])
+        let pausedInFlight = LockedValue<Set<Set<URL>>>([])
         var run = 0
         try exploreOrderings(seeds: 0..<300) { queue in
             defer { run += 1 }
@@ -45,7 +45,9 @@ struct OutboxOrderingTests {
             try queue.advance(by: run.isMultiple(of: 2) ? .seconds(1) : .milliseconds(500))
             let cancelledBefore = uploader.cancelledDestinations.count
             try outbox.pause(paused)
-            pausedInFlight.withValue { $0.insert(Array(uploader.cancelledDestinations.dropFirst(cancelledBefore))) }
+            // A set: the order of the cancels follows a dictionary's, which
+            // each process hashes its own way.
+            pausedInFlight.withValue { $0.insert(Set(uploader.cancelledDestinations.dropFirst(cancelledBefore))) }
             try queue.advance(by: .milliseconds(1500))
             guard outbox.entry(paused)?.state == .paused else { throw Broken(description: "not paused") }
             try outbox.resume(paused)
@@ -76,8 +78,10 @@ struct OutboxOrderingTests {
             guard after.startedDestinations.isEmpty else { throw Broken(description: "a relaunch sent again") }
             outbox.close()
         }
-        // The seeds paused different sets of uploads in flight.
-        #expect(pausedInFlight.value.count >= 3, "\(pausedInFlight.value)")
+        // The seeds paused different sets of uploads in flight: photo 0
+        // alone, or photos 1 and 2. (Counted as arrays, in the order of the
+        // cancels, they made three or two, as the process hashed.)
+        #expect(pausedInFlight.value.count >= 2, "\(pausedInFlight.value)")
         if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
             print("outbox, 300 seeds of exploreOrderings: \(clock.now - began)")
         }
