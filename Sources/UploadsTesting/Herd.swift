@@ -97,10 +97,6 @@ package enum Herd {
         package var rejected: Int
         /// Requests that stored something.
         package var useful: Int
-        /// Requests that came in each virtual second since the outage
-        /// ended, and those the server took.
-        package var arrivals: [Int] = []
-        package var taken: [Int] = []
 
         /// The time the backlog takes at full capacity.
         package var ideal: Duration {
@@ -300,9 +296,7 @@ package enum Herd {
                     busiestSecondInFirstMinute: state.arrivals.filter { $0.key < 60 }.values.max() ?? 0,
                     busiestWindow: Self.busiestWindow(state.arrivals, from: 60),
                     published: state.published == outboxes ? state.lastPublished : nil,
-                    publishedCount: state.published, rejected: state.rejected, useful: state.useful,
-                    arrivals: (0...(state.arrivals.keys.max() ?? 0)).map { state.arrivals[$0] ?? 0 },
-                    taken: (0...(state.arrivals.keys.max() ?? 0)).map { state.taken[$0] ?? 0 })
+                    publishedCount: state.published, rejected: state.rejected, useful: state.useful)
             }
         }
     }

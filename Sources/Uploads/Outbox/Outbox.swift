@@ -541,7 +541,7 @@ public final class Outbox: Sendable {
     private func pump() {
         let starts = book.update { [pacer] book in
             let starts = book.starts(limit: options.maxConcurrentUploads, budget: options.maxBytesInFlight) {
-                destination, running in pacer.admitsUpload(toward: destination, running: running)
+                host, running in pacer.admitsUpload(toward: host, running: running)
             }
             return (starts, actOn: false)
         }

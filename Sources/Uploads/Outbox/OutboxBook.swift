@@ -236,10 +236,11 @@ struct OutboxBook: Sendable {
     /// upload heavier than the budget goes when nothing else is in flight.
     /// The first upload that does not fit stops the rest, so a large video
     /// is not passed over forever by smaller ones. An upload toward a host
-    /// that `admits` refuses, given the uploads already running toward it,
-    /// waits without stopping the rest. Marks them running.
+    /// (``OutboxPacer/host(of:)``) that `admits` refuses, given the uploads
+    /// already running toward it, waits without stopping the rest. Marks
+    /// them running.
     mutating func starts(
-        limit: Int, budget: Int64, admits: (_ destination: URL, _ running: Int) -> Bool = { _, _ in true }
+        limit: Int, budget: Int64, admits: (_ host: String, _ running: Int) -> Bool = { _, _ in true }
     ) -> [Start] {
         guard !isClosed else { return [] }
         var running = posts.values.reduce(0) { $0 + $1.running.count }
@@ -263,7 +264,7 @@ struct OutboxBook: Sendable {
                 let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
                 guard running < limit, running == 0 || inFlight + upload <= budget else { return starts }
                 let host = OutboxPacer.host(of: record.destination(of: index))
-                guard admits(record.destination(of: index), runningByHost[host] ?? 0) else { continue }
+                guard admits(host, runningByHost[host] ?? 0) else { continue }
                 runningByHost[host, default: 0] += 1
                 starts.append(
                     Start(

@@ -27,7 +27,7 @@ import FoundationNetworking
 /// server before the rest go.
 final class OutboxPacer: Sendable {
     /// What a request's outcome says of its host.
-    enum Signal: Equatable {
+    enum Signal {
         /// It was stored: the host keeps up.
         case success
         /// The host pushed back, asking for this wait (or none).
@@ -101,12 +101,12 @@ final class OutboxPacer: Sendable {
         "\(url.scheme ?? "")://\(url.host ?? "")" + (url.port.map { ":\($0)" } ?? "")
     }
 
-    /// Whether a new upload toward `url`'s host may start, with `running`
-    /// of the outbox's uploads already going there: not while the host is
-    /// held, nor beyond its window.
-    func admitsUpload(toward url: URL, running: Int) -> Bool {
+    /// Whether a new upload toward the host `key` names may start, with
+    /// `running` of the outbox's uploads already going there: not while
+    /// the host is held, nor beyond its window.
+    func admitsUpload(toward key: String, running: Int) -> Bool {
         state.withLock { state in
-            guard let host = state.hosts[Self.host(of: url)] else { return true }
+            guard let host = state.hosts[key] else { return true }
             return !host.isHeld && running < host.window
         }
     }
