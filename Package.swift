@@ -20,13 +20,16 @@ let package = Package(
     targets: [
         .target(name: "JobKit"),
         .target(name: "JobKitTesting", dependencies: ["JobKit"]),
-        .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting"]),
-        .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting"]),
+        // What the test targets share: how they start child processes and
+        // wait for what blocks, off Swift's cooperative threads. Not a product.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting", "TestSupport"]),
+        .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting", "TestSupport"]),
         .target(name: "Uploads", dependencies: ["JobKit"], exclude: ["README.md"]),
         .target(name: "UploadsTesting", dependencies: ["Uploads", "JobKit", "JobKitTesting"]),
         .testTarget(
             name: "UploadsTests",
-            dependencies: ["Uploads", "UploadsTesting", "JobKit", "JobKitTesting", "Playground"],
+            dependencies: ["Uploads", "UploadsTesting", "JobKit", "JobKitTesting", "Playground", "TestSupport"],
             exclude: ["Fixtures"]
         ),
         .executableTarget(
@@ -35,8 +38,10 @@ let package = Package(
             path: "Playground"
         ),
         .executableTarget(
-            name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting", "Uploads", "UploadsTesting"], exclude: ["README.md"]),
-        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting"]),
+            name: "Benchmarks", dependencies: ["JobKit", "JobKitTesting", "Uploads", "UploadsTesting"],
+            exclude: ["README.md"]),
+        .testTarget(
+            name: "BenchmarksTests", dependencies: ["Benchmarks", "JobKit", "JobKitTesting", "TestSupport"]),
     ]
 )
 

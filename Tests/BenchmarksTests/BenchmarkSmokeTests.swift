@@ -1,5 +1,6 @@
 import Foundation
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import Benchmarks
@@ -215,9 +216,5 @@ private func builtProductFolders() -> [URL] {
 func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     // A bound against a hang, not a speed: under Thread Sanitizer, beside
     // the plain test pass, the checksum case took 7 to 24 s.
-    try await withTimeLimit(.seconds(50)) {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try work() }) }.start()
-        }
-    }
+    try await withTimeLimit(.seconds(50)) { try await offThePool(throwing: work) }
 }

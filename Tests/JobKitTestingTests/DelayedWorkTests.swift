@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 private final class Captured: Sendable {}
@@ -69,7 +70,7 @@ struct DelayedWorkTests {
         #expect(ran.value == false)
     }
 
-    @Test func onADispatchQueueCancelledWorkNeverRuns() {
+    @Test func onADispatchQueueCancelledWorkNeverRuns() async {
         let queue = DispatchQueue(label: "DelayedWorkTests")
         let ran = LockedValue<[String]>([])
         let done = DispatchSemaphore(value: 0)
@@ -82,11 +83,11 @@ struct DelayedWorkTests {
             ran.withValue { $0.append("kept") }
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(await done.signalled(within: 10))
         #expect(ran.value == ["kept"])
     }
 
-    @Test func onADispatchQueueDelayedWorkRunsOnceOnThatQueue() {
+    @Test func onADispatchQueueDelayedWorkRunsOnceOnThatQueue() async {
         let queue = DispatchQueue(label: "DelayedWorkTests.once")
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 7)
@@ -96,7 +97,7 @@ struct DelayedWorkTests {
             runs.withValue { $0.append(DispatchQueue.getSpecific(key: key)) }
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(await done.signalled(within: 10))
         delayed.cancel()  // after it ran: nothing happens
         queue.sync {}
         #expect(runs.value == [7])

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 /// The thread the caller runs on, from synchronous code (`Thread.current`
@@ -110,7 +111,7 @@ struct TaskExecutorTests {
     /// A continuation resumed from another thread sends the task back to
     /// the queue: the resume enqueues an item and runs nothing. Many
     /// tasks, resumed from many threads at once, each come back once.
-    @Test func continuationsResumedFromOtherThreadsComeBackAsItems() throws {
+    @Test(.onThreadOfItsOwn) func continuationsResumedFromOtherThreadsComeBackAsItems() async throws {
         for _ in 0..<50 {
             let queue = TestQueue()
             let continuations = LockedValue<[CheckedContinuation<Int, Never>]>([])
@@ -132,7 +133,7 @@ struct TaskExecutorTests {
             for (index, continuation) in continuations.value.enumerated() {
                 DispatchQueue.global().async(group: resumed) { continuation.resume(returning: index) }
             }
-            #expect(resumed.wait(timeout: .now() + 10) == .success)
+            #expect(await resumed.completed(within: 10))
             #expect(results.value == [])
             #expect(queue.pendingCount == tasks)
             try queue.run()

@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 /// Schedules `operation` on `queue`, and returns its handle and where its
@@ -154,7 +155,7 @@ struct TestClockTests {
     /// Each sleep ends once, woken or cancelled, however its cancellation
     /// on another thread races the advance that wakes it, and leaves the
     /// queue idle.
-    @Test func aCancellationRacingTheWakeEndsTheSleepOnce() throws {
+    @Test(.onThreadOfItsOwn) func aCancellationRacingTheWakeEndsTheSleepOnce() async throws {
         var outcomes: [String: Int] = [:]
         for _ in 0..<300 {
             let queue = TestQueue()
@@ -165,7 +166,7 @@ struct TestClockTests {
             let cancelled = DispatchGroup()
             DispatchQueue.global().async(group: cancelled) { task.cancel() }
             try queue.advance(by: .seconds(1))
-            #expect(cancelled.wait(timeout: .now() + 10) == .success)
+            #expect(await cancelled.completed(within: 10))
             try queue.run()
             #expect(queue.isIdle)
             switch try #require(outcome.value) {
@@ -181,7 +182,7 @@ struct TestClockTests {
     /// A cancellation on another thread that races the start of the sleep
     /// (before the task checks, while it registers, or once it sleeps)
     /// ends it with `CancellationError` and leaves no sleep queued.
-    @Test func aCancellationRacingTheStartOfASleepLeavesNothingQueued() throws {
+    @Test(.onThreadOfItsOwn) func aCancellationRacingTheStartOfASleepLeavesNothingQueued() async throws {
         for _ in 0..<300 {
             let queue = TestQueue()
             let (task, outcome) = scheduleRecordingOutcome(on: queue) {
@@ -190,7 +191,7 @@ struct TestClockTests {
             let cancelled = DispatchGroup()
             DispatchQueue.global().async(group: cancelled) { task.cancel() }
             try queue.run()
-            #expect(cancelled.wait(timeout: .now() + 10) == .success)
+            #expect(await cancelled.completed(within: 10))
             try queue.run()
             #expect(queue.isIdle)
             #expect(throws: CancellationError.self) { try #require(outcome.value).get() }

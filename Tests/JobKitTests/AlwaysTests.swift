@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @Suite("always", .timeLimit(.minutes(1)))
@@ -208,7 +209,7 @@ struct AlwaysTests {
         try queue.run()
     }
 
-    @Test func cleansUpOnceWhenACancelRacesTheJobsCompletionOnManyThreads() throws {
+    @Test(.onThreadOfItsOwn) func cleansUpOnceWhenACancelRacesTheJobsCompletionOnManyThreads() async throws {
         for _ in 0..<300 {
             let cleanups = LockedValue(0)
             let thenCleanups = LockedValue(0)
@@ -225,7 +226,7 @@ struct AlwaysTests {
             } _: {
                 inner.finish(with: 1)
             }
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(await done.signalled(within: 10))
             #expect(cleanups.value == 1)
             #expect(thenCleanups.value == 1)
         }

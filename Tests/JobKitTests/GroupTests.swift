@@ -1,5 +1,6 @@
 import Dispatch
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import JobKit
@@ -109,7 +110,7 @@ struct GroupTests {
         #expect(children.map(\.startCount) == [1, 1, 1, 0])
     }
 
-    @Test func maxConcurrentHoldsOnRealThreads() throws {
+    @Test(.onThreadOfItsOwn) func maxConcurrentHoldsOnRealThreads() async throws {
         for _ in 0..<20 {
             let running = LockedValue(0)
             let peak = LockedValue(0)
@@ -132,7 +133,7 @@ struct GroupTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(await done.signalled(within: 20))
             #expect(recorder.last?.isSuccess == true)
             #expect(peak.value <= 3)
         }
@@ -292,7 +293,7 @@ struct GroupTests {
         #expect(ran.value == 2)  // fail fast: the children after it never start
     }
 
-    @Test func aLargeGroupRunsEveryChildOnceOnRealThreads() throws {
+    @Test(.onThreadOfItsOwn) func aLargeGroupRunsEveryChildOnceOnRealThreads() async throws {
         // Blocks of children on a concurrent queue, some completing inside
         // their body, some later from another queue: every child runs once
         // and the values keep their order.
@@ -314,13 +315,15 @@ struct GroupTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(await done.signalled(within: 20))
             #expect(try recorder.last?.get() == Array(0..<5_000))
             #expect(runs.value.allSatisfy { $0 == 1 })
         }
     }
 
-    @Test func aBoundedGroupKeepsItsBoundWhenChildrenCompleteFromAnotherThreadInsideTheirBody() throws {
+    @Test(.onThreadOfItsOwn) func aBoundedGroupKeepsItsBoundWhenChildrenCompleteFromAnotherThreadInsideTheirBody()
+        async throws
+    {
         // Children completed from another thread as their body returns: the
         // room each frees goes to exactly one block, whichever of the body's
         // return and the report comes first.
@@ -344,6 +347,7 @@ struct GroupTests {
                         reporting.signal()
                         controller.finish()
                     }
+                    // allowed: the body runs on a dispatch thread, which waits for its report
                     if (index + round) % 2 == 0 { _ = reporting.wait(timeout: .now() + 10) }
                 }
             }
@@ -353,7 +357,7 @@ struct GroupTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            guard done.wait(timeout: .now() + 20) == .success else {
+            guard await done.signalled(within: 20) else {
                 Issue.record(
                     "round \(round): the group never completed; its children started \(starts.value.reduce(0, +)) times"
                 )
@@ -566,7 +570,7 @@ struct GroupTests {
         #expect(other.cancelCount == 1)
     }
 
-    @Test func completesOnceWhenChildrenFinishOnManyThreads() throws {
+    @Test(.onThreadOfItsOwn) func completesOnceWhenChildrenFinishOnManyThreads() async throws {
         for _ in 0..<50 {
             let done = DispatchSemaphore(value: 0)
             let recorder = Recorder<[Int]>()
@@ -575,7 +579,7 @@ struct GroupTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(await done.signalled(within: 10))
             #expect(try recorder.last?.get() == Array(0..<64))
             #expect(recorder.count == 1)
         }

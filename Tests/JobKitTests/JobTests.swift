@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @Suite("Job", .timeLimit(.minutes(1)))
@@ -122,7 +123,7 @@ struct JobTests {
         #expect(recorder.last?.failure as? JobError == .abandoned)
     }
 
-    @Test func abandonedOnAnotherThreadStillCompletes() throws {
+    @Test func abandonedOnAnotherThreadStillCompletes() async throws {
         let done = DispatchSemaphore(value: 0)
         let recorder = Recorder<Int>()
         Job<Int> { controller in
@@ -132,7 +133,7 @@ struct JobTests {
             recorder.handler(outcome)
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(await done.signalled(within: 10))
         #expect(recorder.last?.failure as? JobError == .abandoned)
     }
 
@@ -250,7 +251,7 @@ struct JobTests {
 
     // MARK: - Threading
 
-    @Test func handlerRunsOnThePerformingQueueWhenTheBodyReportsFromElsewhere() throws {
+    @Test func handlerRunsOnThePerformingQueueWhenTheBodyReportsFromElsewhere() async throws {
         let key = DispatchSpecificKey<String>()
         let queue = DispatchQueue(label: "jobkit.tests.performing")
         queue.setSpecific(key: key, value: "performing")
@@ -265,7 +266,7 @@ struct JobTests {
             seen.withValue { $0.append(DispatchQueue.getSpecific(key: key)) }
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(await done.signalled(within: 10))
         #expect(seen.value == ["performing", "performing"])
     }
 

@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 /// The values of `outcomes`, with each failure's `TestError` id negated.
@@ -120,7 +121,7 @@ struct CollectOutcomesTests {
         #expect(top - deepest.value < 64 * 1024)
     }
 
-    @Test func completesOnceWithEveryOutcomeWhenJobsFinishOnManyThreads() throws {
+    @Test(.onThreadOfItsOwn) func completesOnceWithEveryOutcomeWhenJobsFinishOnManyThreads() async throws {
         for _ in 0..<50 {
             let done = DispatchSemaphore(value: 0)
             let recorder = Recorder<[Job<Int>.Outcome]>()
@@ -131,7 +132,7 @@ struct CollectOutcomesTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(await done.signalled(within: 10))
             #expect(try summary(#require(recorder.last).get()) == (0..<64).map { $0.isMultiple(of: 3) ? -$0 : $0 })
             #expect(recorder.count == 1)
         }
@@ -305,7 +306,7 @@ struct RaceTests {
         handle.cancel()
     }
 
-    @Test func oneWinnerAndEveryLoserCancelledOrDoneOnManyThreads() throws {
+    @Test(.onThreadOfItsOwn) func oneWinnerAndEveryLoserCancelledOrDoneOnManyThreads() async throws {
         for _ in 0..<200 {
             let done = DispatchSemaphore(value: 0)
             let recorder = Recorder<Int>()
@@ -320,7 +321,7 @@ struct RaceTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(await done.signalled(within: 10))
             #expect(recorder.count == 1)
             #expect(try (0..<8).contains(#require(recorder.last).get()))
             #expect(cancels.value <= 7)

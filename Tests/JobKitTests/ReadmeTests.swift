@@ -3,6 +3,7 @@ import Foundation
 import JobKit
 import JobKitTesting
 import Synchronization
+import TestSupport
 import Testing
 
 // The README's examples, and the examples of the DocC articles it links to
@@ -65,9 +66,9 @@ private func runReadmeExample() -> FakeServer {
 
 @Suite("README", .timeLimit(.minutes(1)))
 struct ReadmeTests {
-    @Test func completeExamplePublishesMediaThenThePost() throws {
+    @Test func completeExamplePublishesMediaThenThePost() async throws {
         let server = runReadmeExample()
-        #expect(printedSignal.wait(timeout: .now() + 10) == .success)
+        #expect(await printedSignal.signalled(within: 10))
         #expect(printed.value == ["published"])
         let uploaded = server.uploaded.value
         #expect(Set(uploaded.prefix(3)) == ["beach.jpg", "sunset.jpg", "surf.mov"])

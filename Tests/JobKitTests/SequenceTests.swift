@@ -1,5 +1,6 @@
 import Dispatch
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import JobKit
@@ -172,7 +173,7 @@ struct SequenceTests {
         #expect(queue.enqueued == 2 + count / SequenceRun.inlineBudget)
     }
 
-    @Test func stepsCompletingInlineOrFromAnotherThreadRunInOrderOnRealThreads() throws {
+    @Test(.onThreadOfItsOwn) func stepsCompletingInlineOrFromAnotherThreadRunInOrderOnRealThreads() async throws {
         // The one code path on a `DispatchQueue`: some steps complete inside
         // their body, others later from another queue, so the step loop and
         // completions on other threads interleave.
@@ -200,14 +201,14 @@ struct SequenceTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 20) == .success)
+            #expect(await done.signalled(within: 20))
             #expect(recorder.count == 1)
             #expect(recorder.last?.isSuccess == true)
             #expect(log.value == Array(0..<20))
         }
     }
 
-    @Test func stepsCompletedFromAnotherThreadAsTheirBodyReturnsRunOnceInOrder() throws {
+    @Test(.onThreadOfItsOwn) func stepsCompletedFromAnotherThreadAsTheirBodyReturnsRunOnceInOrder() async throws {
         // Whichever of the body's return and the report comes first, the
         // next step starts exactly once.
         for round in 0..<50 {
@@ -220,6 +221,7 @@ struct SequenceTests {
                         reporting.signal()
                         controller.finish()
                     }
+                    // allowed: the body runs on a dispatch thread, which waits for its report
                     if (index + round) % 2 == 0 { _ = reporting.wait(timeout: .now() + 10) }
                 }
             }
@@ -229,7 +231,7 @@ struct SequenceTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            guard done.wait(timeout: .now() + 20) == .success else {
+            guard await done.signalled(within: 20) else {
                 Issue.record("round \(round): the sequence never completed; steps run: \(log.value)")
                 return
             }

@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @Suite("Snapshots and stall reports", .timeLimit(.minutes(1)))
@@ -284,7 +285,7 @@ struct SnapshotTests {
         #expect(weakTracked == nil)
     }
 
-    @Test func snapshotsTakenFromAnotherThreadWhileTheTreeRunsAreConsistent() throws {
+    @Test(.onThreadOfItsOwn) func snapshotsTakenFromAnotherThreadWhileTheTreeRunsAreConsistent() async throws {
         var groupSnapshots = 0
         for _ in 0..<20 {
             let count = 2000
@@ -322,7 +323,7 @@ struct SnapshotTests {
                     #expect(child.state.isPending || "\(child.state)" == "finished")
                 }
             }
-            #expect(completed.wait(timeout: .now() + 30) == .success)
+            #expect(await completed.signalled(within: 30))
             #expect(handle.snapshot().line == "top (finished)")
         }
         #expect(groupSnapshots > 0)

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @Suite("zip", .timeLimit(.minutes(1)))
@@ -150,7 +151,7 @@ struct ZipTests {
         handle.cancel()
     }
 
-    @Test func completesOnceWithEveryValueWhenJobsFinishOnManyThreads() throws {
+    @Test(.onThreadOfItsOwn) func completesOnceWithEveryValueWhenJobsFinishOnManyThreads() async throws {
         func later<T: Sendable>(_ value: T) -> Job<T> {
             Job { controller in DispatchQueue.global().async { controller.finish(with: value) } }
         }
@@ -161,7 +162,7 @@ struct ZipTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(await done.signalled(within: 10))
             let values = try #require(recorder.last).get()
             #expect(values.0 == round && values.1 == "\(round)" && values.2 == [round])
             #expect(recorder.count == 1)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -35,7 +36,7 @@ final class FixtureServer: Sendable {
     /// any request was malformed: refused by Node's parser, or carrying both
     /// `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.1–6.2).
     static func with<T>(_ body: (FixtureServer) async throws -> T) async throws -> T {
-        let server = try FixtureServer()
+        let server = FixtureServer(server: try await startNodeFixture("upload_server.js"))
         defer { server.stop() }
         let result = try await body(server)
         try await server.checkFraming()
@@ -55,8 +56,8 @@ final class FixtureServer: Sendable {
         }
     }
 
-    private init() throws {
-        server = try startNodeFixture("upload_server.js")
+    private init(server: FixtureProcess) {
+        self.server = server
     }
 
     func stop() {
@@ -135,29 +136,16 @@ final class FixtureServer: Sendable {
 
 /// Starts `node Fixtures/<script>` with `environment` added to this
 /// process's, and reads the port it prints alone on its first line once
-/// listening.
-func startNodeFixture(_ script: String, environment: [String: String] = [:]) throws -> FixtureProcess {
+/// listening (within 30 seconds), off Swift's cooperative threads.
+func startNodeFixture(_ script: String, environment: [String: String] = [:]) async throws -> FixtureProcess {
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures/\(script)").path
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["node", path]
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
-    var line = Data()
-    while !line.contains(UInt8(ascii: "\n")) {
-        let chunk = output.fileHandleForReading.availableData
-        guard !chunk.isEmpty else { break }
-        line.append(chunk)
-    }
-    let port = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    let node = try ChildProcess(
+        URL(fileURLWithPath: "/usr/bin/env"), ["node", path], environment: environment, input: .pipe)
+    let port = await FixtureProcess.firstLine(of: node, seconds: 30)
     guard let number = Int(port) else {
-        process.terminate()
+        node.kill()
         throw FixtureServer.ServerError(message: "\(script) (node) did not print a port: \(port)")
     }
-    return FixtureProcess(port: number, process: process, input: input)
+    return FixtureProcess(port: number, process: node)
 }

@@ -38,12 +38,16 @@ struct ParsedForm: Decodable, Sendable, Hashable {
 final class WerkzeugFormServer: Sendable {
     static let installCommand = #"pip install "Werkzeug==3.1.8""#
 
-    /// Whether Werkzeug can run here. Always `true` under CI, where a
-    /// missing Werkzeug must fail the tests, not skip them.
-    static let isAvailable = isRunningInCI || python3CanRun("import werkzeug.formparser")
+    /// Whether Werkzeug can run here, asked once. Always `true` under CI,
+    /// where a missing Werkzeug must fail the tests, not skip them.
+    private static let isAvailable = Task {
+        isRunningInCI ? true : await python3CanRun("import werkzeug.formparser")
+    }
 
-    /// Why the Werkzeug tests are skipped where it is missing.
-    static let skipReason: Comment = "Werkzeug is not installed; install it with: \(installCommand)"
+    /// Skips a test where Werkzeug is missing, saying why.
+    static let requirement = ConditionTrait.enabled(
+        "Werkzeug is not installed; install it with: \(installCommand)"
+    ) { await isAvailable.value }
 
     private let server: FixtureProcess
     var baseURL: URL { server.baseURL }

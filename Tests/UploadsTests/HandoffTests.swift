@@ -1,5 +1,6 @@
 import Foundation
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import Uploads
@@ -13,7 +14,7 @@ struct HandoffTests {
         Handoff(0, take: { $0 }, act: act)
     }
 
-    @Test func actsAfterUnlockingSoTheActionMayUseTheHandoffAgain() {
+    @Test(.onThreadOfItsOwn) func actsAfterUnlockingSoTheActionMayUseTheHandoffAgain() async {
         let seen = LockedValue<[Int]>([])
         let handoff = LockedValue<Handoff<Int, Int>?>(nil)
         handoff.setValue(
@@ -28,13 +29,13 @@ struct HandoffTests {
             handoff.value?.increment()
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success, "no deadlock")
+        #expect(await done.signalled(within: 10), "no deadlock")
         #expect(seen.value == [1, 2], "the action's own change is acted on after it, by the same thread")
         handoff.value?.update { _ in false }
         #expect(seen.value == [1, 2], "a change that leaves nothing to act on acts on nothing")
     }
 
-    @Test func whileOneThreadActsAnotherOnlyLeavesItsChangeAndTheNewestIsActedOn() throws {
+    @Test(.onThreadOfItsOwn) func whileOneThreadActsAnotherOnlyLeavesItsChangeAndTheNewestIsActedOn() async throws {
         let entered = DispatchSemaphore(value: 0)
         let proceed = DispatchSemaphore(value: 0)
         let seen = LockedValue<[Int]>([])
@@ -42,6 +43,7 @@ struct HandoffTests {
             seen.withValue { $0.append(value) }
             if value == 1 {
                 entered.signal()
+                // allowed: the action runs on a dispatch thread, held until the test lets it go
                 _ = proceed.wait(timeout: .now() + 10)
             }
         }
@@ -50,7 +52,7 @@ struct HandoffTests {
             handoff.increment()
             first.signal()
         }
-        try #require(entered.wait(timeout: .now() + 10) == .success)
+        try #require(await entered.signalled(within: 10))
         // The first thread is acting on 1: these return at once, acting on
         // nothing themselves.
         handoff.increment()
@@ -60,7 +62,7 @@ struct HandoffTests {
         #expect(seen.value == [1])
         #expect(!waited.value, "waits for the action in progress")
         proceed.signal()
-        try #require(first.wait(timeout: .now() + 10) == .success)
+        try #require(await first.signalled(within: 10))
         #expect(seen.value == [1, 3], "2 was replaced before anyone took it")
         #expect(waited.value)
         handoff.afterActions { waited.setValue(false) }

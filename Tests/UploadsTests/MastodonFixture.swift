@@ -55,7 +55,9 @@ final class MastodonFixture: Sendable {
     /// question, runs `body` with it, and stops it; then fails if Node's
     /// parser refused any request's framing.
     static func with<T>(processingPolls: Int = 2, _ body: (MastodonFixture) async throws -> T) async throws -> T {
-        let server = try MastodonFixture(processingPolls: processingPolls)
+        let server = MastodonFixture(
+            server: try await startNodeFixture(
+                "mastodon_server.js", environment: ["TOKEN": token, "PROCESSING_POLLS": String(processingPolls)]))
         defer { server.stop() }
         let result = try await body(server)
         let errors = try await server.state().errors
@@ -63,9 +65,8 @@ final class MastodonFixture: Sendable {
         return result
     }
 
-    private init(processingPolls: Int) throws {
-        server = try startNodeFixture(
-            "mastodon_server.js", environment: ["TOKEN": Self.token, "PROCESSING_POLLS": String(processingPolls)])
+    private init(server: FixtureProcess) {
+        self.server = server
     }
 
     func stop() {

@@ -131,7 +131,7 @@ struct MultipartFormUploaderTests {
         }
     }
 
-    @Test(.enabled(if: WerkzeugFormServer.isAvailable, WerkzeugFormServer.skipReason))
+    @Test(WerkzeugFormServer.requirement)
     func theSameFormThroughWerkzeugsParser() async throws {
         try await TransferGate.sharing {
             try await WerkzeugFormServer.with { server in

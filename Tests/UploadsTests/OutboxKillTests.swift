@@ -90,7 +90,7 @@ struct OutboxKillTests {
         }
     }
 
-    @Test(.enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+    @Test(S3Fixture.requirement)
     func killedRunsAgainstS3EndInOnePublishedPostEachAndNeverResendAStoredMedium() async throws {
         try await S3Fixture.with { s3 in
             // At half scale two videos (9 and 13 MB) go up as multipart

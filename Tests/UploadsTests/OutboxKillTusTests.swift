@@ -19,7 +19,7 @@ import FoundationNetworking
 /// between the server's answer to its creation and the manifest (or during
 /// the creation): no more than three per kill, one per upload in flight.
 extension OutboxKillTests {
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func killedRunsAgainstATusServerEndInOnePublishedPostEachAndNeverResendAStoredMedium() async throws {
         try await TusFixture.with(.resumableUpload) { tus in
             let server = TusServer(fixture: tus)

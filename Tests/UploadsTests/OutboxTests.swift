@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import UploadsTesting
 
@@ -842,27 +843,24 @@ struct OutboxTests {
         #expect(starts.map(\.isDocument) == [true])
     }
 
-    @Test func anotherProcessCannotLockTheFolderWhileAnOutboxHasIt() throws {
+    @Test func anotherProcessCannotLockTheFolderWhileAnOutboxHasIt() async throws {
         defer { folder.remove() }
         /// Whether python3, another process, can take the lock on the
         /// folder's lock file as another outbox would (a POSIX lock).
-        func anotherProcessCanLock() throws -> Bool {
-            let python = Process()
-            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            python.arguments = [
-                "python3", "-c",
-                "import fcntl, sys; f = open(sys.argv[1], 'r+'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)",
-                folder.url.appendingPathComponent("outbox/lock").path,
-            ]
-            python.standardError = FileHandle.nullDevice
-            try python.run()
-            python.waitUntilExit()
-            return python.terminationStatus == 0
+        func anotherProcessCanLock() async throws -> Bool {
+            let python = try ChildProcess(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                [
+                    "python3", "-c",
+                    "import fcntl, sys; f = open(sys.argv[1], 'r+'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+                    folder.url.appendingPathComponent("outbox/lock").path,
+                ], output: .inherited, errors: .null)
+            return await python.exited() == 0 && python.process.terminationReason == .exit
         }
         let outbox = try open(InMemoryUploader())
-        #expect(try !anotherProcessCanLock())
+        #expect(try await !anotherProcessCanLock())
         outbox.close()
-        #expect(try anotherProcessCanLock())
+        #expect(try await anotherProcessCanLock())
     }
 
     @Test func anUploadThatEndedBeforeAPauseKeepsItsReceiptAndOneThatFailsSaysNothing() throws {

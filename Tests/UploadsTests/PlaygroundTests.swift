@@ -1,5 +1,6 @@
 import Foundation
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -211,7 +212,7 @@ struct PlaygroundTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func publishesThroughATusServerAndOnceThroughAnOutbox() async throws {
         try await TusFixture.with(.resumableUpload) { tus in
             let work = try TemporaryFolder()
@@ -442,48 +443,30 @@ struct PlaygroundTests {
 
 /// A run of the built Playground, started at once, its output read when
 /// it ends; killed if it has not ended after `killedAfter` seconds (a
-/// minute by default).
+/// minute by default). Whether it ended in time is known from the process
+/// (``ChildProcess``), not from when a busy test got to ask.
 final class PlaygroundProcess: Sendable {
-    private enum Ending { case running, killed, timedOut, exited }
-
-    let process = Process()
-    private let printing = Pipe()
-    private let writingErrors = Pipe()
+    private let child: ChildProcess
     private let texts = LockedValue((output: "", error: ""))
-    private let ending = LockedValue(Ending.running)
 
     init(_ arguments: [String], killedAfter seconds: Int = 60) throws {
-        process.executableURL = try playgroundExecutable()
-        process.arguments = arguments
-        process.standardOutput = printing
-        process.standardError = writingErrors
-        try process.run()
-        let pid = process.processIdentifier
-        // A watchdog that kills a hung child; no test waits on it.
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [ending] in  // allowed: watchdog
-            ending.withValue { ending in
-                guard ending == .running else { return }
-                ending = .timedOut
-                Foundation.kill(pid, SIGKILL)
-            }
-        }
+        child = try ChildProcess(
+            try playgroundExecutable(), arguments, output: .pipe, errors: .pipe, killedAfter: Double(seconds))
     }
+
+    /// The process, started.
+    var process: Process { child.process }
 
     /// Kills the run with SIGKILL, unless it ended.
     func kill() {
-        let pid = process.processIdentifier
-        ending.withValue { ending in
-            guard ending == .running, process.isRunning else { return }
-            ending = .killed
-            Foundation.kill(pid, SIGKILL)
-        }
+        child.kill()
     }
 
     /// Whether ``kill()`` killed it.
-    var wasKilled: Bool { ending.value == .killed && process.terminationReason == .uncaughtSignal }
+    var wasKilled: Bool { child.wasKilled && process.terminationReason == .uncaughtSignal }
 
-    /// Whether the watchdog killed it.
-    var timedOut: Bool { ending.value == .timedOut }
+    /// Whether the watchdog killed it: it had not exited in its time.
+    var timedOut: Bool { child.timedOut }
 
     var output: String { texts.value.output }
     var error: String { texts.value.error }
@@ -497,47 +480,24 @@ final class PlaygroundProcess: Sendable {
     /// it that signal as soon as `text` is read, from the thread that read
     /// it (a run may end before a busy test gets to send it).
     func read(until text: String, thenSend signal: Int32? = nil) async {
-        let read = await Self.off {
-            var data = Data()
-            while !String(decoding: data, as: UTF8.self).contains(text) {
-                let chunk = self.printing.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                data.append(chunk)
-            }
-            if let signal { Foundation.kill(self.process.processIdentifier, signal) }
-            return data
+        let read = await child.output?.read(until: text) { [child] in
+            if let signal { child.send(signal) }
         }
-        texts.withValue { $0.output += String(decoding: read, as: UTF8.self) }
+        texts.withValue { $0.output += String(decoding: read ?? Data(), as: UTF8.self) }
     }
 
     /// Waits for the run to end, reading what it printed; its exit
     /// status, or the signal that ended it.
     func exit() async -> Int32 {
-        let (printed, written) = await Self.off {
-            let written = LockedValue(Data())
-            let reading = DispatchGroup()
-            reading.enter()
-            Thread.detachNewThread {
-                written.setValue(self.writingErrors.fileHandleForReading.readDataToEndOfFile())
-                reading.leave()
-            }
-            let printed = self.printing.fileHandleForReading.readDataToEndOfFile()
-            self.process.waitUntilExit()
-            reading.wait()
-            return (printed, written.value)
-        }
-        ending.withValue { if $0 == .running { $0 = .exited } }
+        async let written = child.errors?.readAll()
+        let printed = await child.output?.readAll()
+        let status = await child.exited()
+        let errors = await written
         texts.withValue {
-            $0.output += String(decoding: printed, as: UTF8.self)
-            $0.error += String(decoding: written, as: UTF8.self)
+            $0.output += String(decoding: printed ?? Data(), as: UTF8.self)
+            $0.error += String(decoding: errors ?? Data(), as: UTF8.self)
         }
-        return process.terminationStatus
-    }
-
-    /// Runs `work`, which blocks reading a pipe, on a thread of its own
-    /// (see ``onThreadOfItsOwn(_:)``).
-    private static func off<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await onThreadOfItsOwn(work)
+        return status
     }
 }
 

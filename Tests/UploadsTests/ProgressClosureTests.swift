@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -129,7 +130,7 @@ extension S3Storage {
     /// parts report from URLSession's threads.
     @Suite(
         "Progress closures on S3", .timeLimit(.minutes(2)),
-        .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason), .serialized)
+        S3Fixture.requirement, .serialized)
     struct S3ProgressClosureTests {
         @Test(arguments: ProgressClosureBehaviour.allCases)
         func aClosureThatActsOnThePublishingRunsOutsideEveryLock(behaviour: ProgressClosureBehaviour) async throws {
@@ -155,7 +156,7 @@ extension ProgressClosureTests {
     /// post completes once, with its progress one call at a time, never
     /// backwards, and at 100% exactly when it was published. CI runs it
     /// under Thread Sanitizer too.
-    @Test func aChaosOfFaultsAndCancelsAcross120PostsKeepsEachPostsProgressInOrder() {
+    @Test func aChaosOfFaultsAndCancelsAcross120PostsKeepsEachPostsProgressInOrder() async {
         let posts = 120
         let probes = (0..<posts).map { index in
             ProgressProbe(index % 3 == 0 ? .cancelsThePublishing : .takesASnapshot)
@@ -183,7 +184,7 @@ extension ProgressClosureTests {
         DispatchQueue.concurrentPerform(iterations: posts) { index in
             if index % 3 == 1 { started[index].cancel() }
         }
-        #expect(done.wait(timeout: .now() + 60) == .success)
+        #expect(await done.completed(within: 60))
 
         for (index, probe) in probes.enumerated() {
             let completions = outcomes.value[index] ?? []

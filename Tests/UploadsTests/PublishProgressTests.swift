@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -124,7 +125,7 @@ struct PublishProgressTests {
         #expect(photoSent == [600, 900, 950, 999, 1_000])
     }
 
-    @Test func isReportedOneAtATimeWhenUploadsReportFromManyThreads() throws {
+    @Test(.onThreadOfItsOwn) func isReportedOneAtATimeWhenUploadsReportFromManyThreads() async throws {
         for _ in 0..<20 {
             let post = samplePost(photoSizes: Array(repeating: 10_000, count: 8))
             let concurrentCalls = LockedValue((now: 0, most: 0))
@@ -142,7 +143,7 @@ struct PublishProgressTests {
                 concurrentCalls.withValue { $0.now -= 1 }
             }
             .perform(on: DispatchQueue.global()) { _ in done.signal() }
-            #expect(done.wait(timeout: .now() + 30) == .success)
+            #expect(await done.signalled(within: 30))
 
             #expect(concurrentCalls.value.most == 1)
             #expect(progress.neverGoesBackwards)

@@ -20,12 +20,14 @@ final class S3Fixture: Sendable {
     /// The command that installs what these tests need.
     static let installCommand = #"pip install "moto[server]==5.2.1""#
 
-    /// Whether moto can run here. Always `true` under CI, where a missing
-    /// moto must fail the tests, not skip them.
-    static let isAvailable = isRunningInCI || python3CanRun("import boto3, moto.server")
+    /// Whether moto can run here, asked once. Always `true` under CI, where
+    /// a missing moto must fail the tests, not skip them.
+    private static let isAvailable = Task { isRunningInCI ? true : await python3CanRun("import boto3, moto.server") }
 
-    /// Why the S3 tests are skipped where moto is missing.
-    static let skipReason: Comment = "moto's S3 server is not installed; install it with: \(installCommand)"
+    /// Skips a test or suite where moto is missing, saying why.
+    static let requirement = ConditionTrait.enabled(
+        "moto's S3 server is not installed; install it with: \(installCommand)"
+    ) { await isAvailable.value }
 
     /// One request the proxy received.
     struct Request: Decodable, Sendable {

@@ -9,7 +9,7 @@ extension S3Storage {
     /// counts the requests for each part: every request is retried by
     /// publishing's policy alone, handed to the `S3Uploader`.
     @Suite(
-        "One owner per retry on S3", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason),
+        "One owner per retry on S3", .timeLimit(.minutes(2)), S3Fixture.requirement,
         .serialized)
     struct S3RetryOwnerTests {
         static let videoKey = "posts/owner/video.mp4"

@@ -15,7 +15,7 @@ extension S3Storage {
     /// implementation of the S3 API, reached through presigned URLs that a
     /// stand-in for the app's backend makes with boto3.
     @Suite(
-        "S3Uploader", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason), .serialized)
+        "S3Uploader", .timeLimit(.minutes(2)), S3Fixture.requirement, .serialized)
     struct S3UploaderTests {
         static let mebibyte = 1024 * 1024
         /// Three parts of 5 MiB, the last one short.
@@ -536,7 +536,7 @@ struct S3FramingTests {
 extension S3Storage {
     /// The Playground publishing to moto through `--s3`, killed mid-way and run
     /// again: a new process resumes the multipart uploads from their manifests.
-    @Suite("Playground on S3", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+    @Suite("Playground on S3", .timeLimit(.minutes(2)), S3Fixture.requirement)
     struct PlaygroundS3Tests {
         struct PartSent: Hashable {
             let key: String
@@ -645,7 +645,7 @@ extension S3Storage {
 
 extension LargeTransfers {
     /// An S3 upload whose memory is measured, alone among the transfers.
-    @Suite("S3 memory", .timeLimit(.minutes(2)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+    @Suite("S3 memory", .timeLimit(.minutes(2)), S3Fixture.requirement)
     struct S3MemoryTests {
         typealias Storage = S3Storage.S3UploaderTests
 

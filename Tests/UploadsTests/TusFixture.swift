@@ -21,18 +21,27 @@ final class TusFixture: Sendable {
         /// Whether it can run here. Always `true` under CI, where a missing
         /// server must fail the tests, not skip them.
         var isAvailable: Bool {
-            isRunningInCI
-                || python3CanRun(self == .resumableUpload ? "import resumable_upload" : "import tuspyserver, uvicorn")
+            get async {
+                isRunningInCI
+                    ? true
+                    : await python3CanRun(
+                        self == .resumableUpload ? "import resumable_upload" : "import tuspyserver, uvicorn")
+            }
         }
     }
 
     static let installCommand = #"pip install "resumable-upload==0.3.0" "tuspyserver==4.4.3" "uvicorn==0.54.0""#
 
-    /// Why the tus tests are skipped where the servers are missing.
-    static let skipReason: Comment = "the tus servers are not installed; install them with: \(installCommand)"
+    /// Whether every server can run here, asked once.
+    private static let isAvailable = Task {
+        for server in Server.allCases where await !server.isAvailable { return false }
+        return true
+    }
 
-    /// Whether every server can run here.
-    static let isAvailable = Server.allCases.allSatisfy(\.isAvailable)
+    /// Skips a test or suite where the servers are missing, saying why.
+    static let requirement = ConditionTrait.enabled(
+        "the tus servers are not installed; install them with: \(installCommand)"
+    ) { await isAvailable.value }
 
     /// One request as the proxy saw it.
     struct Request: Decodable, Sendable {
@@ -116,10 +125,8 @@ final class TusFixture: Sendable {
         let environment = environment.merging(["TUS_SERVER": server.rawValue]) { $1 }
         // The proxy prints its port once the server answers, which takes
         // half a second.
-        let started = await onThreadOfItsOwn { [environment] in
-            Result { try startNodeFixture("tus_proxy.js", environment: environment) }
-        }
-        return TusFixture(server: server, process: try started.get(), firstRequest: 0)
+        let started = try await startNodeFixture("tus_proxy.js", environment: environment)
+        return TusFixture(server: server, process: started, firstRequest: 0)
     }
 
     private init(server: Server, process: FixtureProcess, firstRequest: Int) {

@@ -108,7 +108,7 @@ struct TusUploaderTests {
 
     // MARK: - Sending
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
+    @Test(TusFixture.requirement, arguments: TusFixture.Server.allCases)
     func aFileThatIsNotAMultipleOfTheChunkArrivesWhole(server: TusFixture.Server) async throws {
         try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: Self.largeSize)
@@ -140,7 +140,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
+    @Test(TusFixture.requirement, arguments: TusFixture.Server.allCases)
     func aSmallFileGoesUpInTheRequestThatCreatesIt(server: TusFixture.Server) async throws {
         try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: 300_000, name: "photo.jpg")
@@ -155,7 +155,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aChunkSizeOfZeroSendsTheRestOfTheFileInOnePatch() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -172,7 +172,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func bytesInMemoryAreSentInChunksToo() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 0)
@@ -191,7 +191,7 @@ struct TusUploaderTests {
 
     // MARK: - Faults on the way
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
+    @Test(TusFixture.requirement, arguments: TusFixture.Server.allCases)
     func aPatchCutMidBodyGoesOnFromTheServersOffset(server: TusFixture.Server) async throws {
         try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: Self.largeSize)
@@ -220,7 +220,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aChunkWhoseChecksumIsRefusedOnceIsSentAgain() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -239,7 +239,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aChecksumRefusedTwiceFailsAndTerminatesTheUpload() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -264,7 +264,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason), arguments: TusFixture.Server.allCases)
+    @Test(TusFixture.requirement, arguments: TusFixture.Server.allCases)
     func aConflictAsksTheServersOffsetAndGoesOnFromIt(server: TusFixture.Server) async throws {
         try await TusFixture.withKept(server) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -288,7 +288,7 @@ struct TusUploaderTests {
 
     // MARK: - Resuming
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func anUploadLeftByAnotherUploaderResumesFromItsManifest() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: Self.largeSize)
@@ -316,7 +316,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func anUploadTheServerHoldsWholeIsNotSentAgain() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -336,7 +336,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aFinishedUploadIsFoundWhenAskedFirstAndIsANewUploadOtherwise() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -369,7 +369,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func anUploadTheServerDiscardedIsStartedAgain() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -390,7 +390,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func anUploadPastItsExpiryIsStartedAgainWithoutAsking() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -412,7 +412,7 @@ struct TusUploaderTests {
 
     // MARK: - Cancelling
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aCancelTerminatesTheUpload() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -437,7 +437,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aCancelThatKeepsWhatIsStoredLeavesTheUploadToResume() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -465,7 +465,7 @@ struct TusUploaderTests {
         }
     }
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func discardingAResumableUploadTerminatesIt() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
@@ -483,7 +483,7 @@ struct TusUploaderTests {
 
     // MARK: - Upload URLs handed out in advance
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func anUploadURLHandedOutInAdvanceIsSentToWithoutACreation() async throws {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 2_000_000)
@@ -503,7 +503,7 @@ struct TusUploaderTests {
 
     // MARK: - Bad input
 
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func aFileLargerThanTheServerTakesFailsAtOnceSayingSo() async throws {
         try await TusFixture.with(.resumableUpload, maxSize: 1_000_000) { tus in
             let workspace = try Workspace(size: 3_000_000)

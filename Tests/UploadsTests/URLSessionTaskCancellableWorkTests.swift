@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -14,7 +15,7 @@ import FoundationNetworking
 /// Foundation is imported, not in the JobKit core.
 @Suite("URLSessionTask as CancellableWork", .timeLimit(.minutes(1)))
 struct URLSessionTaskCancellableWorkTests {
-    @Test func cancellingTheJobCancelsTheTask() throws {
+    @Test func cancellingTheJobCancelsTheTask() async throws {
         let session = URLSession(configuration: .ephemeral)
         defer { session.invalidateAndCancel() }
         let taskError = LockedValue<(any Error)?>(nil)
@@ -39,7 +40,7 @@ struct URLSessionTaskCancellableWorkTests {
         handle.cancel()
         try queue.run()
         #expect(throws: CancellationError.self) { try outcome.value?.get() }
-        #expect(taskCompleted.wait(timeout: .now() + 10) == .success, "the task was not cancelled")
+        #expect(await taskCompleted.signalled(within: 10), "the task was not cancelled")
         #expect((taskError.value as? URLError)?.code == .cancelled)
     }
 }

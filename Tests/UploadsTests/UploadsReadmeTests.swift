@@ -124,7 +124,7 @@ private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, su
 
 extension S3Storage {
     /// The README's S3 example, run against moto's S3 server.
-    @Suite("README S3", .timeLimit(.minutes(1)), .enabled(if: S3Fixture.isAvailable, S3Fixture.skipReason))
+    @Suite("README S3", .timeLimit(.minutes(1)), S3Fixture.requirement)
     struct S3ReadmeTests {
         @Test func s3ExampleUploadsTheVideoInParts() async throws {
             let folder = try TemporaryFolder()
@@ -201,7 +201,7 @@ private func uploadThroughReadmeTus(applicationSupport: URL, tusEndpoint: URL, s
 
 @Suite("README: tus", .timeLimit(.minutes(1)))
 struct ReadmeTusTests {
-    @Test(.enabled(if: TusFixture.isAvailable, TusFixture.skipReason))
+    @Test(TusFixture.requirement)
     func theExampleStoresTheClipWholeAtTheUploadsURL() async throws {
         try await TusFixture.with(.resumableUpload) { tus in
             let folder = try TemporaryFolder()

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Uploads
 import UploadsTesting
 
@@ -189,34 +190,16 @@ func base64(hex: String) -> String {
 /// a file, or of its `length` bytes from `offset`, hex-encoded: python3
 /// reads it, off Swift's cooperative threads.
 func pythonDigest(_ algorithm: String, of file: URL, offset: Int = 0, length: Int? = nil) async throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     let script =
         "import hashlib,sys\nh=hashlib.new(sys.argv[4])\nf=open(sys.argv[1],'rb')\nf.seek(int(sys.argv[2]))\n"
         + "n=int(sys.argv[3])\nwhile n!=0:\n b=f.read(1<<20 if n<0 else min(n,1<<20))\n"
         + " if not b: break\n h.update(b)\n n-=len(b)\nprint(h.hexdigest())"
-    process.arguments = ["python3", "-c", script, file.path, String(offset), String(length ?? -1), algorithm]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = await onThreadOfItsOwn {
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return data
-    }
+    let python = try ChildProcess(
+        URL(fileURLWithPath: "/usr/bin/env"),
+        ["python3", "-c", script, file.path, String(offset), String(length ?? -1), algorithm])
+    let data = await python.output?.readAll() ?? Data()
+    _ = await python.exited()
     return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-}
-
-/// Runs `work`, which blocks (reading a pipe, waiting for a process), on a
-/// thread of its own: neither on Swift's cooperative threads nor on a
-/// dispatch queue, whose few threads (one per core) the code under test
-/// needs. Tests waiting on the global queue (for a Playground run, a
-/// server's first line) starved AheadDigests' hashing past ten seconds in
-/// CI's sanitized pass.
-func onThreadOfItsOwn<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: work()) }
-    }
 }
 
 /// Writes `size` patterned bytes to `file`, a megabyte at a time.
@@ -268,76 +251,62 @@ let isRunningInCI = ProcessInfo.processInfo.environment["CI"] != nil
 
 /// Whether `python3 -c statement` succeeds here: whether a Python fixture's
 /// modules are installed.
-func python3CanRun(_ statement: String) -> Bool {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", statement]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return false }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
+func python3CanRun(_ statement: String) async -> Bool {
+    guard
+        let python = try? ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", statement], output: .null, errors: .null)
+    else { return false }
+    return await python.exited() == 0 && python.process.terminationReason == .exit
 }
 
 /// Starts `python3 Fixtures/<script>` and waits for its first line,
 /// `READY <port>` (or `UNAVAILABLE <reason>` before it exits), off Swift's
 /// cooperative threads, for at most `seconds`: a fixture that never prints
-/// is stopped, which ends its output.
+/// is killed, which ends its output.
 func startPythonFixture(
     _ script: String, seconds: Int, installCommand: String
 ) async throws -> FixtureProcess {
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures/\(script)").path
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", path]
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
-    let watchdog = DispatchWorkItem { process.terminate() }
-    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: watchdog)  // allowed: watchdog
-    let line = await onThreadOfItsOwn {
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        return String(decoding: line, as: UTF8.self)
-    }
-    watchdog.cancel()
-    let words = line.trimmingCharacters(in: .whitespacesAndNewlines)
-        .split(separator: " ", maxSplits: 1).map(String.init)
+    let python = try ChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", path], input: .pipe)
+    let line = await FixtureProcess.firstLine(of: python, seconds: seconds)
+    let words = line.split(separator: " ", maxSplits: 1).map(String.init)
     guard words.count == 2, words[0] == "READY", let port = Int(words[1]) else {
-        process.terminate()
-        process.waitUntilExit()
+        python.kill()
         throw FixtureServer.ServerError(
             message: "\(script) did not start (\(words.joined(separator: " "))); \(installCommand)")
     }
-    return FixtureProcess(port: port, process: process, input: input)
+    return FixtureProcess(port: port, process: python)
 }
 
 /// A test server in a process of its own, on 127.0.0.1: where it listens,
 /// and how to stop it.
 final class FixtureProcess: Sendable {
     let baseURL: URL
-    private let process: Process
-    /// Its standard input: the server exits when it ends, even if the test
-    /// process crashed.
-    private let input: Pipe
+    private let process: ChildProcess
 
-    init(port: Int, process: Process, input: Pipe) {
+    /// `process`'s standard input is a pipe: the server exits when it
+    /// ends, even if the test process crashed.
+    init(port: Int, process: ChildProcess) {
         baseURL = URL(string: "http://127.0.0.1:\(port)")!
         self.process = process
-        self.input = input
     }
 
-    /// Ends the server's input, stops it, and waits until it has exited.
+    /// Ends the server's input and stops it, without waiting for it to
+    /// exit.
     func stop() {
-        try? input.fileHandleForWriting.close()
+        try? process.input?.close()
         process.terminate()
-        process.waitUntilExit()
+    }
+
+    /// The first line `process` printed, trimmed, read off Swift's
+    /// cooperative threads; if none came within `seconds`, the process is
+    /// killed (which ends its output) and what it printed is returned.
+    static func firstLine(of process: ChildProcess, seconds: Int) async -> String {
+        let watchdog = DispatchWorkItem { process.kill() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: watchdog)  // allowed: watchdog
+        defer { watchdog.cancel() }
+        let line = await process.output?.read(until: "\n") ?? Data()
+        return String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
