@@ -13,7 +13,7 @@ import Testing
 /// does), and some await Swift tasks meanwhile: run on the test runner's
 /// cooperative threads, they could starve the tasks they wait for. So each
 /// test runs its case on a thread of its own, and the suite runs serialized.
-@Suite("Benchmarks smoke", .serialized, .timeLimit(.minutes(1)))
+@Suite("Benchmarks smoke", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
 struct BenchmarkSmokeTests {
     static let tiny = Schedule(warmups: 1, rounds: 2)
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Testing
 
 /// A process a test starts (a server, the Playground, python3): started so
 /// that no other child holds its pipes, its end known from the process
@@ -52,6 +53,8 @@ public final class ChildProcess: Sendable {
     }
 
     private let shared = Shared()
+    /// Left once the watchdog has looked at the child.
+    private let watchdogLooking = DispatchGroup()
 
     /// Serializes making pipes and starting children (see the type's
     /// documentation).
@@ -65,6 +68,10 @@ public final class ChildProcess: Sendable {
         input: Stream = .inherited, output: Stream = .pipe, errors: Stream = .inherited,
         killedAfter seconds: Double? = nil
     ) throws {
+        if Test.current != nil && !ProcessSlots.isHeld {
+            Issue.record(
+                "\(executable.lastPathComponent) started outside a suite marked .startsProcesses: mark the suite")
+        }
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -96,14 +103,24 @@ public final class ChildProcess: Sendable {
         if let seconds {
             let pid = process.processIdentifier
             // A watchdog that kills a hung child; no test waits on it.
+            let looking = watchdogLooking
+            looking.enter()
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
                 shared.state.withLock { state in
                     guard state.status == nil, !state.killed, process.isRunning else { return }
                     state.timedOut = true
                     Foundation.kill(pid, SIGKILL)
                 }
+                looking.leave()
             }
         }
+    }
+
+    /// Returns once the watchdog has looked at the child (at once if there
+    /// is none).
+    public func watchdogHasLooked() async {
+        let looking = watchdogLooking
+        await offThePool { looking.wait() }
     }
 
     /// Whether the child has exited, as the process reported it.

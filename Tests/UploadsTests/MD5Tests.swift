@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Uploads
@@ -8,7 +9,7 @@ import Testing
 // hashes 5 MiB in a debug build; in CI's Thread Sanitizer pass, beside the
 // other Uploads suites (the Outbox's among them) on two cores, it once
 // passed 60 s (it takes 20 s in the plain debug pass).
-@Suite("MD5", .timeLimit(.minutes(2)))
+@Suite("MD5", .startsProcesses, .timeLimit(.minutes(2)))
 struct MD5Tests {
     static func hex(_ digest: Data) -> String {
         digest.hex

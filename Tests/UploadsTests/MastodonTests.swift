@@ -1,13 +1,14 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import Uploads
 
 /// Posting to a Mastodon-compatible server: Node's server of Mastodon's
 /// documented contract (`Fixtures/mastodon_server.js`).
-@Suite("Mastodon", .serialized, .timeLimit(.minutes(1)))
+@Suite("Mastodon", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
 struct MastodonTests {
     /// Waits of 20 ms, doubling up to 80 ms: a video's questions in a
     /// fraction of a second.

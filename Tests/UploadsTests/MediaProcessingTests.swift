@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import Uploads
@@ -174,7 +175,7 @@ struct MediaProcessingTests {
 
 /// `MultipartFormUploader` with ``MediaProcessing`` against Node's server:
 /// a form answered `202`, then a status asked for until it says ready.
-@Suite("MultipartFormUploader, media processed later", .serialized, .timeLimit(.minutes(1)))
+@Suite("MultipartFormUploader, media processed later", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
 struct MultipartFormProcessingTests {
     /// Waits of 20 ms, doubling up to 80 ms: five questions in a quarter
     /// of a second.

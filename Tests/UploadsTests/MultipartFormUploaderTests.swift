@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import Uploads
@@ -62,7 +63,7 @@ struct MultipartFormTests {
 /// `MultipartFormUploader` against Node's `http` server, its forms parsed
 /// by Node's own `Request.formData()`, and against Werkzeug's parser: two
 /// parsers nobody here wrote.
-@Suite("MultipartFormUploader", .serialized, .timeLimit(.minutes(1)))
+@Suite("MultipartFormUploader", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
 struct MultipartFormUploaderTests {
     /// A name an app could give a file: a quote, CR, LF, an emoji and
     /// letters that are not ASCII.

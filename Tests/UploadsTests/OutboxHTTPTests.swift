@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -10,7 +11,7 @@ import FoundationNetworking
 
 /// An `Outbox` publishing with `URLSessionUploader` to the strict Node
 /// server (`Fixtures/upload_server.js`), which counts what it receives.
-@Suite("Outbox over HTTP", .timeLimit(.minutes(1)))
+@Suite("Outbox over HTTP", .startsProcesses, .timeLimit(.minutes(1)))
 struct OutboxHTTPTests {
     /// The posts once `condition` holds of them (at most 30 seconds).
     static func posts(

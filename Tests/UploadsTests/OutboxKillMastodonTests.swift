@@ -1,5 +1,6 @@
 import Foundation
 import JobKitTesting
+import TestSupport
 import Testing
 
 @testable import Uploads
@@ -15,7 +16,7 @@ import Testing
 /// later). A kill after the server created the status but before its
 /// receipt is on disk sends the status again, with its one
 /// `Idempotency-Key`, and the server answers with the status it made.
-@Suite("Outbox killed, Mastodon", .timeLimit(.minutes(2)))
+@Suite("Outbox killed, Mastodon", .startsProcesses, .timeLimit(.minutes(2)))
 struct OutboxKillMastodonTests {
     static let files = ["photo-1.jpg", "photo-2.jpg", "photo-3.jpg", "video-1.mp4"]
 

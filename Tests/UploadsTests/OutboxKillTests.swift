@@ -1,5 +1,6 @@
 import Foundation
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -19,7 +20,7 @@ import Uploads
 /// the same `Idempotency-Key`. Uploads to a server on this machine take
 /// tens of milliseconds, and some kills come just after an upload ends on
 /// purpose, so many kills here land in that window.
-@Suite("Outbox killed", .timeLimit(.minutes(2)))
+@Suite("Outbox killed", .startsProcesses, .timeLimit(.minutes(2)))
 struct OutboxKillTests {
     /// A server that counts what it receives, as the kill rounds see it.
     protocol Server: Sendable {

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -10,7 +11,7 @@ extension S3Storage {
     /// An `Outbox` publishing to moto's S3 server through an `S3Uploader`:
     /// pausing keeps a multipart upload's stored parts, removing aborts it.
     @Suite(
-        "Outbox on S3", .timeLimit(.minutes(2)), S3Fixture.requirement,
+        "Outbox on S3", .startsProcesses, .timeLimit(.minutes(2)), S3Fixture.requirement,
         .serialized)
     struct OutboxS3Tests {
         typealias Storage = S3UploaderTests

@@ -7,7 +7,7 @@ import UploadsTesting
 
 /// Runs the built `Playground` executable, as a user would, and checks what
 /// it prints, what it writes and how it exits.
-@Suite("Playground", .timeLimit(.minutes(1)))
+@Suite("Playground", .startsProcesses, .timeLimit(.minutes(1)))
 struct PlaygroundTests {
     struct Run {
         let status: Int32

@@ -129,7 +129,7 @@ extension S3Storage {
     /// The same closures on a multipart upload to moto's S3 server: its
     /// parts report from URLSession's threads.
     @Suite(
-        "Progress closures on S3", .timeLimit(.minutes(2)),
+        "Progress closures on S3", .startsProcesses, .timeLimit(.minutes(2)),
         S3Fixture.requirement, .serialized)
     struct S3ProgressClosureTests {
         @Test(arguments: ProgressClosureBehaviour.allCases)

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -9,7 +10,7 @@ extension S3Storage {
     /// body carries its MD5 as `Content-MD5`, which the project's backend
     /// checks as S3 does (moto does not).
     @Suite(
-        "Verified bytes on S3", .timeLimit(.minutes(2)), S3Fixture.requirement,
+        "Verified bytes on S3", .startsProcesses, .timeLimit(.minutes(2)), S3Fixture.requirement,
         .serialized)
     struct S3IntegrityTests {
         static let videoKey = "videos/surf.mp4"

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -9,7 +10,7 @@ extension S3Storage {
     /// counts the requests for each part: every request is retried by
     /// publishing's policy alone, handed to the `S3Uploader`.
     @Suite(
-        "One owner per retry on S3", .timeLimit(.minutes(2)), S3Fixture.requirement,
+        "One owner per retry on S3", .startsProcesses, .timeLimit(.minutes(2)), S3Fixture.requirement,
         .serialized)
     struct S3RetryOwnerTests {
         static let videoKey = "posts/owner/video.mp4"

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -15,7 +16,7 @@ extension S3Storage {
     /// implementation of the S3 API, reached through presigned URLs that a
     /// stand-in for the app's backend makes with boto3.
     @Suite(
-        "S3Uploader", .timeLimit(.minutes(2)), S3Fixture.requirement, .serialized)
+        "S3Uploader", .startsProcesses, .timeLimit(.minutes(2)), S3Fixture.requirement, .serialized)
     struct S3UploaderTests {
         static let mebibyte = 1024 * 1024
         /// Three parts of 5 MiB, the last one short.
@@ -467,7 +468,7 @@ extension S3Storage {
 
 /// `S3Uploader`'s requests, sent to Node's strict HTTP server: parts are
 /// streamed with a `Content-Length` and nothing else framing them.
-@Suite("S3Uploader on a strict HTTP server", .timeLimit(.minutes(1)))
+@Suite("S3Uploader on a strict HTTP server", .startsProcesses, .timeLimit(.minutes(1)))
 struct S3FramingTests {
     /// Signs nothing: each operation goes to its own path of the fixture.
     struct PathPresigner: S3Presigner {
@@ -536,7 +537,7 @@ struct S3FramingTests {
 extension S3Storage {
     /// The Playground publishing to moto through `--s3`, killed mid-way and run
     /// again: a new process resumes the multipart uploads from their manifests.
-    @Suite("Playground on S3", .timeLimit(.minutes(2)), S3Fixture.requirement)
+    @Suite("Playground on S3", .startsProcesses, .timeLimit(.minutes(2)), S3Fixture.requirement)
     struct PlaygroundS3Tests {
         struct PartSent: Hashable {
             let key: String
@@ -645,7 +646,7 @@ extension S3Storage {
 
 extension LargeTransfers {
     /// An S3 upload whose memory is measured, alone among the transfers.
-    @Suite("S3 memory", .timeLimit(.minutes(2)), S3Fixture.requirement)
+    @Suite("S3 memory", .startsProcesses, .timeLimit(.minutes(2)), S3Fixture.requirement)
     struct S3MemoryTests {
         typealias Storage = S3Storage.S3UploaderTests
 

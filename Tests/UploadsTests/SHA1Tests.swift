@@ -1,10 +1,11 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Uploads
 
 /// Our SHA-1 against RFC 3174's test vectors and Python's `hashlib`.
-@Suite("SHA-1", .timeLimit(.minutes(1)))
+@Suite("SHA-1", .startsProcesses, .timeLimit(.minutes(1)))
 struct SHA1Tests {
     /// RFC 3174, section 7.3: each message repeated `count` times.
     @Test(arguments: [

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 
@@ -15,7 +16,7 @@ import FoundationNetworking
 // take the two cores for half a second; many at once starved the other
 // suites of CI's Thread Sanitizer pass. Two minutes: the sanitized pass
 // hashes in a debug build.
-@Suite("tus uploads", .serialized, .timeLimit(.minutes(2)))
+@Suite("tus uploads", .startsProcesses, .serialized, .timeLimit(.minutes(2)))
 struct TusUploaderTests {
     /// 8 MiB and 12,345 bytes: a file that is not a multiple of the chunk.
     static let largeSize = 8 * 1024 * 1024 + 12_345

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -11,7 +12,7 @@ import FoundationNetworking
 
 /// `URLSessionUploader` against a real HTTP server on 127.0.0.1
 /// (`Fixtures/upload_server.js`, Node's `http` module), started by each test.
-@Suite("URLSessionUploader", .serialized, .timeLimit(.minutes(1)))
+@Suite("URLSessionUploader", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
 struct URLSessionUploaderTests {
     @Test func putsTheBytesWithTheHeaders() async throws {
         try await FixtureServer.with { server in
@@ -504,7 +505,7 @@ struct URLSessionUploaderTests {
 }
 
 extension LargeTransfers {
-    @Suite("Large files over HTTP", .timeLimit(.minutes(2)))
+    @Suite("Large files over HTTP", .startsProcesses, .timeLimit(.minutes(2)))
     struct LargeHTTPFileTests {
         /// Alone among the transfers (``TransferGate/alone(_:)``): the memory
         /// it measures is the process's.

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -124,7 +125,7 @@ private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, su
 
 extension S3Storage {
     /// The README's S3 example, run against moto's S3 server.
-    @Suite("README S3", .timeLimit(.minutes(1)), S3Fixture.requirement)
+    @Suite("README S3", .startsProcesses, .timeLimit(.minutes(1)), S3Fixture.requirement)
     struct S3ReadmeTests {
         @Test func s3ExampleUploadsTheVideoInParts() async throws {
             let folder = try TemporaryFolder()
@@ -160,7 +161,7 @@ private func postToReadmeMastodon(instance: URL, token: String, surfMovie: URL) 
     return published
 }
 
-@Suite("README: Mastodon", .timeLimit(.minutes(1)))
+@Suite("README: Mastodon", .startsProcesses, .timeLimit(.minutes(1)))
 struct ReadmeMastodonTests {
     @Test func theExamplePostsTheVideoWithItsDescriptionOnceItIsProcessed() async throws {
         // The clip is ready at the first question, a second after its upload.
@@ -199,7 +200,7 @@ private func uploadThroughReadmeTus(applicationSupport: URL, tusEndpoint: URL, s
     return receipt
 }
 
-@Suite("README: tus", .timeLimit(.minutes(1)))
+@Suite("README: tus", .startsProcesses, .timeLimit(.minutes(1)))
 struct ReadmeTusTests {
     @Test(TusFixture.requirement)
     func theExampleStoresTheClipWholeAtTheUploadsURL() async throws {

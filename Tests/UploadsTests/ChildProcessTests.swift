@@ -1,0 +1,166 @@
+import Foundation
+import JobKitTesting
+import TestSupport
+import Testing
+
+/// How the tests start their children (``ChildProcess``): an end known from
+/// the process, a watchdog that kills only what is still running, and pipes
+/// that no other child holds open.
+@Suite("Child processes", .startsProcesses, .timeLimit(.minutes(1)))
+struct ChildProcessTests {
+    static let shell = URL(fileURLWithPath: "/bin/sh")
+
+    @Test func aChildsEndIsItsExitStatus() async throws {
+        let child = try ChildProcess(Self.shell, ["-c", "echo done; exit 3"])
+        let printed = await child.output?.readAll()
+        #expect(await child.exited() == 3)
+        #expect(child.hasExited && !child.timedOut && !child.wasKilled)
+        #expect(printed == Data("done\n".utf8))
+    }
+
+    /// The judge a slow test cannot fool: a child that exited before its
+    /// watchdog looked is not called timed out, however late the test asks.
+    @Test func aChildThatExitedInTimeIsNotTimedOutWhenTheTestAsksLate() async throws {
+        let child = try ChildProcess(Self.shell, ["-c", "exit 0"], killedAfter: 0.2)
+        #expect(await child.exited() == 0)
+        await child.watchdogHasLooked()
+        #expect(!child.timedOut)
+        #expect(child.process.terminationReason == .exit)
+    }
+
+    @Test func theWatchdogKillsAChildThatOutlivesItsTime() async throws {
+        // `read` waits for an input that never ends: the child hangs.
+        let child = try ChildProcess(Self.shell, ["-c", "read line"], input: .pipe, killedAfter: 0.2)
+        #expect(await child.exited() == SIGKILL)
+        #expect(child.timedOut && !child.wasKilled)
+        #expect(child.process.terminationReason == .uncaughtSignal)
+    }
+
+    @Test func aKillIsSaidSoAndNotTimedOut() async throws {
+        let child = try ChildProcess(Self.shell, ["-c", "read line"], input: .pipe, killedAfter: 30)
+        child.kill()
+        #expect(await child.exited() == SIGKILL)
+        #expect(child.wasKilled && !child.timedOut)
+    }
+
+    /// The test's ends of a child's pipes are closed on `exec`: another
+    /// child, started while they are open, does not inherit them.
+    @Test func theTestsEndsOfAChildsPipesAreClosedInOtherChildren() async throws {
+        let child = try ChildProcess(Self.shell, ["-c", "read line; echo $line"], input: .pipe, errors: .pipe)
+        for handle in [child.input, child.output, child.errors] {
+            let descriptor = try #require(handle?.fileDescriptor)
+            #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0)
+        }
+        // A child started now sees none of them.
+        let listing = try ChildProcess(Self.shell, ["-c", "ls /proc/self/fd"])
+        let open = String(decoding: await listing.output?.readAll() ?? Data(), as: UTF8.self)
+            .split(separator: "\n").compactMap { Int32($0) }
+        _ = await listing.exited()
+        for handle in [child.input, child.output, child.errors] {
+            #expect(!open.contains(handle?.fileDescriptor ?? -1), "\(open)")
+        }
+        try child.input?.write(contentsOf: Data("echoed\n".utf8))
+        #expect(await child.output?.readAll() == Data("echoed\n".utf8))
+        #expect(await child.exited() == 0)
+    }
+}
+
+/// The slots that bound the suites that start processes (``ProcessSlots``).
+@Suite("Process slots", .timeLimit(.minutes(1)))
+struct ProcessSlotsTests {
+    /// Holders that each wait inside their slot until the test lets them go.
+    final class Holders: Sendable {
+        let inside = LockedValue((now: 0, most: 0))
+        let entered: AsyncStream<Int>
+        let enter: AsyncStream<Int>.Continuation
+        let releases = LockedValue<[Int: CheckedContinuation<Void, Never>]>([:])
+
+        init() {
+            (entered, enter) = AsyncStream.makeStream()
+        }
+
+        func hold(_ index: Int, in slots: ProcessSlots) async throws {
+            try await slots.holding {
+                inside.withValue {
+                    $0.now += 1
+                    $0.most = max($0.most, $0.now)
+                }
+                await withCheckedContinuation { continuation in
+                    releases.withValue { $0[index] = continuation }
+                    enter.yield(index)
+                }
+                inside.withValue { $0.now -= 1 }
+            }
+        }
+
+        func release(_ index: Int) {
+            releases.withValue { $0.removeValue(forKey: index) }?.resume()
+        }
+    }
+
+    static func folder() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("jobkit-slots-\(UUID().uuidString)")
+    }
+
+    @Test func noMoreThanItsCountHoldAtOnceAndTheNextWaitsForOneToLeave() async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (waits, waiting) = AsyncStream.makeStream(of: ProcessSlots.Wait.self)
+        let slots = ProcessSlots(count: 2, folder: folder) { waiting.yield($0) }
+        let holders = Holders()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<3 {
+                group.addTask { try await holders.hold(index, in: slots) }
+            }
+            var entered = holders.entered.makeAsyncIterator()
+            var waited = waits.makeAsyncIterator()
+            let first = try #require(await entered.next())
+            _ = try #require(await entered.next())
+            // The third waits for a slot, not for the lock of one.
+            #expect(await waited.next() == .slot)
+            #expect(holders.inside.value.now == 2)
+            holders.release(first)
+            let third = try #require(await entered.next())
+            #expect(holders.inside.value.most == 2)
+            for index in 0..<3 where index != first { holders.release(index) }
+            _ = third
+            try await group.waitForAll()
+        }
+        #expect(holders.inside.value == (now: 0, most: 2))
+    }
+
+    /// Two processes share a folder's slots: here, two `ProcessSlots` on one
+    /// folder, one slot each, take turns.
+    @Test func slotsOfOneFolderAreSharedAcrossHolders() async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (waits, waiting) = AsyncStream.makeStream(of: ProcessSlots.Wait.self)
+        let one = ProcessSlots(count: 1, folder: folder)
+        let other = ProcessSlots(count: 1, folder: folder) { waiting.yield($0) }
+        let holders = Holders()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await holders.hold(0, in: one) }
+            var entered = holders.entered.makeAsyncIterator()
+            #expect(await entered.next() == 0)
+            group.addTask { try await holders.hold(1, in: other) }
+            var waited = waits.makeAsyncIterator()
+            #expect(await waited.next() == .lock)
+            #expect(holders.inside.value.now == 1)
+            holders.release(0)
+            #expect(await entered.next() == 1)
+            holders.release(1)
+            try await group.waitForAll()
+        }
+        #expect(holders.inside.value.most == 1)
+    }
+
+    @Test func aHolderInsideASlotTakesNoOtherForWhatItRuns() async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let slots = ProcessSlots(count: 1, folder: folder)
+        // A suite nested in a suite that holds the one slot: no deadlock.
+        let inner = try await slots.holding { try await slots.holding { ProcessSlots.isHeld } }
+        #expect(inner)
+        #expect(!ProcessSlots.isHeld)
+    }
+}
