@@ -618,13 +618,14 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.close()
 
     def answer(self, record, status, body, content_type, close=False, reason=None, headers=()):
-        """Answer the client and mark the record answered (0 if the write failed)."""
+        """Mark the record answered, then answer the client (0 if the write
+        failed): a client that has its answer finds its record answered."""
+        self.server.state.answered(record, status)
         try:
             self.send_body(status, body, content_type, close=close, reason=reason, headers=headers)
         except OSError:
             self.close_connection = True
-            status = 0
-        self.server.state.answered(record, status)
+            self.server.state.answered(record, 0)
 
     def forward(self, record, body, drop_headers=(), kms=False):
         """Send the request on to moto and relay its answer (without the
@@ -682,7 +683,8 @@ class Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def head_answer(self, record, status, reason, content_type, headers):
-        status_sent = status
+        """As `answer`, for a HEAD: the record is answered before the client is."""
+        self.server.state.answered(record, status)
         try:
             self.send_response(status, reason)
             for name, value in headers:
@@ -695,8 +697,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             self.close_connection = True
-            status_sent = 0
-        self.server.state.answered(record, status_sent)
+            self.server.state.answered(record, 0)
 
 
 class Backend(ThreadingHTTPServer):
