@@ -139,8 +139,8 @@ struct NodeServer {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["node", script.path]
-        let input = Pipe()
-        let output = Pipe()
+        let input = Pipe.closedOnExec()
+        let output = Pipe.closedOnExec()
         process.standardInput = input
         process.standardOutput = output
         do {

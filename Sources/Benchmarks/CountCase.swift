@@ -138,7 +138,7 @@ enum CountCase {
                 executable, "--case", target.chosen.rawValue, "--variant", target.variant,
                 "--rounds", "1", "--warmups", "0", "--n", String(n),
             ]
-        let errors = Pipe()
+        let errors = Pipe.closedOnExec()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -167,7 +167,7 @@ enum MemoryCase {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["--memory-child", kind.rawValue, "--n", String(n)]
-        let output = Pipe()
+        let output = Pipe.closedOnExec()
         process.standardOutput = output
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
@@ -397,4 +397,18 @@ func returnFreeMemoryToTheSystem() {
     typealias Trim = @convention(c) (Int) -> Int32
     guard let trim = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") else { return }
     _ = unsafeBitCast(trim, to: Trim.self)(0)
+}
+
+extension Pipe {
+    /// A pipe whose ends are closed on `exec`: a child that another thread
+    /// starts while it is open does not inherit it and hold it open (the
+    /// smoke tests start servers beside these children). The child given
+    /// an end as a standard stream gets a copy, which stays open.
+    static func closedOnExec() -> Pipe {
+        let pipe = Pipe()
+        for handle in [pipe.fileHandleForReading, pipe.fileHandleForWriting] {
+            _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        }
+        return pipe
+    }
 }

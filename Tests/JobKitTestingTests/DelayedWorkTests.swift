@@ -99,7 +99,7 @@ struct DelayedWorkTests {
         }
         #expect(await done.signalled(within: 10))
         delayed.cancel()  // after it ran: nothing happens
-        queue.sync {}
+        await withCheckedContinuation { flushed in queue.async { flushed.resume() } }
         #expect(runs.value == [7])
     }
 }

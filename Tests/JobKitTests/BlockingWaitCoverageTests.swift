@@ -11,8 +11,11 @@ struct BlockingWaitCoverageTests {
     /// What `code` (a line without its comment) does that blocks a thread,
     /// or starts a child outside ``ChildProcess``'s lock; `nil` if nothing.
     static func blockingCall(in code: Substring) -> String? {
-        if (code.contains(".wait(timeout:") || code.contains(".wait()")) && !code.contains("await ") {
+        if code.contains(".wait(timeout:") || waitsWithoutAwait(code) {
             return "a semaphore's or group's wait"
+        }
+        if code.contains(".sync {") || code.contains(".sync(") || code.contains(".asyncAndWait") {
+            return "a queue's sync"
         }
         if code.contains("waitUntilExit(") { return "a wait for a process" }
         if ["readDataToEndOfFile(", "readToEnd(", ".availableData", ".readData(ofLength"].contains(where: code.contains)
@@ -20,10 +23,27 @@ struct BlockingWaitCoverageTests {
             return "a blocking read"
         }
         if ["usleep(", "Thread.sleep(", "sleep("].contains(where: { calls($0, in: code) }) { return "a sleep" }
-        if calls("Process()", in: code) || calls("Pipe()", in: code) {
+        if calls("Process()", in: code) || calls("Pipe()", in: code) || calls("posix_spawn", in: code) {
             return "a child or a pipe made outside ChildProcess"
         }
         return nil
+    }
+
+    /// Whether `code` calls a `wait()` that is not awaited: one whose
+    /// receiver is not just after `await `.
+    static func waitsWithoutAwait(_ code: Substring) -> Bool {
+        var rest = code[...]
+        while let found = rest.range(of: ".wait()") {
+            var start = found.lowerBound
+            while start > code.startIndex {
+                let before = code[code.index(before: start)]
+                guard before.isLetter || before.isNumber || before == "_" || before == "." else { break }
+                start = code.index(before: start)
+            }
+            if !code[..<start].hasSuffix("await ") { return true }
+            rest = rest[found.upperBound...]
+        }
+        return false
     }
 
     /// Whether `code` calls `name` itself: not a method of that name
@@ -65,10 +85,16 @@ struct BlockingWaitCoverageTests {
             // allowed: on a thread of its own
             group.wait()
             try await queue.clock.sleep(for: .seconds(1))
+            let flushed = await first.wait()
+            await done.wait(); done.wait()
+            queue.sync {}
             let run = try ChildProcess(executable, [])
             """
         let found = Self.blockingWaits(in: source)
-        #expect(found.map { $0.prefix(7) } == ["line 1:", "line 3:", "line 4:", "line 5:", "line 6:"])
+        #expect(
+            found.map { $0.prefix(8) } == [
+                "line 1: ", "line 3: ", "line 4: ", "line 5: ", "line 6: ", "line 11:", "line 12:",
+            ])
     }
 
     /// Each line of `source` that blocks, unless it or the line above

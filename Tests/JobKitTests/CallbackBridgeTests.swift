@@ -182,7 +182,7 @@ struct CallbackBridgeTests {
     }
 
     @Test(arguments: [false, true])
-    func cancelsADispatchWorkItem(cancelling: Bool) {
+    func cancelsADispatchWorkItem(cancelling: Bool) async {
         let queue = DispatchQueue(label: "suspended")
         queue.suspend()
         let ran = LockedValue(false)
@@ -197,7 +197,8 @@ struct CallbackBridgeTests {
         .perform(on: ImmediateQueue()) { _ in }
         if cancelling { handle.cancel() }
         queue.resume()
-        queue.sync {}  // a cancelled work item is skipped; any other has run
+        // A cancelled work item is skipped; any other has run.
+        await withCheckedContinuation { flushed in queue.async { flushed.resume() } }
         #expect(ran.value == !cancelling)
     }
 

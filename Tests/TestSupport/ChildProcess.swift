@@ -107,7 +107,7 @@ public final class ChildProcess: Sendable {
             looking.enter()
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
                 shared.state.withLock { state in
-                    guard state.status == nil, !state.killed, process.isRunning else { return }
+                    guard state.status == nil, !state.killed, process.isRunning, !Self.hasEnded(pid) else { return }
                     state.timedOut = true
                     Foundation.kill(pid, SIGKILL)
                 }
@@ -161,7 +161,8 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits, without holding a thread, until the child has exited; its
-    /// exit status, or the signal that ended it.
+    /// exit status, or the number of the signal that ended it
+    /// (`process.terminationReason` tells which).
     public func exited() async -> Int32 {
         await withCheckedContinuation { continuation in
             let status = shared.state.withLock { state in
@@ -170,6 +171,21 @@ public final class ChildProcess: Sendable {
             }
             if let status { continuation.resume(returning: status) }
         }
+    }
+
+    /// Whether the kernel says `pid` has exited, whether or not Foundation
+    /// has seen it: Foundation learns of a child's exit when a socket it
+    /// gave the child closes, and a grandchild that inherited it keeps it
+    /// open. (Only Linux tells, through `/proc`; elsewhere, `false`.)
+    static func hasEnded(_ pid: pid_t) -> Bool {
+        #if os(Linux)
+        // Gone once reaped; `Z` (a zombie) once exited and not yet reaped.
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        guard let name = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: name)...].drop { $0 == " " }.first == "Z"
+        #else
+        return false
+        #endif
     }
 
     private static func pipe(_ stream: Stream) -> Pipe? {

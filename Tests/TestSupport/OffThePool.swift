@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // Swift's cooperative pool has one thread per core: two on the machines
 // that run this suite. A test that blocks one of them (waiting for a
@@ -60,6 +61,49 @@ extension FileHandle {
             }
             then?()
             return data
+        }
+    }
+}
+
+/// A read of a file to its end, started at once on a thread of its own,
+/// that a test waits for with a bound: a pipe that another process holds
+/// open never ends, and a test that waited for it would hang.
+public final class Reading: Sendable {
+    private struct State {
+        var data: Data?
+        var waiting: [Int: CheckedContinuation<Data?, Never>] = [:]
+        var nextWaiter = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts reading `handle` to its end.
+    public init(_ handle: FileHandle) {
+        Thread.detachNewThread { [self] in
+            let data = handle.readDataToEndOfFile()
+            let waiting = self.state.withLock { state in
+                state.data = data
+                defer { state.waiting = [:] }
+                return state.waiting.values
+            }
+            for continuation in waiting { continuation.resume(returning: data) }
+        }
+    }
+
+    /// Everything read once the file ended, or `nil` if it had not ended
+    /// within `seconds`.
+    public func data(within seconds: Double) async -> Data? {
+        await withCheckedContinuation { continuation in
+            let (data, waiter) = state.withLock { state -> (Data?, Int?) in
+                if let data = state.data { return (data, nil) }
+                state.nextWaiter += 1
+                state.waiting[state.nextWaiter] = continuation
+                return (nil, state.nextWaiter)
+            }
+            guard let waiter else { return continuation.resume(returning: data) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+                self.state.withLock { $0.waiting.removeValue(forKey: waiter) }?.resume(returning: nil)
+            }
         }
     }
 }

@@ -17,12 +17,15 @@ import Testing
 /// and sanitized passes of `.ci/run` together run no more such suites
 /// than the machine has cores.
 public struct StartsProcesses: SuiteTrait, TestTrait, TestScoping {
+    /// Itself, for the suite (or test) that has the trait, not for each of
+    /// a suite's tests.
     public func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
         // A suite holds its slot once, around all of its tests; a test that
         // has the trait itself, around its own run.
         (testCase == nil) == test.isSuite ? self : nil
     }
 
+    /// Runs the suite (or test) once it holds one of the machine's slots.
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
@@ -43,7 +46,8 @@ public final class ProcessSlots: Sendable {
     public static let machine = ProcessSlots(
         count: ProcessInfo.processInfo.environment["JOBKIT_TEST_PROCESS_SUITES"].flatMap { Int($0) }
             ?? ProcessInfo.processInfo.activeProcessorCount,
-        folder: FileManager.default.temporaryDirectory.appendingPathComponent("jobkit-test-process-slots"))
+        // One folder per user: another user's lock files are not ours to open.
+        folder: FileManager.default.temporaryDirectory.appendingPathComponent("jobkit-test-process-slots-\(getuid())"))
 
     /// Whether the current task holds a slot (of any `ProcessSlots`): a
     /// suite nested in one that holds a slot runs in it.
@@ -94,7 +98,7 @@ public final class ProcessSlots: Sendable {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             // Closed on exec: a child that kept it would hold the slot as
             // long as it lives.
-            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            let descriptor = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else { throw SlotError(path: path, error: errno) }
             if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return descriptor }
             observe(.lock)

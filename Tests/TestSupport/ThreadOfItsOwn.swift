@@ -16,6 +16,9 @@ public final class ThreadExecutor: TaskExecutor {
     private struct State {
         var jobs: [UnownedJob] = []
         var stopped = false
+        /// The thread has returned: a job that comes later (a task that
+        /// still prefers this executor) runs on a thread of its own.
+        var finished = false
     }
 
     private let state = Mutex(State())
@@ -26,10 +29,18 @@ public final class ThreadExecutor: TaskExecutor {
         Thread.detachNewThread { [self] in run() }
     }
 
+    /// Runs `job` on the executor's thread, after the jobs before it.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        state.withLock { $0.jobs.append(job) }
-        available.signal()
+        let finished = state.withLock { state in
+            if !state.finished { state.jobs.append(job) }
+            return state.finished
+        }
+        if finished {
+            Thread.detachNewThread { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+        } else {
+            available.signal()
+        }
     }
 
     /// Ends the thread once the jobs enqueued so far have run.
@@ -44,6 +55,7 @@ public final class ThreadExecutor: TaskExecutor {
             available.wait()
             let next = state.withLock { state -> UnownedJob?? in
                 if !state.jobs.isEmpty { return state.jobs.removeFirst() }
+                state.finished = state.stopped
                 return state.stopped ? .some(nil) : nil
             }
             switch next {
@@ -67,8 +79,10 @@ public func onThreadOfItsOwn<T: Sendable>(_ body: () async throws -> T) async re
 /// (``onThreadOfItsOwn(_:)``): for the tests that wait round after round
 /// for real threads.
 public struct OnThreadOfItsOwn: TestTrait, SuiteTrait, TestScoping {
+    /// On a suite, its every test runs on a thread of its own.
     public var isRecursive: Bool { true }
 
+    /// Runs the test with a thread of its own as its executor preference.
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {

@@ -40,7 +40,7 @@ final class WerkzeugFormServer: Sendable {
 
     /// Whether Werkzeug can run here, asked once. Always `true` under CI,
     /// where a missing Werkzeug must fail the tests, not skip them.
-    private static let isAvailable = Task {
+    private static let isAvailable = Task.detached {
         isRunningInCI ? true : await python3CanRun("import werkzeug.formparser")
     }
 

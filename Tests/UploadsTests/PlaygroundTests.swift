@@ -489,13 +489,19 @@ final class PlaygroundProcess: Sendable {
     /// Waits for the run to end, reading what it printed; its exit
     /// status, or the signal that ended it.
     func exit() async -> Int32 {
-        async let written = child.errors?.readAll()
-        let printed = await child.output?.readAll()
+        let printing = child.output.map(Reading.init)
+        let writing = child.errors.map(Reading.init)
         let status = await child.exited()
-        let errors = await written
+        // Once the run exited its pipes end at once, unless another process
+        // holds them open: then the test fails, and does not hang.
+        let printed = await printing?.data(within: 10)
+        let written = await writing?.data(within: 10)
+        if printed == nil || written == nil {
+            Issue.record("the Playground exited, but its output had not ended 10 seconds later")
+        }
         texts.withValue {
             $0.output += String(decoding: printed ?? Data(), as: UTF8.self)
-            $0.error += String(decoding: errors ?? Data(), as: UTF8.self)
+            $0.error += String(decoding: written ?? Data(), as: UTF8.self)
         }
         return status
     }

@@ -22,7 +22,9 @@ final class S3Fixture: Sendable {
 
     /// Whether moto can run here, asked once. Always `true` under CI, where
     /// a missing moto must fail the tests, not skip them.
-    private static let isAvailable = Task { isRunningInCI ? true : await python3CanRun("import boto3, moto.server") }
+    private static let isAvailable = Task.detached {
+        isRunningInCI ? true : await python3CanRun("import boto3, moto.server")
+    }
 
     /// Skips a test or suite where moto is missing, saying why.
     static let requirement = ConditionTrait.enabled(

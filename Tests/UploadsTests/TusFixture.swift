@@ -33,7 +33,7 @@ final class TusFixture: Sendable {
     static let installCommand = #"pip install "resumable-upload==0.3.0" "tuspyserver==4.4.3" "uvicorn==0.54.0""#
 
     /// Whether every server can run here, asked once.
-    private static let isAvailable = Task {
+    private static let isAvailable = Task.detached {
         for server in Server.allCases where await !server.isAvailable { return false }
         return true
     }
