@@ -22,7 +22,7 @@ let package = Package(
         .target(name: "JobKitTesting", dependencies: ["JobKit"]),
         // What the test targets share: how they start child processes and
         // wait for what blocks, off Swift's cooperative threads. Not a product.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["JobKitTesting"], path: "Tests/TestSupport"),
         .testTarget(name: "JobKitTests", dependencies: ["JobKit", "JobKitTesting", "TestSupport"]),
         .testTarget(name: "JobKitTestingTests", dependencies: ["JobKit", "JobKitTesting", "TestSupport"]),
         .target(name: "Uploads", dependencies: ["JobKit"], exclude: ["README.md"]),

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import JobKitTesting
 import Testing
 
 /// A process a test starts (a server, the Playground, python3): started so
@@ -47,18 +47,15 @@ public final class ChildProcess: Sendable {
         var waiting: [CheckedContinuation<Int32, Never>] = []
     }
 
-    /// The state, shared with the termination handler and the watchdog.
-    private final class Shared: Sendable {
-        let state = Mutex(State())
-    }
-
-    private let shared = Shared()
+    /// The state, shared with the termination handler and the watchdog
+    /// (a lock that Thread Sanitizer sees, unlike `Mutex` on Linux).
+    private let state = LockedValue(State())
     /// Left once the watchdog has looked at the child.
     private let watchdogLooking = DispatchGroup()
 
     /// Serializes making pipes and starting children (see the type's
     /// documentation).
-    private static let starting = Mutex(())
+    private static let starting = LockedValue(())
 
     /// Starts `executable` with `arguments`, and `environment` added to this
     /// process's; with `killedAfter`, a watchdog kills it with `SIGKILL` if
@@ -79,15 +76,15 @@ public final class ChildProcess: Sendable {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         self.process = process
-        let shared = shared
-        let pipes = try Self.starting.withLock { _ in
+        let state = state
+        let pipes = try Self.starting.withValue { _ in
             let pipes = (input: Self.pipe(input), output: Self.pipe(output), errors: Self.pipe(errors))
             // Left unset, a stream is this process's own.
             if let stream = Self.standardStream(input, pipes.input) { process.standardInput = stream }
             if let stream = Self.standardStream(output, pipes.output) { process.standardOutput = stream }
             if let stream = Self.standardStream(errors, pipes.errors) { process.standardError = stream }
             process.terminationHandler = { process in
-                let waiting = shared.state.withLock { state in
+                let waiting = state.withValue { state in
                     state.status = process.terminationStatus
                     defer { state.waiting = [] }
                     return state.waiting
@@ -106,7 +103,7 @@ public final class ChildProcess: Sendable {
             let looking = watchdogLooking
             looking.enter()
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-                shared.state.withLock { state in
+                state.withValue { state in
                     guard state.status == nil, !state.killed, process.isRunning, !Self.hasEnded(pid) else { return }
                     state.timedOut = true
                     Foundation.kill(pid, SIGKILL)
@@ -124,18 +121,18 @@ public final class ChildProcess: Sendable {
     }
 
     /// Whether the child has exited, as the process reported it.
-    public var hasExited: Bool { shared.state.withLock { $0.status != nil } || !process.isRunning }
+    public var hasExited: Bool { state.withValue { $0.status != nil } || !process.isRunning }
 
     /// Whether the watchdog killed it: it had not exited after its time.
-    public var timedOut: Bool { shared.state.withLock { $0.timedOut } }
+    public var timedOut: Bool { state.withValue { $0.timedOut } }
 
     /// Whether ``kill(with:)`` sent it a signal before it exited.
-    public var wasKilled: Bool { shared.state.withLock { $0.killed } }
+    public var wasKilled: Bool { state.withValue { $0.killed } }
 
     /// Sends `signal` (by default `SIGKILL`) to the child, unless it has
     /// exited.
     public func kill(with signal: Int32 = SIGKILL) {
-        shared.state.withLock { state in
+        state.withValue { state in
             guard state.status == nil, process.isRunning else { return }
             state.killed = true
             Foundation.kill(process.processIdentifier, signal)
@@ -145,7 +142,7 @@ public final class ChildProcess: Sendable {
     /// Sends `signal` to the child, unless it has exited, as a user would
     /// (`SIGINT`, `SIGTERM`): the child may handle it.
     public func send(_ signal: Int32) {
-        shared.state.withLock { state in
+        state.withValue { state in
             guard state.status == nil, process.isRunning else { return }
             Foundation.kill(process.processIdentifier, signal)
         }
@@ -154,7 +151,7 @@ public final class ChildProcess: Sendable {
     /// Asks the child to stop (`SIGTERM`), unless it has exited, without
     /// waiting for it.
     public func terminate() {
-        shared.state.withLock { state in
+        state.withValue { state in
             guard state.status == nil, process.isRunning else { return }
             process.terminate()
         }
@@ -165,7 +162,7 @@ public final class ChildProcess: Sendable {
     /// (`process.terminationReason` tells which).
     public func exited() async -> Int32 {
         await withCheckedContinuation { continuation in
-            let status = shared.state.withLock { state in
+            let status = state.withValue { state in
                 if state.status == nil { state.waiting.append(continuation) }
                 return state.status
             }
