@@ -13,7 +13,7 @@ import Testing
 /// does), and some await Swift tasks meanwhile: run on the test runner's
 /// cooperative threads, they could starve the tasks they wait for. So each
 /// test runs its case on a thread of its own, and the suite runs serialized.
-@Suite("Benchmarks smoke", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
+@Suite("Benchmarks smoke", .serialized, .timeLimit(.minutes(1)))
 struct BenchmarkSmokeTests {
     static let tiny = Schedule(warmups: 1, rounds: 2)
 
@@ -100,35 +100,6 @@ struct BenchmarkSmokeTests {
         #expect(report.notes.first?.hasPrefix("Failed runs: 0 of 2 in virtual time") == true)
     }
 
-    @Test func checksumCaseUploadsWithAndWithoutChecks() async throws {
-        let report = try await onOwnThread { try ChecksumCase.run(megabytes: 10, schedule: Self.tiny) }
-        #expect(
-            report.rows.map(\.name) == [
-                "loopback, with checksums", "loopback, without", "100 MB/s link, with checksums",
-                "100 MB/s link, without",
-            ])
-        for row in report.rows {
-            #expect(row.samples.count == Self.tiny.rounds)
-            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
-        }
-        #expect(report.rows.map(\.goal) == [nil, nil, nil, ChecksumCase.goal])
-        #expect(report.rows[1].ratio.map { $0 > 0 } == true)
-        #expect(report.rows[3].ratio.map { $0 > 0 } == true)
-        #expect(report.markdown.contains("MB/s"))
-    }
-
-    @Test func formCaseUploadsAsAFormAndAsARawBody() async throws {
-        let report = try await onOwnThread { try FormCase.run(megabytes: 2, schedule: Self.tiny) }
-        #expect(report.rows.map(\.name) == ["form: MultipartFormUploader", "raw body: URLSessionUploader, POST"])
-        for row in report.rows {
-            #expect(row.samples.count == Self.tiny.rounds)
-            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
-        }
-        #expect(report.rows[1].ratio.map { $0 > 0 } == true)
-        #expect(report.notes.last?.contains("form 1.00") == true, "\(report.notes)")
-        #expect(report.notes.last?.contains("raw 1.00") == true, "\(report.notes)")
-    }
-
     @Test func synchronousSequenceKeepsAFlatStack() async throws {
         #expect(try await onOwnThread { try TestQueueCases.sequenceStackDepth(count: 10_000) } < 256 * 1024)
     }
@@ -138,24 +109,6 @@ struct BenchmarkSmokeTests {
         let sample = try await onOwnThread { try MemoryCase.measure(kind, n: 500) }
         #expect(sample.peak > 0)
         #expect(MemoryCase.Sample(line: sample.line) == sample)
-    }
-
-    @Test func memoryCaseSpawnsTheBuiltExecutable() async throws {
-        // `swift test` (and `swift build --build-tests`) builds the
-        // executable next to the test bundle; without it this test would
-        // check nothing, so it fails.
-        let candidates = builtProductFolders().map { $0.appendingPathComponent("Benchmarks").path }
-        let executable = try #require(
-            candidates.first(where: FileManager.default.isExecutableFile(atPath:)),
-            "no Benchmarks executable in \(candidates): build it with `swift build --build-tests`"
-        )
-        let report = try await onOwnThread {
-            try MemoryCase.measureRounds(
-                n: 500, rounds: 1, executable: executable, kinds: [.jobKitQueued, .dispatchGroupQueued])
-        }
-        #expect(report.rows.count == 2)
-        #expect(report.rows[1].goal == 1.2)
-        #expect(report.rows.allSatisfy { $0.samples.count == 1 })
     }
 
     /// Cases 10 and 11 count one variant per valgrind run: each target must
@@ -203,6 +156,60 @@ struct BenchmarkSmokeTests {
 /// Where the build put the test bundle, and so the executables: on Linux
 /// the bundle is the running executable; on macOS a runner loads it from a
 /// `.xctest` bundle.
+/// The cases that start a server (Node's, for the checksum and form cases)
+/// or a child (the memory case): a suite of their own that holds one of the
+/// machine's slots (``StartsProcesses``), which the cases computed in this
+/// process do not need.
+@Suite("Benchmarks smoke, with servers and children", .startsProcesses, .serialized, .timeLimit(.minutes(1)))
+struct BenchmarkProcessSmokeTests {
+    @Test func checksumCaseUploadsWithAndWithoutChecks() async throws {
+        let report = try await onOwnThread { try ChecksumCase.run(megabytes: 10, schedule: BenchmarkSmokeTests.tiny) }
+        #expect(
+            report.rows.map(\.name) == [
+                "loopback, with checksums", "loopback, without", "100 MB/s link, with checksums",
+                "100 MB/s link, without",
+            ])
+        for row in report.rows {
+            #expect(row.samples.count == BenchmarkSmokeTests.tiny.rounds)
+            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
+        }
+        #expect(report.rows.map(\.goal) == [nil, nil, nil, ChecksumCase.goal])
+        #expect(report.rows[1].ratio.map { $0 > 0 } == true)
+        #expect(report.rows[3].ratio.map { $0 > 0 } == true)
+        #expect(report.markdown.contains("MB/s"))
+    }
+
+    @Test func formCaseUploadsAsAFormAndAsARawBody() async throws {
+        let report = try await onOwnThread { try FormCase.run(megabytes: 2, schedule: BenchmarkSmokeTests.tiny) }
+        #expect(report.rows.map(\.name) == ["form: MultipartFormUploader", "raw body: URLSessionUploader, POST"])
+        for row in report.rows {
+            #expect(row.samples.count == BenchmarkSmokeTests.tiny.rounds)
+            #expect(row.samples.allSatisfy { $0 > 0 && $0.isFinite })
+        }
+        #expect(report.rows[1].ratio.map { $0 > 0 } == true)
+        #expect(report.notes.last?.contains("form 1.00") == true, "\(report.notes)")
+        #expect(report.notes.last?.contains("raw 1.00") == true, "\(report.notes)")
+    }
+
+    @Test func memoryCaseSpawnsTheBuiltExecutable() async throws {
+        // `swift test` (and `swift build --build-tests`) builds the
+        // executable next to the test bundle; without it this test would
+        // check nothing, so it fails.
+        let candidates = builtProductFolders().map { $0.appendingPathComponent("Benchmarks").path }
+        let executable = try #require(
+            candidates.first(where: FileManager.default.isExecutableFile(atPath:)),
+            "no Benchmarks executable in \(candidates): build it with `swift build --build-tests`"
+        )
+        let report = try await onOwnThread {
+            try MemoryCase.measureRounds(
+                n: 500, rounds: 1, executable: executable, kinds: [.jobKitQueued, .dispatchGroupQueued])
+        }
+        #expect(report.rows.count == 2)
+        #expect(report.rows[1].goal == 1.2)
+        #expect(report.rows.allSatisfy { $0.samples.count == 1 })
+    }
+}
+
 private func builtProductFolders() -> [URL] {
     [URL(fileURLWithPath: MemoryCase.currentExecutable).deletingLastPathComponent()]
         + Bundle.allBundles.filter { $0.bundlePath.hasSuffix(".xctest") }.map {
