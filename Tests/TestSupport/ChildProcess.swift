@@ -102,6 +102,7 @@ public final class ChildProcess: Sendable {
             // A watchdog that kills a hung child; no test waits on it.
             let looking = watchdogLooking
             looking.enter()
+            // allowed: a watchdog against a hung child; no verdict waits for its time
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
                 state.withValue { state in
                     guard state.status == nil, !state.killed, process.isRunning, !Self.hasEnded(pid) else { return }

@@ -40,13 +40,6 @@ extension DispatchGroup {
 }
 
 extension FileHandle {
-    /// Everything read until the end of the file (of a pipe: until every
-    /// process holding its other end closed it), off Swift's cooperative
-    /// threads.
-    public func readAll() async -> Data {
-        await offThePool { self.readDataToEndOfFile() }
-    }
-
     /// What was read, off Swift's cooperative threads, until `text` was
     /// among it or the file ended; with `then`, runs it on the reading
     /// thread as soon as `text` was read, before any test resumes.
@@ -102,6 +95,7 @@ public final class Reading: Sendable {
                 return (nil, state.nextWaiter)
             }
             guard let waiter else { return continuation.resume(returning: data) }
+            // allowed: a bound against a pipe that never ends, not a wait for an event
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
                 self.state.withValue { $0.waiting.removeValue(forKey: waiter) }?.resume(returning: nil)
             }

@@ -53,8 +53,6 @@ public final class ProcessSlots: Sendable {
     /// suite nested in one that holds a slot runs in it.
     @TaskLocal public static var isHeld = false
 
-    /// How many holders may hold a slot at once.
-    public let count: Int
     private let folder: URL
     /// Told when a holder has to wait: for another of this process's, or
     /// for another process's holder of the same slot.
@@ -80,7 +78,6 @@ public final class ProcessSlots: Sendable {
     /// `count` slots (at least one), whose lock files are in `folder`;
     /// `observe` is told each time a holder has to wait.
     public init(count: Int, folder: URL, observe: @escaping @Sendable (Wait) -> Void = { _ in }) {
-        self.count = max(count, 1)
         self.folder = folder
         self.observe = observe
         state = LockedValue(State(free: Array((0..<max(count, 1)).reversed())))

@@ -12,7 +12,7 @@ struct ChildProcessTests {
 
     @Test func aChildsEndIsItsExitStatus() async throws {
         let child = try ChildProcess(Self.shell, ["-c", "echo done; exit 3"])
-        let printed = await child.output?.readAll()
+        let printed = await Reading(try #require(child.output)).data(within: 30)
         #expect(await child.exited() == 3)
         #expect(child.hasExited && !child.timedOut && !child.wasKilled)
         #expect(printed == Data("done\n".utf8))
@@ -83,7 +83,7 @@ struct ChildProcessTests {
             #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0)
         }
         try child.input?.write(contentsOf: Data("echoed\n".utf8))
-        #expect(await child.output?.readAll() == Data("echoed\n".utf8))
+        #expect(await Reading(try #require(child.output)).data(within: 30) == Data("echoed\n".utf8))
         #expect(await child.exited() == 0)
     }
 }

@@ -197,7 +197,12 @@ func pythonDigest(_ algorithm: String, of file: URL, offset: Int = 0, length: In
     let python = try ChildProcess(
         URL(fileURLWithPath: "/usr/bin/env"),
         ["python3", "-c", script, file.path, String(offset), String(length ?? -1), algorithm])
-    let data = await python.output?.readAll() ?? Data()
+    // A minute for a file of a few hundred megabytes; its output ends
+    // with python3, unless another process holds it open.
+    guard let output = python.output, let data = await Reading(output).data(within: 60) else {
+        python.kill()
+        throw FixtureServer.ServerError(message: "python3's digest of \(file.lastPathComponent) did not end")
+    }
     _ = await python.exited()
     return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
 }
