@@ -115,6 +115,33 @@ final class FixtureServer: Sendable {
         return try JSONDecoder().decode(Arrived.self, from: try await Self.send(URLRequest(url: components.url!)))
     }
 
+    /// Holds the upload whose body is still arriving once `bytes` body
+    /// bytes of uploads have arrived in all: the server stops reading it
+    /// until ``release()``. Whether one was held within `seconds` (at most
+    /// 10); the hold is forgotten if not.
+    func hold(afterBytes bytes: Int, seconds: Int = 10) async throws -> Bool {
+        struct Held: Decodable { let held: Bool }
+        var components = URLComponents(url: url("_hold"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [
+            URLQueryItem(name: "bytes", value: "\(bytes)"), URLQueryItem(name: "timeout", value: "\(seconds)"),
+        ]
+        return try JSONDecoder().decode(Held.self, from: try await Self.send(URLRequest(url: components.url!))).held
+    }
+
+    /// Drops the connection of every upload held, without reading the rest
+    /// of its body (its record then says it did not complete), or with
+    /// `resuming`, reads them again; forgets the holds not yet taken (a
+    /// rule's `hold_after` too). How many uploads were held.
+    @discardableResult
+    func release(resuming: Bool = false) async throws -> Int {
+        struct Released: Decodable { let released: Int }
+        var components = URLComponents(url: url("_release"), resolvingAgainstBaseURL: false)!
+        if resuming { components.queryItems = [URLQueryItem(name: "resume", value: "1")] }
+        var request = URLRequest(url: components.url!)
+        request.httpMethod = "POST"
+        return try JSONDecoder().decode(Released.self, from: try await Self.send(request)).released
+    }
+
     /// Sends `request` with the shared session and returns the answer's body.
     static func send(_ request: URLRequest) async throws -> Data {
         try await withCheckedThrowingContinuation { continuation in

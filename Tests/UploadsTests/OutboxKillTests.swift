@@ -15,11 +15,14 @@ import Uploads
 /// will: a medium it names as stored must never reach the server again.
 /// Each post ends published, by one document, with every medium whole.
 ///
-/// A kill that comes after the server stored a medium but before its
-/// receipt is on disk (a few milliseconds) sends that medium again, with
-/// the same `Idempotency-Key`. Uploads to a server on this machine take
-/// tens of milliseconds, and some kills come just after an upload ends on
-/// purpose, so many kills here land in that window.
+/// Some kills come in the middle of a body, arranged: the server holds the
+/// request then arriving, the run is killed, and the server drops the
+/// request once the run is gone, with the bytes it read. A kill that comes
+/// after the server stored a medium but before its receipt is on disk (a
+/// few milliseconds) sends that medium again, with the same
+/// `Idempotency-Key`. Uploads to a server on this machine take tens of
+/// milliseconds, and some kills come just after an upload ends on purpose,
+/// so many kills here land in that window.
 @Suite("Outbox killed", .startsProcesses, .timeLimit(.minutes(2)))
 struct OutboxKillTests {
     /// A server that counts what it receives, as the kill rounds see it.
@@ -31,9 +34,15 @@ struct OutboxKillTests {
         func startEpisode() async throws
         /// Body bytes that have arrived so far, and requests ended.
         func progress() async throws -> (bytes: Int, ended: Int)
-        /// Waits until `bytes` body bytes have arrived and `ended` requests
-        /// have ended, or two seconds passed.
-        func waitFor(bytes: Int, ended: Int) async throws
+        /// Waits until `ended` requests have ended, or two seconds passed.
+        func waitFor(ended: Int) async throws
+        /// Holds the request whose body is still arriving once `bytes` body
+        /// bytes have arrived: the server stops reading it until
+        /// ``release()``. Whether one was held within ten seconds.
+        func hold(afterBytes bytes: Int) async throws -> Bool
+        /// Drops every request held, with the bytes it read and without its
+        /// rest, once the server recorded it.
+        func release() async throws
         /// Every request so far, in order.
         func requests() async throws -> [Request]
         /// Checks that `medium` is stored whole, with the bytes of `file`.
@@ -70,6 +79,8 @@ struct OutboxKillTests {
     /// What one test's kills measured.
     struct Tally {
         var kills = 0
+        /// Kills that came while the server held a request.
+        var killsMidBody = 0
         var episodes = 0
         var bytesReceived = 0
         var postBytes = 0
@@ -104,12 +115,14 @@ struct OutboxKillTests {
     static func report(_ name: String, _ tally: Tally) {
         if ProcessInfo.processInfo.environment["JOBKIT_PRINT_MEASUREMENTS"] != nil {
             print(
-                "\(name): \(tally.kills) kills over \(tally.episodes) posts; the server received "
+                "\(name): \(tally.kills) kills over \(tally.episodes) posts, \(tally.killsMidBody) of them mid-body; "
+                    + "the server received "
                     + "\(tally.bytesReceived) body bytes for posts of \(tally.postBytes) bytes in all: "
                     + "\(tally.interruptedBytes) in requests a kill ended unanswered, \(tally.repeatedBytes) in requests "
                     + "that stored again what was stored but not yet recorded; \(tally.documentsStored) documents "
                     + "stored for \(tally.episodes) posts")
         }
+        #expect(tally.killsMidBody > 0, "some kills came while the server held a request")
         #expect(tally.interruptedBytes > 0, "some kills came in the middle of an upload")
     }
 
@@ -131,14 +144,20 @@ struct OutboxKillTests {
             while !published {
                 let killsLeft = kills - tally.kills
                 let run = try PlaygroundProcess(arguments)
+                var held = false
                 if killsLeft > 0 {
-                    try await moment(in: run, of: server, folder: folder.url, using: &random)
+                    held = try await moment(in: run, of: server, folder: folder.url, using: &random)
                     run.kill()
                 }
                 let status = await run.exit()
                 #expect(!run.timedOut, "the run had not ended after a minute; stdout: \(run.output)")
+                if killsLeft > 0 {
+                    // The run is gone: what the server held ends now.
+                    try await server.release()
+                }
                 if run.wasKilled {
                     tally.kills += 1
+                    if held { tally.killsMidBody += 1 }
                     let record = try Self.record(in: folder.url)
                     episodeKills.append(
                         Kill(
@@ -189,27 +208,31 @@ struct OutboxKillTests {
 
     /// Waits for a random moment of `run`: once it printed its first lines
     /// (it is about to add the post, or has resumed it), once a random
-    /// share of the first half of what is left has arrived at the server
-    /// (so that most runs are killed before they publish), or once one to
-    /// three more requests have ended there (a medium just stored, its
-    /// receipt not yet written, perhaps). A server's wait gives up after
-    /// two seconds, when the run may have ended: the kill comes then.
+    /// share of the first half of what is left has arrived at the server,
+    /// which then holds the request arriving (so that most runs are killed
+    /// in the middle of a body, before they publish), or once one to three
+    /// more requests have ended there (a medium just stored, its receipt
+    /// not yet written, perhaps). Whether the server holds a request. A
+    /// server's wait gives up when the run may have ended: the kill comes
+    /// then.
     static func moment(
         in run: PlaygroundProcess, of server: some Server, folder: URL, using random: inout SeededRandomNumberGenerator
-    ) async throws {
+    ) async throws -> Bool {
         let now = try await server.progress()
         switch Int.random(in: 0..<20, using: &random) {
         case 0..<3:
             await run.firstLine()
+            return false
         case 3..<12:
             let record = try Self.record(in: folder)
             let left = record.map { record in
                 record.media.filter { $0.receipt == nil }.reduce(0) { $0 + Int($1.size) }
             }
-            try await server.waitFor(
-                bytes: now.bytes + Int.random(in: 0...max((left ?? 1_000_000) / 2, 1), using: &random), ended: 0)
+            return try await server.hold(
+                afterBytes: now.bytes + Int.random(in: 0...max((left ?? 1_000_000) / 2, 1), using: &random))
         default:
-            try await server.waitFor(bytes: 0, ended: now.ended + Int.random(in: 1...3, using: &random))
+            try await server.waitFor(ended: now.ended + Int.random(in: 1...3, using: &random))
+            return false
         }
     }
 
@@ -266,8 +289,16 @@ struct NodeServer: OutboxKillTests.Server {
         return (now.bytes, now.ended)
     }
 
-    func waitFor(bytes: Int, ended: Int) async throws {
-        _ = try await fixture.waitFor(bytes: bytes, ended: ended, seconds: 2)
+    func waitFor(ended: Int) async throws {
+        _ = try await fixture.waitFor(bytes: 0, ended: ended, seconds: 2)
+    }
+
+    func hold(afterBytes bytes: Int) async throws -> Bool {
+        try await fixture.hold(afterBytes: bytes)
+    }
+
+    func release() async throws {
+        try await fixture.release()
     }
 
     func requests() async throws -> [OutboxKillTests.Request] {
@@ -316,8 +347,16 @@ struct S3Server: OutboxKillTests.Server {
         return (requests.reduce(0) { $0 + $1.bytes }, requests.filter { $0.status != nil }.count)
     }
 
-    func waitFor(bytes: Int, ended: Int) async throws {
-        _ = try await fixture.wait(for: nil, count: ended, bytes: bytes, timeout: 2)
+    func waitFor(ended: Int) async throws {
+        _ = try await fixture.wait(for: nil, count: ended, timeout: 2)
+    }
+
+    func hold(afterBytes bytes: Int) async throws -> Bool {
+        try await fixture.hold(afterBytes: bytes)
+    }
+
+    func release() async throws {
+        try await fixture.release()
     }
 
     func requests() async throws -> [OutboxKillTests.Request] {

@@ -70,17 +70,21 @@ struct TusServer: OutboxKillTests.Server {
         return (requests.reduce(0) { $0 + $1.bodyBytes }, requests.filter { $0.status != 0 }.count)
     }
 
-    func waitFor(bytes: Int, ended: Int) async throws {
+    func waitFor(ended: Int) async throws {
         var components = URLComponents(
             url: fixture.baseURL.appendingPathComponent("_wait_for"), resolvingAgainstBaseURL: false)!
         components.queryItems = [
-            URLQueryItem(name: "bytes", value: "\(bytes)"), URLQueryItem(name: "ended", value: "\(ended)"),
-            URLQueryItem(name: "timeout", value: "2"),
-            // The request in flight then is held: transfers on this machine
-            // end before a kill could find them in flight otherwise.
-            URLQueryItem(name: "hold", value: bytes > 0 ? "1" : "0"),
+            URLQueryItem(name: "ended", value: "\(ended)"), URLQueryItem(name: "timeout", value: "2"),
         ]
         _ = try await FixtureServer.send(URLRequest(url: components.url!))
+    }
+
+    func hold(afterBytes bytes: Int) async throws -> Bool {
+        try await fixture.hold(afterBytes: bytes)
+    }
+
+    func release() async throws {
+        try await fixture.release()
     }
 
     /// Every request, named after the upload it belongs to: `POST photo-1.jpg`,

@@ -160,6 +160,27 @@ final class S3Fixture: Sendable {
         return try JSONDecoder().decode(Waited.self, from: data).ok
     }
 
+    /// Holds the request whose body is still arriving once `bytes` body
+    /// bytes have arrived in all: the proxy stops reading it until
+    /// ``release()``. Whether one was held within `timeout` seconds; the
+    /// hold is forgotten if not.
+    func hold(afterBytes bytes: Int, timeout: Int = 10) async throws -> Bool {
+        struct Held: Decodable { let held: Bool }
+        let data = try await send("_control/hold", query: ["bytes": "\(bytes)", "timeout": "\(timeout)"])
+        return try JSONDecoder().decode(Held.self, from: data).held
+    }
+
+    /// Resets the connection of every request held mid-body, without
+    /// reading the rest of it (recorded as answered with status 0), and lets
+    /// those that a rule's `hold` keeps go on, once each is answered; how
+    /// many.
+    @discardableResult
+    func release() async throws -> Int {
+        struct Released: Decodable { let released: Int }
+        return try JSONDecoder().decode(Released.self, from: try await send("_control/release", method: "POST"))
+            .released
+    }
+
     private func send(
         _ path: String, method: String = "GET", query: [String: String] = [:], json: (any Sendable)? = nil
     ) async throws -> Data {

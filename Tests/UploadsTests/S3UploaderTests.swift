@@ -254,7 +254,7 @@ extension S3Storage {
 
         @Test func aCancelWhileTheUploadIsBeingCreatedAbortsItOnceItExists() async throws {
             try await Self.withStorage { s3, folder, file in
-                try await s3.setRules([["operation": "createMultipartUpload", "holdFor": 1]])
+                try await s3.setRules([["operation": "createMultipartUpload", "hold": true]])
                 let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
                 let handle = Job.uploading(
                     Self.video(file, key: "videos/early.mp4"), using: Self.uploader(s3, folder: folder)
@@ -262,6 +262,8 @@ extension S3Storage {
                 .perform { result in outcome.withValue { $0 = result } }
                 let creating = try await s3.wait(for: "createMultipartUpload", received: true)
                 handle.cancel()
+                // The storage creates the upload only now, after the cancel.
+                try await s3.release()
                 let aborted = try await s3.wait(for: "abortMultipartUpload")
 
                 #expect(creating)
@@ -281,7 +283,7 @@ extension S3Storage {
             try await Self.withStorage { s3, folder, file in
                 try await s3.setRules([
                     ["operation": "uploadPart", "partNumber": 2, "status": 403],
-                    ["operation": "abortMultipartUpload", "holdFor": 1],
+                    ["operation": "abortMultipartUpload", "hold": true],
                 ])
                 let handle = Job.uploading(
                     Self.video(file, key: "videos/refused-then-cancelled.mp4"),
@@ -289,6 +291,8 @@ extension S3Storage {
                 ).perform { _ in }
                 let aborting = try await s3.wait(for: "abortMultipartUpload", received: true)
                 handle.cancel()
+                // The storage aborts the upload only now, after the cancel.
+                try await s3.release()
                 let aborted = try await s3.wait(for: "abortMultipartUpload")
 
                 #expect(aborting && aborted)

@@ -159,6 +159,33 @@ final class TusFixture: Sendable {
         _ = try await FixtureServer.send(request)
     }
 
+    /// Holds the request whose body is still arriving once `bytes` body
+    /// bytes of this test's requests have reached the proxy: the proxy
+    /// stops reading it until ``release()``. Whether one was held within
+    /// `seconds` (at most 10); the hold is forgotten if not.
+    func hold(afterBytes bytes: Int, seconds: Int = 10) async throws -> Bool {
+        struct Held: Decodable { let held: Bool }
+        let earlier = try await allRequests().prefix(firstRequest).reduce(0) { $0 + $1.bodyBytes }
+        var components = URLComponents(
+            url: baseURL.appendingPathComponent("_hold"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [
+            URLQueryItem(name: "bytes", value: "\(earlier + bytes)"),
+            URLQueryItem(name: "timeout", value: "\(seconds)"),
+        ]
+        let data = try await FixtureServer.send(URLRequest(url: components.url!))
+        return try JSONDecoder().decode(Held.self, from: data).held
+    }
+
+    /// Drops the connections of every request held, without reading the
+    /// rest of its body, once the server holds what it was sent; how many.
+    @discardableResult
+    func release() async throws -> Int {
+        struct Released: Decodable { let released: Int }
+        var request = URLRequest(url: baseURL.appendingPathComponent("_release"))
+        request.httpMethod = "POST"
+        return try JSONDecoder().decode(Released.self, from: try await FixtureServer.send(request)).released
+    }
+
     /// Every request of this test so far, in order, but the resends that
     /// libcurl began and the uploader refused (see
     /// ``Request/isRefusedResend``) unless asked for.

@@ -308,9 +308,10 @@ struct URLSessionUploaderTests {
         defer { folder.remove() }
         let file = try folder.file("big.mp4", bytes: patternedBytes(2_000_000))
         try await FixtureServer.with { server in
-            // The server reads slowly, so the upload is still going when
-            // the first progress report takes the snapshot.
-            try await server.setRule("big.mp4", ["read_delay": 0.01])
+            // The server stops reading after the first 64 KiB until the test
+            // lets it go, so the upload is still going when the first
+            // progress report takes the snapshot.
+            try await server.setRule("big.mp4", ["hold_after": 65_536])
             let handle = LockedValue<JobHandle?>(nil)
             let lines = LockedValue<[String]>([])
             let done = AsyncStream<Void>.makeStream()
@@ -325,6 +326,7 @@ struct URLSessionUploaderTests {
                 handle = upload.perform { _ in done.continuation.finish() }
             }
             try await withTimeLimit(.seconds(20)) { for await _ in done.stream {} }
+            try await server.release()
             let line = try #require(lines.value.first)
             #expect(line.hasPrefix("upload big.mp4 (running, "))
             #expect(line.hasSuffix(" of 2 MB sent)"))
@@ -336,9 +338,10 @@ struct URLSessionUploaderTests {
         defer { folder.remove() }
         let file = try folder.file("big.mp4", bytes: patternedBytes(8_000_000))
         try await FixtureServer.with { server in
-            // The server reads slowly, so the upload is still going when
-            // the first progress report cancels it.
-            try await server.setRule("big.mp4", ["read_delay": 0.01])
+            // The server stops reading after the first 64 KiB until the
+            // upload ended, so the upload is still going when the first
+            // progress report cancels it.
+            try await server.setRule("big.mp4", ["hold_after": 65_536])
             let handle = LockedValue<JobHandle?>(nil)
             let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
             let done = AsyncStream<Void>.makeStream()
@@ -357,7 +360,10 @@ struct URLSessionUploaderTests {
             try await withTimeLimit(.seconds(20)) { for await _ in done.stream {} }
             #expect(throws: CancellationError.self) { try outcome.value?.get() }
 
-            // The server saw the connection go away before the body ended.
+            // Reading again, the server finds the connection gone before
+            // the body ended (the body is larger than the socket buffers
+            // between them could hold).
+            try await server.release(resuming: true)
             let received = try await withTimeLimit(.seconds(20)) { try await server.waitForUpload(of: "big.mp4") }
             #expect(received.count == 1)
             #expect(received.first?.complete == false)
@@ -420,20 +426,29 @@ struct URLSessionUploaderTests {
         try writePatternedFile(file, size: size)
         let original = try await sha256(of: file)
         try await FixtureServer.with { server in
-            try await server.setRule("videos/exporting.mp4", ["read_delay": 0.005])
+            // The server stops reading after the first 64 KiB until the file
+            // grew: the upload is in the middle when it does.
+            try await server.setRule("videos/exporting.mp4", ["hold_after": 65_536])
             let grown = LockedValue(false)
+            let appended = AsyncStream<Void>.makeStream()
             let video = Video(file: file, destination: server.url("videos/exporting.mp4"))
-            let receipt = try await withTimeLimit(.seconds(30)) {
-                try await Job.uploading(video, using: URLSessionUploader()) { _ in
-                    // The exporter appends a megabyte while the upload runs.
-                    guard isFirst(grown) else { return }
-                    let handle = try? FileHandle(forWritingTo: file)
-                    _ = try? handle?.seekToEnd()
-                    try? handle?.write(contentsOf: Data(repeating: 0x58, count: 1024 * 1024))
-                    try? handle?.close()
+            let uploading = Task {
+                try await withTimeLimit(.seconds(30)) {
+                    try await Job.uploading(video, using: URLSessionUploader()) { _ in
+                        // The exporter appends a megabyte while the upload runs.
+                        guard isFirst(grown) else { return }
+                        let handle = try? FileHandle(forWritingTo: file)
+                        _ = try? handle?.seekToEnd()
+                        try? handle?.write(contentsOf: Data(repeating: 0x58, count: 1024 * 1024))
+                        try? handle?.close()
+                        appended.continuation.finish()
+                    }
+                    .value
                 }
-                .value
             }
+            try await withTimeLimit(.seconds(20)) { for await _ in appended.stream {} }
+            try await server.release(resuming: true)
+            let receipt = try await uploading.value
 
             #expect(receipt.status == 201)
             let upload = try #require(try await server.received().first)
@@ -448,16 +463,23 @@ struct URLSessionUploaderTests {
         let file = folder.url.appendingPathComponent("shrinking.mp4")
         try writePatternedFile(file, size: 16 * 1024 * 1024)
         try await FixtureServer.with { server in
-            try await server.setRule("videos/shrinking.mp4", ["read_delay": 0.005])
+            // The server stops reading after the first 64 KiB until the file
+            // shrank: the upload is in the middle when it does.
+            try await server.setRule("videos/shrinking.mp4", ["hold_after": 65_536])
             let truncated = LockedValue(false)
+            let shrank = AsyncStream<Void>.makeStream()
             let video = Video(file: file, destination: server.url("videos/shrinking.mp4"))
             let upload = Job.uploading(video, using: URLSessionUploader()) { _ in
                 guard isFirst(truncated) else { return }
                 truncate(file.path, 1024 * 1024)
+                shrank.continuation.finish()
             }
-            let error = await #expect(throws: UploadError.self) {
+            let failing = Task {
                 try await withTimeLimit(.seconds(30)) { try await upload.retry(RetryPolicy(attempts: 3)).value }
             }
+            try await withTimeLimit(.seconds(20)) { for await _ in shrank.stream {} }
+            try await server.release(resuming: true)
+            let error = await #expect(throws: UploadError.self) { try await failing.value }
             guard case .unreadableFile(let url, let reason) = error else {
                 Issue.record("expected unreadableFile, got \(String(describing: error))")
                 return

@@ -44,6 +44,25 @@ Endpoints (all on the one port)
                                   received=1: had arrived) and B body bytes had
                                   arrived in all, or S seconds (at most 30)
                                   passed -> {"ok", "count"}
+    GET  /_control/hold?bytes=B&timeout=S
+                                  hold the request whose body is still arriving
+                                  once B body bytes have arrived in all (the one
+                                  the B-th byte is part of, or the next to send
+                                  any if that one's body ended there): it is not
+                                  read further. -> {"held": true} once one is
+                                  held, {"held": false} after S seconds (at most
+                                  30), the hold forgotten
+    POST /_control/release        reset the connection of every request held,
+                                  without reading the rest of its body (recorded
+                                  with status 0 and the bytes read), let those a
+                                  rule's "hold" keeps go on, forget a hold not yet
+                                  taken -> {"released": N}, once each is answered. A test holds a
+                                  request, kills its client and releases it: a
+                                  kill in the middle of a body, arranged rather
+                                  than hoped for. (Bytes the killed client had
+                                  left in its kernel's buffers would still arrive
+                                  on this machine, and could end the body.) A
+                                  request held for 30 s is reset the same way.
     anything else                 proxied to moto (paths /jobkit/...)
 
 Rules (matched in order; the first whose selectors all equal the request's,
@@ -56,6 +75,10 @@ and which has `times` left, applies; `times` is unlimited when absent)
     {"operation": "uploadPart", "key": "a.mp4", "partNumber": 4, "holdFor": 30}
         read the whole body, then wait that many seconds (at most 30) before
         answering or forwarding: a request still in flight
+    {"operation": "createMultipartUpload", "hold": true}
+        read the whole body, then wait for POST /_control/release (at most 30
+        seconds) before answering or forwarding: a request in flight until the
+        test lets it go
     {"operation": "uploadPart", "dropAfter": 1048576}
         read at most that many body bytes, then reset the connection without
         answering (recorded with status 0)
@@ -123,6 +146,7 @@ except Exception as error:  # ImportError, or a broken dependency of moto
 BUCKET = "jobkit"
 REGION = "us-east-1"
 CHUNK = 64 * 1024
+HOLD_LIMIT_SECONDS = 30.0  # a request held and never released is reset then
 MAX_WAIT_SECONDS = 30.0
 
 # Headers that describe one hop, never forwarded in either direction.
@@ -245,6 +269,11 @@ class State:
         self.changed = threading.Condition(threading.Lock())
         self.rules = []
         self.records = []
+        # GET /_control/hold: the body bytes in all at which the next
+        # request still arriving is held; holds taken; the requests held.
+        self.hold_at = None
+        self.holds_taken = 0
+        self.held = []
 
     def set_rules(self, rules):
         with self.changed:
@@ -254,6 +283,7 @@ class State:
         with self.changed:
             self.rules = []
             self.records = []
+            self.hold_at = None
             self.changed.notify_all()
 
     def take_rule(self, presign_operation=None, **facts):
@@ -287,10 +317,53 @@ class State:
             self.records.append(record)
             self.changed.notify_all()
 
-    def add_bytes(self, record, count):
+    def add_bytes(self, record, count, more_to_come):
+        """Count `count` more body bytes of `record`; an Event to wait on
+        until the request is released if it is to be held here."""
         with self.changed:
             record["bytes"] += count
             self.changed.notify_all()
+            if self.hold_at is None or not more_to_come:
+                return None
+            if sum(other["bytes"] for other in self.records) < self.hold_at:
+                return None
+            self.hold_at = None
+            self.holds_taken += 1
+            released = threading.Event()
+            self.held.append((record, released))
+            return released
+
+    def hold(self, body_bytes, timeout):
+        """Hold the request still arriving once `body_bytes` have arrived in
+        all; whether one was held within `timeout` (if not, the hold is
+        forgotten)."""
+        with self.changed:
+            taken = self.holds_taken
+            self.hold_at = body_bytes
+            held = self.changed.wait_for(lambda: self.holds_taken > taken, timeout)
+            if not held:
+                self.hold_at = None
+            return held
+
+    def hold_answer(self, record):
+        """An Event to wait on until `record`, read whole, is released."""
+        with self.changed:
+            released = threading.Event()
+            self.held.append((record, released))
+            return released
+
+    def release(self):
+        """Let every request held go (one held mid-body is reset, with
+        status 0), once each is recorded as answered; how many there were."""
+        with self.changed:
+            self.hold_at = None
+            held, self.held = self.held, []
+            for _, released in held:
+                released.set()
+            self.changed.wait_for(
+                lambda: all(record["status"] is not None for record, _ in held), MAX_WAIT_SECONDS
+            )
+            return len(held)
 
     def answered(self, record, status):
         with self.changed:
@@ -307,6 +380,7 @@ class State:
             empty_storage()
             self.rules = []
             self.records = []
+            self.hold_at = None
             self.changed.notify_all()
             return 0
 
@@ -442,6 +516,15 @@ class Handler(BaseHTTPRequestHandler):
                 as_int(query.get("bytes")) or 0,
             )
             self.send_json(200, {"ok": ok, "count": seen})
+        elif route == ("GET", "/_control/hold"):
+            try:
+                timeout = min(max(float(query.get("timeout", "10")), 0.0), MAX_WAIT_SECONDS)
+            except ValueError:
+                timeout = 10.0
+            held = state.hold(as_int(query.get("bytes")) or 0, timeout)
+            self.send_json(200, {"held": held})
+        elif route == ("POST", "/_control/release"):
+            self.send_json(200, {"released": state.release()})
         else:
             self.send_json(404, {"error": f"no endpoint {self.command} {path}"})
 
@@ -572,6 +655,10 @@ class Handler(BaseHTTPRequestHandler):
             # when its uploader is killed.
             threading.Event().wait(min(float(rule["holdFor"]), 30.0))
 
+        if rule is not None and rule.get("hold"):
+            # In flight until the test lets it go (POST /_control/release).
+            state.hold_answer(record).wait(HOLD_LIMIT_SECONDS)
+
         if rule is not None and "status" in rule:
             status = int(rule["status"])
             code = rule.get("code") or default_error_code(status)
@@ -601,7 +688,12 @@ class Handler(BaseHTTPRequestHandler):
                 if not n:
                     return None
                 received += n
-                self.server.state.add_bytes(record, n)
+                released = self.server.state.add_bytes(record, n, received < count)
+                if released is not None:
+                    # Held (GET /_control/hold) until released: then reset.
+                    released.wait(HOLD_LIMIT_SECONDS)
+                    self.drop_connection()
+                    return None
         except OSError:
             return None
         finally:

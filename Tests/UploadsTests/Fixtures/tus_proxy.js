@@ -37,9 +37,20 @@
  * {"ok": false} after 10 seconds.
  * GET /_wait_for?bytes=B&ended=E&timeout=S answers {"ok", "bytes",
  * "ended"} once B body bytes have reached the proxy and E requests were
- * answered in all, or after S seconds (at most 10). With "hold=1", the
- * request during which the B-th byte arrives stops reading its body for
- * two seconds: a kill that comes then finds it in flight.
+ * answered in all, or after S seconds (at most 10).
+ * GET /_hold?bytes=B&timeout=S holds the request whose body is still
+ * arriving once B body bytes have reached the proxy in all (the one the
+ * B-th byte is part of, or the next to send any if that one's body ended
+ * there): the proxy stops reading it. Answers {"held": true} once one is
+ * held, {"held": false} after S seconds (at most 10), the hold forgotten.
+ * POST /_release drops the connections of every request held, without
+ * reading the rest of its body: the server's first, then, once the server
+ * holds what it was sent (its HEAD says so, within 5 seconds), the
+ * client's; forgets a hold not yet taken; answers {"released": N}. A test
+ * holds a request, kills its client and releases it: a kill in the middle
+ * of a body, arranged rather than hoped for. (Bytes the killed client had
+ * left in its kernel's buffers would still arrive on this machine, and
+ * could end the body.) A request held for 30 s is dropped the same way.
  * GET /_stored?path=P answers {"size", "sha256"} of the upload at P as the
  * server stored it, or 404.
  */
@@ -58,8 +69,10 @@ const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'jobkit-tus-'));
 const requests = [];
 let faults = [];
 let upstreamPort = 0;
-/** The byte count at which the request then in flight is held (hold=1). */
-let holdAtBytes = null;
+/** A GET /_hold not yet taken: {bytes, answer(held)}. */
+let pendingHold = null;
+/** The requests held: {release(done)}. */
+const held = new Set();
 let waiters = [];
 let child = null;
 
@@ -149,14 +162,48 @@ function wait(query, response) {
   noteAnswered();
 }
 
+function bodyBytes() {
+  return requests.reduce((sum, record) => sum + record.bodyBytes, 0);
+}
+
+function hold(query, response) {
+  pendingHold?.answer(false);
+  let answered = false;
+  const waiter = {
+    bytes: Number(query.get('bytes') || 0),
+    answer(isHeld) {
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
+      if (pendingHold === waiter) pendingHold = null;
+      if (!response.destroyed) json(response, 200, { held: isHeld });
+    },
+  };
+  const timer = setTimeout(() => waiter.answer(false), Math.min(Number(query.get('timeout') || 10), 10) * 1000);
+  pendingHold = waiter;
+  response.on('close', () => waiter.answer(false));
+}
+
+function release(response) {
+  pendingHold?.answer(false);
+  const releasing = [...held];
+  let left = releasing.length;
+  if (left === 0) return json(response, 200, { released: 0 });
+  for (const request of releasing) {
+    request.release(() => {
+      left -= 1;
+      if (left === 0) json(response, 200, { released: releasing.length });
+    });
+  }
+}
+
 function waitFor(query, response) {
   const bytes = Number(query.get('bytes') || 0);
-  if (query.get('hold') === '1' && bytes > 0) holdAtBytes = bytes;
   const ended = Number(query.get('ended') || 0);
   const deadline = Date.now() + Math.min(Number(query.get('timeout') || 10), 10) * 1000;
   (function check() {
     const now = {
-      bytes: requests.reduce((sum, record) => sum + record.bodyBytes, 0),
+      bytes: bodyBytes(),
       ended: requests.filter((record) => record.status !== 0).length,
     };
     const ok = now.bytes >= bytes && now.ended >= ended;
@@ -235,7 +282,15 @@ function forward(request, response) {
     return;
   }
 
+  // Set once the request was held and released: what the server makes of
+  // the body cut short goes nowhere, and this is called when it is done.
+  let dropped = null;
   const upstream = upstreamRequest(request, (answer) => {
+    if (dropped) {
+      answer.resume();
+      answer.on('end', dropped);
+      return;
+    }
     if (fault && fault.fault === 'lose') {
       record.status = answer.statusCode;
       record.answerOffset = answer.headers['upload-offset'] ?? null;
@@ -248,7 +303,7 @@ function forward(request, response) {
     }
     relay(answer, response, record);
   });
-  upstream.on('error', () => response.socket.destroy());
+  upstream.on('error', () => (dropped ? dropped() : response.socket.destroy()));
 
   if (fault && fault.fault === 'cut') {
     let sent = 0;
@@ -284,20 +339,42 @@ function forward(request, response) {
     request.on('end', () => upstream.end());
     return;
   }
-  // Streamed as it arrives, with back-pressure, and held once (hold=1).
-  let held = false;
+  // Streamed as it arrives, with back-pressure; held (GET /_hold) until
+  // POST /_release drops it.
+  let isHeld = false;
   request.on('data', (chunk) => {
     if (!upstream.write(chunk)) {
       request.pause();
-      upstream.once('drain', () => { if (!held) request.resume(); });
+      upstream.once('drain', () => { if (!isHeld) request.resume(); });
     }
-    const total = requests.reduce((sum, other) => sum + other.bodyBytes, 0);
-    if (holdAtBytes !== null && total >= holdAtBytes) {
-      holdAtBytes = null;
-      held = true;
-      request.pause();
-      setTimeout(() => { held = false; request.resume(); }, 2000);
-    }
+    const length = Number(request.headers['content-length']);
+    if (isHeld || !pendingHold || bodyBytes() < pendingHold.bytes || record.bodyBytes >= length) return;
+    isHeld = true;
+    request.pause();
+    pendingHold.answer(true);
+    const entry = {
+      release(done) {
+        if (!held.delete(entry)) return done();
+        clearTimeout(timer);
+        request.socket.destroy();
+        // The server's connection is closed for writing once what was
+        // written reached it: its body ends short, and the release is
+        // done once the server answered or closed (within 5 seconds), so
+        // that what the client asks next finds it settled.
+        let finished = false;
+        dropped = () => {
+          if (finished) return;
+          finished = true;
+          clearTimeout(bound);
+          upstream.destroy();
+          done();
+        };
+        const bound = setTimeout(dropped, 5000);
+        upstream.write('', () => (upstream.socket ? upstream.socket.end() : dropped()));
+      },
+    };
+    const timer = setTimeout(() => entry.release(() => {}), 30000);
+    held.add(entry);
   });
   request.on('end', () => upstream.end());
 }
@@ -330,6 +407,8 @@ const server = http.createServer((request, response) => {
   if (url.pathname === '/_stored') return stored(url.searchParams, response);
   if (url.pathname === '/_wait') return wait(url.searchParams, response);
   if (url.pathname === '/_wait_for') return waitFor(url.searchParams, response);
+  if (url.pathname === '/_hold') return hold(url.searchParams, response);
+  if (url.pathname === '/_release') return release(response);
   if (url.pathname === '/_control') {
     const chunks = [];
     request.on('data', (chunk) => chunks.push(chunk));

@@ -32,6 +32,10 @@
  *                                                   connection without answering
  *   {"path": "/a.jpg", "read_delay": 0.01}          read the body slowly (pause that
  *                                                   long after each ~64 KiB)
+ *   {"path": "/a.jpg", "hold_after": 65536}         hold the next upload of the path once
+ *                                                   that many bytes of it arrived and more
+ *                                                   are to come: stop reading it until
+ *                                                   POST /_release (once)
  *   {"path": "/a.jpg", "headers": {"Retry-After": "2", "ETag": "\"abc\""}}
  *                                                   add headers to the answer (error
  *                                                   answers too; an ETag here replaces
@@ -74,6 +78,27 @@
  *                     {"ok", "bytes", "ended"} (ok false when the time ran
  *                     out): a moment in the middle of an upload, or just
  *                     after one, to act on
+ * GET /_hold?bytes=N[&timeout=S]
+ *                     holds the upload whose body is still arriving once N
+ *                     body bytes of uploads have arrived in all (the one the
+ *                     N-th byte is part of, or the next to send any if that
+ *                     one's body ended there): the server stops reading it.
+ *                     Answers {"held": true, "bytes"} once one is held, or
+ *                     {"held": false, "bytes"} after S seconds (at most and by
+ *                     default 10), when the hold is forgotten
+ * POST /_release[?resume=1]
+ *                     drops the connection of every upload held, without
+ *                     reading the rest of its body (its record says complete:
+ *                     false, with the bytes read), forgets the holds not yet
+ *                     taken (a GET /_hold's, the rules'), and answers
+ *                     {"released": N}. A test holds an upload, kills its
+ *                     client and releases it: a kill in the middle of a body,
+ *                     arranged rather than hoped for. (Bytes the killed client
+ *                     had left in its kernel's buffers would still arrive on
+ *                     this machine, and could end the body.) With resume=1,
+ *                     the uploads held are read again instead: a client that
+ *                     cancelled meanwhile ends its body short; one that did
+ *                     not, sends the rest. An upload held for 30 s is dropped.
  * GET /_errors        every request the server refused for bad framing, as a
  *                     JSON array of {code, reason}: parse errors from Node's
  *                     parser (answered "400 Bad Request" with Connection: close,
@@ -106,6 +131,9 @@ const rules = new Map(); // path -> rule
 const waiters = new Set(); // pending GET /_wait: {path, done(found)}
 let bytesArrived = 0; // body bytes of every upload, as they arrive
 const progressWaiters = new Set(); // pending GET /_wait_for: {check()}
+const HOLD_LIMIT_MS = 30_000; // an upload held and never released is dropped then
+let pendingHold = null; // a GET /_hold not yet taken: {bytes, answer(held)}
+const held = new Set(); // uploads held: {release()}
 
 function answer(res, status, body, contentType, headers = {}) {
   const bytes = Buffer.from(body, 'utf8');
@@ -282,6 +310,38 @@ function waitFor(req, res) {
   waiter.check();
 }
 
+function hold(req, res) {
+  const query = queryOf(req.url);
+  const bytes = Number(query.get('bytes') ?? 0);
+  const seconds = Number(query.get('timeout') ?? WAIT_LIMIT_MS / 1000);
+  const limit = Number.isFinite(seconds) ? Math.min(Math.max(seconds * 1000, 0), WAIT_LIMIT_MS) : WAIT_LIMIT_MS;
+  pendingHold?.answer(false);
+  let answered = false;
+  const waiter = {
+    bytes,
+    answer(isHeld) {
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
+      if (pendingHold === waiter) pendingHold = null;
+      if (!res.destroyed) answerJSON(res, 200, { held: isHeld, bytes: bytesArrived });
+    },
+  };
+  const timer = setTimeout(() => waiter.answer(false), limit);
+  pendingHold = waiter;
+  res.on('close', () => waiter.answer(false));
+}
+
+function release(req, res) {
+  req.resume();
+  const resume = queryOf(req.url).get('resume') === '1';
+  pendingHold?.answer(false);
+  for (const rule of rules.values()) delete rule.hold_after;
+  const count = held.size;
+  for (const upload of [...held]) upload.release(resume);
+  answerJSON(res, 200, { released: count });
+}
+
 // MARK: - Uploads
 
 /** The entries of a multipart/form-data body, as Node's fetch parses them. */
@@ -372,6 +432,27 @@ function upload(req, res) {
       const kept = chunk.subarray(0, SMALL - smallLength);
       small.push(kept);
       smallLength += kept.length;
+    }
+    const length = Number(req.headers['content-length']);
+    const byTest = pendingHold !== null && bytesArrived >= pendingHold.bytes;
+    const byRule = rule.hold_after !== undefined && record.length >= rule.hold_after;
+    if ((byTest || byRule) && !(record.length >= length)) {
+      // Held (GET /_hold, or the rule's hold_after) until POST /_release.
+      if (byTest) pendingHold.answer(true);
+      else delete rule.hold_after;
+      req.pause();
+      const upload = {
+        release(resume) {
+          held.delete(upload);
+          clearTimeout(timer);
+          if (resume) return req.resume();
+          end(false);
+          req.socket.destroy();
+        },
+      };
+      const timer = setTimeout(() => upload.release(false), HOLD_LIMIT_MS);
+      held.add(upload);
+      return;
     }
     if (rule.drop && record.length >= CHUNK) {
       end(false);
@@ -469,6 +550,8 @@ function handle(req, res) {
   if (req.method === 'GET' && path === '/_errors') return answerJSON(res, 200, errors);
   if (req.method === 'GET' && path === '/_wait') return wait(req, res);
   if (req.method === 'GET' && path === '/_wait_for') return waitFor(req, res);
+  if (req.method === 'GET' && path === '/_hold') return hold(req, res);
+  if (req.method === 'POST' && path === '/_release') return release(req, res);
   if (req.method === 'PUT' || req.method === 'POST') return upload(req, res);
   if (req.method === 'GET' && rules.has(path)) return upload(req, res);
   req.resume();
