@@ -32,7 +32,11 @@ Endpoints (all on the one port)
     POST /_control/clean          as new for the next test: clear the rules and
                                   records and empty moto (the bucket stays,
                                   empty) -> {"ok": true}; refused with 409
-                                  {"inFlight": N} while requests are in flight
+                                  {"inFlight": N} while requests are in flight.
+                                  A request to a URL presigned before only is
+                                  then an earlier test's, sent late (an abort
+                                  in the background): answered 410 and not
+                                  recorded
     GET  /_control/requests       the records of every proxied request, in order
     GET  /_control/object?key=K   {"exists", "size", "sha256", "etag"} (from moto)
     GET  /_control/uploads        {"uploads": [{"key", "uploadId"}]} (from moto)
@@ -255,6 +259,11 @@ def default_error_code(status):
     return "InvalidRequest"
 
 
+def signature_of(query):
+    """The X-Amz-Signature of a URL's query, if it has one."""
+    return dict(urllib.parse.parse_qsl(query, keep_blank_values=True)).get("X-Amz-Signature")
+
+
 def as_int(value):
     try:
         return int(value)
@@ -274,6 +283,10 @@ class State:
         self.hold_at = None
         self.holds_taken = 0
         self.held = []
+        # The signatures of the URLs presigned since the last clean, and
+        # before it (an earlier test's).
+        self.signatures = set()
+        self.earlier_signatures = set()
 
     def set_rules(self, rules):
         with self.changed:
@@ -381,8 +394,23 @@ class State:
             self.rules = []
             self.records = []
             self.hold_at = None
+            self.earlier_signatures |= self.signatures
+            self.signatures = set()
             self.changed.notify_all()
             return 0
+
+    def presigned(self, url):
+        """Note the signature of `url`, just presigned."""
+        signature = signature_of(urllib.parse.urlsplit(url).query)
+        with self.changed:
+            self.signatures.add(signature)
+
+    def is_earlier_tests(self, query):
+        """Whether a request with `query` was presigned before the last clean
+        only (the same URL presigned in the same second since is this test's)."""
+        signature = signature_of(query)
+        with self.changed:
+            return signature in self.earlier_signatures and signature not in self.signatures
 
     def snapshot(self):
         with self.changed:
@@ -579,6 +607,7 @@ class Handler(BaseHTTPRequestHandler):
         url = self.server.presigner.generate_presigned_url(
             client_method, Params=params, ExpiresIn=expires_in
         )
+        self.server.state.presigned(url)
         self.send_json(200, {"url": url})
 
     # -- the proxy -------------------------------------------------------------
@@ -586,6 +615,11 @@ class Handler(BaseHTTPRequestHandler):
     def handle_proxy(self):
         """Record a request for the bucket, then handle it (see proxy())."""
         split = urllib.parse.urlsplit(self.path)
+        if self.server.state.is_earlier_tests(split.query):
+            # Sent late by an earlier test's uploader: not this test's.
+            self.send_body(410, s3_error_xml("Gone", "presigned for an earlier test"),
+                           "application/xml", close=True)
+            return
         query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
         prefix = f"/{BUCKET}/"
         key = urllib.parse.unquote(split.path[len(prefix):]) if split.path.startswith(prefix) else None

@@ -1,0 +1,47 @@
+import Foundation
+import TestSupport
+import Testing
+import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension S3Storage {
+    /// The S3 backend as the tests rely on it: a backend is emptied and
+    /// reused by the next test, and a request that an earlier test's
+    /// uploader sends late (an abort in the background) is not the next
+    /// test's.
+    @Suite("S3 backend", .startsProcesses, .timeLimit(.minutes(1)), S3Fixture.requirement)
+    struct S3BackendTests {
+        @Test func aRequestPresignedBeforeTheBackendWasEmptiedIsAnsweredGoneAndNotRecorded() async throws {
+            try await S3Fixture.with { s3 in
+                let earlier = try await s3.presigner.presignedURL(
+                    for: .abortMultipartUpload(uploadID: "u-1"),
+                    object: URL(string: "https://media.example.com/videos/earlier.mp4")!)
+                try await s3.clean()
+                let now = try await s3.presigner.presignedURL(
+                    for: .headObject, object: URL(string: "https://media.example.com/videos/now.mp4")!)
+
+                #expect(try await Self.status(of: earlier, method: "DELETE") == 410)
+                #expect(try await Self.status(of: now, method: "HEAD") == 404)
+                #expect(try await s3.requests().map(\.operation) == ["headObject"])
+            }
+        }
+
+        /// The status `url` answers `method` with.
+        static func status(of url: URL, method: String) async throws -> Int {
+            var request = URLRequest(url: url)
+            request.httpMethod = method
+            return try await withCheckedThrowingContinuation { continuation in
+                URLSession.shared.dataTask(with: request) { _, response, error in
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else {
+                        continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
+                    }
+                }.resume()
+            }
+        }
+    }
+}
