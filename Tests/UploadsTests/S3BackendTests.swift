@@ -23,25 +23,16 @@ extension S3Storage {
                 let now = try await s3.presigner.presignedURL(
                     for: .headObject, object: URL(string: "https://media.example.com/videos/now.mp4")!)
 
-                #expect(try await Self.status(of: earlier, method: "DELETE") == 410)
-                #expect(try await Self.status(of: now, method: "HEAD") == 404)
+                #expect(try await HTTP.status(of: Self.request(earlier, method: "DELETE")) == 410)
+                #expect(try await HTTP.status(of: Self.request(now, method: "HEAD")) == 404)
                 #expect(try await s3.requests().map(\.operation) == ["headObject"])
             }
         }
 
-        /// The status `url` answers `method` with.
-        static func status(of url: URL, method: String) async throws -> Int {
+        static func request(_ url: URL, method: String) -> URLRequest {
             var request = URLRequest(url: url)
             request.httpMethod = method
-            return try await withCheckedThrowingContinuation { continuation in
-                URLSession.shared.dataTask(with: request) { _, response, error in
-                    if let error {
-                        continuation.resume(throwing: error)
-                    } else {
-                        continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
-                    }
-                }.resume()
-            }
+            return request
         }
     }
 }

@@ -223,6 +223,19 @@ struct FixturePresigner: S3Presigner {
 /// A request to a fixture, its answer's body; an error for a status outside
 /// 200...299.
 enum HTTP {
+    /// The status `request` is answered with, whatever it is.
+    static func status(of request: URLRequest) async throws -> Int {
+        try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.dataTask(with: request) { _, response, error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else {
+                    continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
+                }
+            }.resume()
+        }
+    }
+
     static func data(for request: URLRequest) async throws -> Data {
         try await withCheckedThrowingContinuation { continuation in
             URLSession.shared.dataTask(with: request) { data, response, error in

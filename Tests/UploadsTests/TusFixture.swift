@@ -237,15 +237,7 @@ final class TusFixture: Sendable {
         for (name, value) in headers {
             request.setValue(value, forHTTPHeaderField: name)
         }
-        return try await withCheckedThrowingContinuation { continuation in
-            URLSession.shared.dataTask(with: request) { _, response, error in
-                if let error {
-                    continuation.resume(throwing: error)
-                } else {
-                    continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
-                }
-            }.resume()
-        }
+        return try await HTTP.status(of: request)
     }
 }
 
