@@ -51,11 +51,8 @@ extension S3Storage {
                 #expect(outbox.entry(id)?.state == .paused)
                 try await s3.release()
 
-                // This post's: a backend is reused once emptied, and an earlier
-                // test's abort sent in the background may still reach it.
-                let before = try await s3.requests().filter { $0.key == "videos/paused.mp4" }
-                #expect(
-                    !before.contains { $0.operation == "abortMultipartUpload" }, "a pause aborts nothing: \(before)")
+                let before = try await s3.requests()
+                #expect(!before.contains { $0.operation == "abortMultipartUpload" }, "a pause aborts nothing")
                 #expect(try await s3.uploads().count == 1, "the multipart upload is kept")
                 #expect(Storage.manifests(folder).count == 1, "with its manifest")
 
@@ -63,9 +60,7 @@ extension S3Storage {
                 try outbox.resume(id)
                 let entry = try await Self.settled(outbox, id)
                 #expect(entry.state == .published)
-                let after = try await s3.requests().filter {
-                    ["videos/paused.mp4", "posts/paused.json"].contains($0.key)
-                }
+                let after = try await s3.requests()
                 #expect(!after.contains { $0.operation == "createMultipartUpload" }, "the same upload resumed")
                 let parts = after.filter { $0.operation == "uploadPart" }.compactMap(\.partNumber)
                 #expect(!parts.contains(1) && parts.contains(3), "part 1 is not sent again: \(parts)")

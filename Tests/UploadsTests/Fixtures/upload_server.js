@@ -286,12 +286,17 @@ function wait(req, res) {
   });
 }
 
+/** A wait's bound: its `timeout` in seconds, at most and by default 10. */
+function limitOf(query) {
+  const seconds = Number(query.get('timeout') ?? WAIT_LIMIT_MS / 1000);
+  return Number.isFinite(seconds) ? Math.min(Math.max(seconds * 1000, 0), WAIT_LIMIT_MS) : WAIT_LIMIT_MS;
+}
+
 function waitFor(req, res) {
   const query = queryOf(req.url);
   const bytes = Number(query.get('bytes') ?? 0);
   const ended = Number(query.get('ended') ?? 0);
-  const seconds = Number(query.get('timeout') ?? WAIT_LIMIT_MS / 1000);
-  const limit = Number.isFinite(seconds) ? Math.min(Math.max(seconds * 1000, 0), WAIT_LIMIT_MS) : WAIT_LIMIT_MS;
+  const limit = limitOf(query);
   const reached = () => bytesArrived >= bytes && received.length >= ended;
   const waiter = {
     check(timedOut = false) {
@@ -313,8 +318,7 @@ function waitFor(req, res) {
 function hold(req, res) {
   const query = queryOf(req.url);
   const bytes = Number(query.get('bytes') ?? 0);
-  const seconds = Number(query.get('timeout') ?? WAIT_LIMIT_MS / 1000);
-  const limit = Number.isFinite(seconds) ? Math.min(Math.max(seconds * 1000, 0), WAIT_LIMIT_MS) : WAIT_LIMIT_MS;
+  const limit = limitOf(query);
   pendingHold?.answer(false);
   let answered = false;
   const waiter = {
