@@ -157,11 +157,13 @@ struct MultipartPartsTests {
     }
 
     @Test func s3ErrorsReadWell() {
-        let receipt = UploadReceipt(
-            destination: URL(string: "https://media.example.com/videos/surf.mp4?X-Amz-Signature=secret")!,
-            status: 400,
-            body: Data(
-                "<Error><Code>InvalidPart</Code><Message>One or more parts could not be found.</Message></Error>".utf8))
+        let receipt = S3XML.reading(
+            UploadReceipt(
+                destination: URL(string: "https://media.example.com/videos/surf.mp4?X-Amz-Signature=secret")!,
+                status: 400,
+                body: Data(
+                    "<Error><Code>InvalidPart</Code><Message>One or more parts could not be found.</Message></Error>"
+                        .utf8)))
         #expect(
             UploadError.httpStatus(receipt).localizedDescription
                 == "videos/surf.mp4: the server answered 400 Bad Request (InvalidPart: One or more parts could not be found.)"
@@ -174,9 +176,10 @@ struct MultipartPartsTests {
         #expect(
             UploadError.invalidAnswer(receipt.destination, reason: "no ETag for part 2").localizedDescription
                 == "videos/surf.mp4: the server's answer could not be understood: no ETag for part 2")
-        let internalError = UploadReceipt(
-            destination: receipt.destination, status: 200,
-            body: Data("\n<Error><Code>InternalError</Code><Message>Try again.</Message></Error>".utf8))
+        let internalError = S3XML.reading(
+            UploadReceipt(
+                destination: receipt.destination, status: 200,
+                body: Data("\n<Error><Code>InternalError</Code><Message>Try again.</Message></Error>".utf8)))
         #expect(UploadError.httpStatus(internalError).isTransient, "S3's InternalError, even with a 200")
         #expect(!UploadError.httpStatus(receipt).isTransient, "InvalidPart is for good")
         #expect(!UploadError.fileChanged(file, reason: "").isTransient)

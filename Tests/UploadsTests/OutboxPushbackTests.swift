@@ -255,7 +255,7 @@ struct OutboxPushbackTests {
         try queue.advance(by: .seconds(7))
         #expect(server.requests.map(\.at) == [.zero, .seconds(5)])
         #expect(outbox.entry(id)?.state == .waitingForNetwork)
-        #expect((outbox.entry(id)?.error as? UploadError).map(OutboxPacer.isPushback) == true)
+        #expect(outbox.entry(id)?.error.map { UploadFailure($0) } == .pushback(retryAfter: .seconds(2)))
         server.answer { _, _ in .status(201) }
         try queue.advance(by: .seconds(5))
         #expect(server.requests.map(\.at).dropFirst(2).first == .seconds(10), "when the host takes requests again")

@@ -133,17 +133,34 @@ struct UploadsDocExamplesTests {
         #expect(error.localizedDescription == "posts/1/video.mp4: the server answered 413 Payload Too Large")
     }
 
+    @Test func uploadFailureExample() {
+        // BEGIN DOC
+        struct QuotaError: ClassifiedUploadError {
+            var resetsIn: Duration?
+            var failure: UploadFailure { resetsIn.map { .pushback(retryAfter: $0) } ?? .permanent }
+        }
+        // END DOC
+        let resetting = QuotaError(resetsIn: .seconds(60))
+        #expect(UploadFailure(resetting) == .pushback(retryAfter: .seconds(60)))
+        #expect(RetryPolicy.isTransient(resetting))
+        #expect(!RetryPolicy.isTransient(QuotaError(resetsIn: nil)))
+        let policy = RetryPolicy(random: AtTheCeiling())
+        let wait = policy.delay(beforeRetry: 1, after: resetting)
+        #expect(
+            wait.map { $0 > .seconds(119) && $0 <= .seconds(120) } == true, "the wait asked for, then as much again")
+    }
+
     @Test func retryPolicyExamples() async throws {
-        struct QuotaError: Error { let resetsSoon: Bool }
         // BEGIN DOC
         var policy = RetryPolicy(attempts: 4, initialDelay: .seconds(1), maximumDelay: .seconds(30))
-        policy.isRetryable = { error in
-            (error as? UploadError)?.isTransient == true || (error as? QuotaError)?.resetsSoon == true
-        }
+        // The app watches the network: a device without one waits for it
+        // (the outbox's networkDidChange()) rather than being tried again.
+        policy.isRetryable = { error in UploadFailure(error) != .offline && RetryPolicy.isTransient(error) }
         let options = PublishOptions(retry: policy)
         // END DOC
-        #expect(options.retry.isRetryable(QuotaError(resetsSoon: true)))
-        #expect(!options.retry.isRetryable(QuotaError(resetsSoon: false)))
+        #expect(!options.retry.isRetryable(URLError(.notConnectedToInternet)))
+        #expect(options.retry.isRetryable(URLError(.networkConnectionLost)))
+        #expect(!options.retry.isRetryable(URLError(.badURL)))
 
         let video = Video(bytes: Data("v".utf8), destination: URL(string: "https://uploads.example.com/v.mp4")!)
         let uploader = InMemoryUploader()

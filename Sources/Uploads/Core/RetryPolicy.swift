@@ -7,28 +7,34 @@ import FoundationNetworking
 
 /// Which failed uploads are tried again, how often, and after how long.
 ///
-/// The default policy retries only what can succeed later: transport
-/// failures that can pass (timed out, connection lost or refused, no
-/// network, a failed DNS look-up), a time limit reached, and the statuses
-/// 408, 429, 500, 502, 503 and 504 (``UploadError/isTransient``). Every
-/// other failure (another 4xx, a missing file, an invalid destination,
-/// cancellation) fails at once: trying again would only spend the user's
-/// radio and battery on the same answer.
+/// The default policy retries only what can succeed later: the failures
+/// whose ``UploadFailure`` is transient, offline or a pushback
+/// (``UploadFailure/isTransient``): transport failures that can pass
+/// (timed out, connection lost or refused, no network, a failed DNS
+/// look-up), a time limit reached, and the statuses 408, 429, 500, 502, 503
+/// and 504. Every other failure (another 4xx, a missing file, an invalid
+/// destination, cancellation) fails at once: trying again would only spend
+/// the user's radio and battery on the same answer.
 ///
 /// The wait before retry *n* is drawn at random between zero and
 /// `initialDelay × multiplier^(n-1)`, capped at `maximumDelay` ("full
 /// jitter"), so that a thousand phones cut off by the same outage do not
-/// all come back at the same instant. When a 429 or 503 answer carries
-/// `Retry-After` (seconds or an HTTP date), the wait is what the server
-/// asked for, capped at `maximumRetryAfter`, plus up to as much again,
-/// drawn at random: the phones a server turned away together do not come
-/// back together.
+/// all come back at the same instant. When a pushback asks for a wait (a
+/// 429 or 503 answer's `Retry-After`, in seconds or as an HTTP date, or an
+/// app's own ``UploadFailure/pushback(retryAfter:)``), the wait is what the
+/// server asked for, capped at `maximumRetryAfter`, plus up to as much
+/// again, drawn at random: the phones a server turned away together do not
+/// come back together.
+///
+/// To have an app's own errors retried, say what they mean
+/// (``ClassifiedUploadError``); to retry otherwise than their meaning
+/// says, replace ``isRetryable``:
 ///
 /// ```swift
 /// var policy = RetryPolicy(attempts: 4, initialDelay: .seconds(1), maximumDelay: .seconds(30))
-/// policy.isRetryable = { error in
-///     (error as? UploadError)?.isTransient == true || (error as? QuotaError)?.resetsSoon == true
-/// }
+/// // The app watches the network: a device without one waits for it
+/// // (the outbox's networkDidChange()) rather than being tried again.
+/// policy.isRetryable = { error in UploadFailure(error) != .offline && RetryPolicy.isTransient(error) }
 /// let options = PublishOptions(retry: policy)
 /// ```
 ///
@@ -44,11 +50,12 @@ import FoundationNetworking
 /// - `Job.publishing` retries each upload with ``PublishOptions/retry``.
 ///   It hands the policy to the uploader as ``UploadAttempts`` and retries
 ///   nothing around it.
-/// - ``S3Uploader`` retries each request of an upload (a part, the
-///   creation, the completion) on its own, with the policy it is handed,
-///   or its own ``S3Uploader/retry`` when it is handed none
-///   (`Job.uploading(video, using: uploader)`). Whether a multipart upload
-///   that failed is kept to resume is judged by that same policy.
+/// - An uploader that sends several requests per upload (a multipart or a
+///   tus upload) retries each request of an upload (a part, the creation,
+///   the completion) on its own, with the policy it is handed, or its own
+///   `retry` when it is handed none (`Job.uploading(video, using: uploader)`).
+///   Whether an upload that failed is kept to resume is judged by that
+///   same policy.
 /// - Other uploaders (``URLSessionUploader``, ``DirectoryUploader``) retry
 ///   nothing themselves: publishing retries their whole upload.
 /// - Outside publishing, hand the uploader the policy, and it retries as
@@ -74,8 +81,9 @@ public struct RetryPolicy: Sendable {
     /// The longest wait a server's `Retry-After` can ask for; a longer one
     /// is cut to this, before the jitter on top of it.
     public var maximumRetryAfter: Duration
-    /// Decides whether an attempt's error is worth another attempt;
-    /// ``UploadError/isTransient`` by default (``isTransient(_:)``).
+    /// Decides whether an attempt's error is worth another attempt; by
+    /// default, whether its ``UploadFailure`` can pass (``isTransient(_:)``).
+    /// A cancellation is never retried.
     public var isRetryable: @Sendable (any Error) -> Bool
     private let random: RandomSource
 
@@ -113,20 +121,10 @@ public struct RetryPolicy: Sendable {
     /// No retries: every failure fails at once.
     public static var never: RetryPolicy { RetryPolicy(attempts: 1) }
 
-    /// Whether `error` can go away by itself: a transient ``UploadError``,
-    /// a transient `URLError` from an uploader that does not wrap it, or
-    /// JobKit's `JobError.timedOut`.
+    /// Whether `error` can go away by itself: its ``UploadFailure`` is
+    /// transient, offline or a pushback (``UploadFailure/isTransient``).
     public static func isTransient(_ error: any Error) -> Bool {
-        switch error {
-        case let error as UploadError:
-            error.isTransient
-        case let error as URLError:
-            UploadError.transientNetworkCodes.contains(error.code)
-        case let error as JobError:
-            error == .timedOut
-        default:
-            false
-        }
+        UploadFailure(error).isTransient
     }
 
     /// The wait before retry number `retry` (1 for the second attempt)
@@ -134,10 +132,9 @@ public struct RetryPolicy: Sendable {
     ///
     /// Each call draws a new jitter from the policy's generator.
     public func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
-        guard retry < attempts, !(error is CancellationError), isRetryable(error) else { return nil }
-        if case .httpStatus(let receipt) = error as? UploadError, [429, 503].contains(receipt.status),
-            let asked = receipt.retryAfter
-        {
+        let failure = UploadFailure(error)
+        guard retry < attempts, failure != .cancelled, isRetryable(error) else { return nil }
+        if case .pushback(let asked?) = failure {
             let wait = min(asked, maximumRetryAfter)
             return wait + wait * random.fraction()
         }
@@ -182,7 +179,7 @@ extension RetryPolicy {
         public var nextRetryIn: Duration?
         /// The request that failed, when the attempt was one request of an
         /// upload whose uploader retries each on its own: "part 2",
-        /// "complete upload" for an ``S3Uploader``. `nil` when the attempt
+        /// "complete upload" for a multipart upload. `nil` when the attempt
         /// was the whole upload, or a job that is not an upload.
         public var request: String?
 
@@ -202,9 +199,9 @@ extension Job {
     ///
     /// For a job that is not an upload, such as a call to the app's own
     /// backend. An upload is retried by its uploader, handed the policy as
-    /// ``UploadAttempts`` (see "Who retries what" above): an
-    /// ``S3Uploader``'s job, wrapped in this, would send each failing
-    /// request again as many times over.
+    /// ``UploadAttempts`` (see "Who retries what" above): the job of an
+    /// uploader that retries each request, wrapped in this, would send each
+    /// failing request again as many times over.
     ///
     /// ```swift
     /// let token = try await Job.task { try await api.uploadToken() }.retry(RetryPolicy(attempts: 3)).value

@@ -14,8 +14,8 @@ import FoundationNetworking
 /// (``Uploader/upload(_:attempts:progress:)``) and does not retry the
 /// upload again around it. The uploader decides what an attempt is: for
 /// ``URLSessionUploader``, ``DirectoryUploader`` and most uploaders, it is
-/// the whole upload; ``S3Uploader`` retries each request of a multipart
-/// upload (a part, the creation, the completion) on its own, so a part
+/// the whole upload; an uploader of multipart or tus uploads retries each
+/// request (a part, the creation, the completion) on its own, so a part
 /// that fails is the only one sent again.
 ///
 /// ```swift
@@ -34,17 +34,17 @@ public struct UploadAttempts: Sendable {
     /// one, which no retry follows, with none.
     public var onFailedAttempt: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
     /// Whether cancelling the upload keeps what a resumable upload has
-    /// stored (an ``S3Uploader``'s multipart upload: its parts and its
-    /// manifest), so that a later upload of the same file to the same
+    /// stored (a multipart or tus upload: its parts and its manifest), so
+    /// that a later upload of the same file to the same
     /// destination resumes it; `false` (the default) discards it. An
     /// ``Outbox`` keeps them when it pauses or closes, and discards them
     /// through ``Uploader/discardResumableUpload(of:)`` when it removes a
     /// post.
     public var keepsStoredPartsWhenCancelled = false
     /// Whether the upload first asks the storage if it already holds the
-    /// media whole, where the uploader can tell (an ``S3Uploader``: the
-    /// object's `ETag` against the file's MD5; a ``TusUploader``: the
-    /// finished upload its manifest names), and finishes without sending
+    /// media whole, where the uploader can tell (a storage whose `ETag` is
+    /// the file's MD5, a tus server holding the finished upload its
+    /// manifest names), and finishes without sending
     /// it if so; `false` (the default) sends it. An ``Outbox`` asks for
     /// each medium of a post it resumes from its folder: a run killed
     /// after the storage stored a medium, before its receipt was recorded,
@@ -55,7 +55,7 @@ public struct UploadAttempts: Sendable {
     package var fault: (@Sendable (Media) -> (any Error)?)?
     /// Admits each attempt toward its host: an ``Outbox``'s uploads go as
     /// one client.
-    var pacer: OutboxPacer?
+    var gate: (any RequestGate)?
 
     /// Creates the owner of an upload's retries.
     /// - Parameters:
@@ -129,8 +129,8 @@ public struct UploadAttempts: Sendable {
                 error as? JobError == .timedOut ? UploadError.timedOut(destination, after: limit) : error
             }
         }
-        if let pacer {
-            limited = pacer.paced(limited, toward: destination)
+        if let gate {
+            limited = gate.admitting(limited, toward: destination)
         }
         var policy = retry
         var onRetry = onFailedAttempt
@@ -176,14 +176,11 @@ extension RetryPolicy.FailedAttempt {
     }
 }
 
-extension PublishOptions {
-    /// The attempts of the upload to `destination`: these retries and
-    /// this time limit, failures told with the destination.
-    func attempts(for destination: URL) -> UploadAttempts {
-        var attempts = UploadAttempts(retry: retry, timeout: uploadTimeout)
-        if let told = onFailedAttempt {
-            attempts.onFailedAttempt = { told(destination, $0) }
-        }
-        return attempts
-    }
+/// What admits each attempt of an upload toward its host, before it is
+/// sent: the pacing of an ``Outbox``, whose uploads go to each host as one
+/// client.
+protocol RequestGate: Sendable {
+    /// A job that performs `attempt`, one request toward `url`'s host, once
+    /// the host admits it, and learns from its outcome.
+    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success>
 }

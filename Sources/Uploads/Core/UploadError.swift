@@ -17,9 +17,10 @@ import FoundationNetworking
 /// print(error.localizedDescription)  // posts/1/video.mp4: the server answered 413 Payload Too Large
 /// ```
 ///
-/// ``isTransient`` tells the errors that can go away by themselves (a
-/// dropped connection, a server answering 503) from those that cannot (a
-/// 404, a missing file); ``RetryPolicy`` retries only the former.
+/// ``failure`` says what each error means for trying again
+/// (``UploadFailure``): a dropped connection or a server answering `503`
+/// can pass by itself (``isTransient``), a `404` or a missing file cannot;
+/// ``RetryPolicy`` retries only the former.
 public enum UploadError: Error, Hashable, Sendable {
     /// The file to upload does not exist.
     case fileNotFound(URL)
@@ -63,42 +64,37 @@ public enum UploadError: Error, Hashable, Sendable {
     /// store it twice.
     case notProcessed(UploadReceipt, after: Duration)
 
-    /// Whether the same upload may succeed if tried again later: a
-    /// connection that failed in a way that can pass (timed out, lost,
-    /// refused, no network, a failed DNS look-up), a time limit reached, or
-    /// the server answering 408, 429, 500, 502, 503 or 504, or with one of
-    /// S3's error codes that ask for another attempt (`InternalError`,
-    /// `SlowDown`, `ServiceUnavailable`, `RequestTimeout`). Every other
-    /// error is permanent: trying again sends the same bytes to the same
-    /// answer.
-    public var isTransient: Bool {
+    /// Whether the same upload may succeed if tried again later: its
+    /// ``failure`` is ``UploadFailure/transient``,
+    /// ``UploadFailure/offline`` or ``UploadFailure/pushback(retryAfter:)``.
+    /// Every other error is permanent: trying again sends the same bytes to
+    /// the same answer.
+    public var isTransient: Bool { failure.isTransient }
+}
+
+extension UploadError: ClassifiedUploadError {
+    /// What this error means for trying again: a connection that failed in
+    /// a way that can pass (timed out, lost, refused, a failed DNS look-up)
+    /// is transient, one of a device without network offline; a time limit
+    /// reached is transient; a `429` or `503` is a pushback with its
+    /// `Retry-After`, a `408`, `500`, `502` or `504` transient, and any
+    /// other status what the server's error code means, where the uploader
+    /// read one (``UploadReceipt/serverError``), or permanent. Every other
+    /// case is permanent.
+    public var failure: UploadFailure {
         switch self {
         case .httpStatus(let receipt):
-            Self.transientStatuses.contains(receipt.status)
-                || S3XML.error(in: receipt.body).map { Self.transientS3Codes.contains($0.code) } == true
+            UploadFailure(status: receipt.status, retryAfter: receipt.retryAfter)
+                ?? receipt.serverError?.failure ?? .permanent
         case .network(_, let error):
-            Self.transientNetworkCodes.contains(error.code)
+            UploadFailure(networkCode: error.code)
         case .timedOut:
-            true
+            .transient
         case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed, .fileChanged,
             .invalidAnswer, .storedObjectDiffers, .notProcessed:
-            false
+            .permanent
         }
     }
-
-    /// The HTTP statuses worth retrying.
-    static let transientStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
-
-    /// The error codes of S3 worth retrying, whatever the status they come
-    /// with (S3 can answer `200 OK` with an `InternalError`, and
-    /// `400 Bad Request` with a `RequestTimeout`).
-    static let transientS3Codes: Set<String> = ["InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"]
-
-    /// The transport failures worth retrying.
-    static let transientNetworkCodes: Set<URLError.Code> = [
-        .timedOut, .networkConnectionLost, .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed,
-        .notConnectedToInternet,
-    ]
 }
 
 extension UploadError: LocalizedError {
@@ -120,7 +116,7 @@ extension UploadError: CustomStringConvertible {
             "the post has no destination for its document"
         case .httpStatus(let receipt):
             "\(Self.name(of: receipt)): the server answered \(Self.statusLine(receipt.status))"
-                + (S3XML.error(in: receipt.body).map { " (\($0.code): \($0.message))" }
+                + (receipt.serverError.map { " (\($0.code): \($0.message))" }
                     ?? Self.excerpt(of: Self.jsonError(in: receipt.body) ?? receipt.bodyText))
         case .network(let destination, let error):
             "\(Self.name(of: destination)): \(URLErrorName.sentence(for: error.code))"

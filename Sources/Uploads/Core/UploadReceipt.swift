@@ -27,6 +27,12 @@ public struct UploadReceipt: Sendable, Hashable {
     /// say which it was: a ``MultipartFormUploader``'s, whose media all go
     /// to one endpoint. Errors name it.
     public var filename: String?
+    /// The error the server named in its answer's body, when the uploader
+    /// that read the answer knows its format (a storage's XML `<Error>`
+    /// document): errors show its code and message, and
+    /// ``UploadError/failure`` reads what it means when the status alone
+    /// does not say.
+    public var serverError: ServerError?
 
     /// The most bytes of an answer's body a receipt keeps.
     public static let bodyPrefixLength = 4096
@@ -80,6 +86,29 @@ public struct UploadReceipt: Sendable, Hashable {
         guard let date = HTTPDate.parse(value) else { return nil }
         let now = header("Date").flatMap(HTTPDate.parse) ?? Date()
         return .milliseconds(max(Int64((date.timeIntervalSince(now) * 1000).rounded()), 0))
+    }
+}
+
+extension UploadReceipt {
+    /// An error a server named in its answer's body: its own code and
+    /// message, and what the code means for trying again.
+    public struct ServerError: Sendable, Hashable {
+        /// The server's name for the error: `SlowDown`, `InvalidPart`.
+        public var code: String
+        /// The server's sentence about it.
+        public var message: String
+        /// What the code means for trying again, when the uploader knows
+        /// (a storage's `SlowDown` is ``UploadFailure/transient`` even in
+        /// an answer whose status is `200`); `nil` leaves it to the
+        /// status.
+        public var failure: UploadFailure?
+
+        /// Creates the reading of a server's error.
+        public init(code: String, message: String, failure: UploadFailure? = nil) {
+            self.code = code
+            self.message = message
+            self.failure = failure
+        }
     }
 }
 

@@ -23,7 +23,7 @@ import JobKit
 /// stored twice.
 ///
 /// An uploader that sends several requests per upload and retries each on
-/// its own, as ``S3Uploader`` does, also implements
+/// its own (a multipart or a tus upload) also implements
 /// ``upload(_:attempts:progress:)``: publishing hands it its retries there,
 /// and retries nothing around it. An uploader that wraps another forwards
 /// both methods, ``bytesInFlight(uploading:size:)`` and
@@ -54,7 +54,7 @@ public protocol Uploader: Sendable {
     ///   - media: What to upload and where.
     ///   - attempts: The one owner of the upload's retries.
     ///   - progress: Called as bytes go out, from any thread. The default
-    ///     implementation and ``S3Uploader`` call it one call at a time,
+    ///     implementation and JobKit's uploaders call it one call at a time,
     ///     with the most bytes any attempt has sent: never backwards, even
     ///     when the upload is retried.
     func upload(
@@ -75,13 +75,13 @@ public protocol Uploader: Sendable {
     /// flight at once: what an ``Outbox`` counts against its
     /// ``Outbox/Options/maxBytesInFlight``.
     ///
-    /// By default the whole size, as for one request; ``S3Uploader``
-    /// counts a part for each part it sends at once.
+    /// By default the whole size, as for one request; an uploader that
+    /// sends parts counts a part for each part it sends at once.
     func bytesInFlight(uploading media: Media, size: Int64) -> Int64
 
     /// A job that discards what an unfinished, resumable upload of `media`
-    /// kept for a later upload to resume (an ``S3Uploader``'s multipart
-    /// upload: its manifest, and the upload itself, aborted), and finishes
+    /// kept for a later upload to resume (a multipart upload: its manifest,
+    /// and the upload itself, aborted), and finishes
     /// once done, whatever the storage answered. An ``Outbox`` calls it
     /// when it removes a post.
     ///

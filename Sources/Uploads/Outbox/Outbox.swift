@@ -563,7 +563,7 @@ public final class Outbox: Sendable {
         // A run before this one may have stored it and been killed before
         // recording it: the storages that can tell are asked first.
         attempts.checksStorageFirst = start.mayBeStored
-        attempts.pacer = pacer
+        attempts.gate = pacer
         let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [book] progress in
             book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }

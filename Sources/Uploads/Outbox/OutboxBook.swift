@@ -364,8 +364,7 @@ struct OutboxBook: Sendable {
         case .failure where tracked.phase.isOver:
             break
         case .failure(let error)
-        where tracked.phase.isReady && OutboxPacer.isPushback(error)
-            && isHeld(start.record.destination(of: start.index)):
+        where tracked.phase.isReady && Self.isPushback(error) && isHeld(start.record.destination(of: start.index)):
             tracked.phase = .waitingForNetwork(error)
             tracked.waitsForHost = OutboxPacer.host(of: start.record.destination(of: start.index))
         case .failure(let error) where Self.canPass(error):
@@ -424,14 +423,15 @@ struct OutboxBook: Sendable {
     }
 
     /// Whether a failure that outlived its retries is the network's, which
-    /// waits rather than fails: a transient upload error, a lost
-    /// connection, or a cancellation the outbox did not ask for.
+    /// waits rather than fails: one that can pass (``UploadFailure/isTransient``),
+    /// or a cancellation the outbox did not ask for.
     static func canPass(_ error: any Error) -> Bool {
-        switch error {
-        case let error as UploadError: error.isTransient
-        case let error as URLError: UploadError.transientNetworkCodes.contains(error.code)
-        case is CancellationError: true
-        default: false
-        }
+        let failure = UploadFailure(error)
+        return failure.isTransient || failure == .cancelled
+    }
+
+    /// Whether `error` is a server's pushback.
+    static func isPushback(_ error: any Error) -> Bool {
+        if case .pushback = UploadFailure(error) { true } else { false }
     }
 }

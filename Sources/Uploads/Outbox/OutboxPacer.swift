@@ -25,24 +25,7 @@ import FoundationNetworking
 /// network says nothing of the server, but the network it comes back to
 /// may be everyone's: the window closes to one request, which probes the
 /// server before the rest go.
-final class OutboxPacer: Sendable {
-    /// What a request's outcome says of its host.
-    enum Signal {
-        /// It was stored: the host keeps up.
-        case success
-        /// The host pushed back, asking for this wait (or none).
-        case pushback(Duration?)
-        /// A failure that can pass: one more in a run.
-        case transient
-        /// The phone has no network.
-        case offline
-        /// An answer that is not about load (a 404): ends a run of
-        /// transient failures.
-        case answered
-        /// Nothing of the host: the request was cancelled.
-        case nothing
-    }
-
+final class OutboxPacer: RequestGate {
     /// One host as the outbox sends to it.
     private struct Host {
         /// The most requests in flight toward it.
@@ -117,22 +100,23 @@ final class OutboxPacer: Sendable {
         state.withLock { $0.hosts[Self.host(of: url)]?.isHeld == true }
     }
 
-    /// Whether `error` is a server's pushback: a `429` or `503`.
-    static func isPushback(_ error: any Error) -> Bool {
-        if case .pushback = signal(of: .failure(error)) { true } else { false }
-    }
-
     /// A job that performs `attempt`, one request toward `url`'s host, once
-    /// the host admits it, and learns from its outcome.
-    func paced<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
+    /// the host admits it, and learns from what its failure means
+    /// (``UploadFailure``).
+    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
         let key = Self.host(of: url)
         return Job { [self] controller in
             let admitted = Lock(false)
             let go: @Sendable (Int) -> Void = { [self] epoch in
                 admitted.withLock { $0 = true }
-                guard !controller.isCompleted else { return done(key, .nothing, epoch: epoch) }
+                guard !controller.isCompleted else { return done(key, failure: .cancelled, epoch: epoch) }
                 controller.perform(attempt) { [self] outcome in
-                    done(key, Self.signal(of: outcome.map { _ in () }), epoch: epoch)
+                    let failure: UploadFailure? =
+                        switch outcome {
+                        case .success: nil
+                        case .failure(let error): UploadFailure(error)
+                        }
+                    done(key, failure: failure, epoch: epoch)
                     controller.complete(with: outcome)
                 }
             }
@@ -184,9 +168,9 @@ final class OutboxPacer: Sendable {
         for request in go { request() }
     }
 
-    /// Ends a request toward `key`, admitted in `epoch`, that said
-    /// `signal`.
-    private func done(_ key: String, _ signal: Signal, epoch: Int) {
+    /// Ends a request toward `key`, admitted in `epoch`, that succeeded
+    /// (`failure` is `nil`) or failed as `failure` says.
+    private func done(_ key: String, failure: UploadFailure?, epoch: Int) {
         let (go, hold, opens) = state.withLock {
             state -> ([@Sendable () -> Void], (wait: Duration, id: Int)?, Bool) in
             guard var host = state.hosts[key] else { return ([], nil, false) }
@@ -194,12 +178,14 @@ final class OutboxPacer: Sendable {
             let window = host.window
             var hold: (wait: Duration, id: Int)?
             // Sent before the last pushback: old news, its slot aside.
-            let heard = epoch == host.epoch ? signal : .nothing
+            let heard = epoch == host.epoch ? failure : .cancelled
             switch heard {
-            case .success:
+            case nil:
                 host.transientRun = 0
                 host.window = min(maxWindow, host.window + 1)
             case .offline:
+                // Says nothing of the server, but the network it comes back
+                // to may be everyone's: one request probes it.
                 host.window = 1
             case .pushback(let asked):
                 hold = pushBack(&host, asking: asked, forFailures: false)
@@ -209,9 +195,10 @@ final class OutboxPacer: Sendable {
                     host.transientRun = 0
                     hold = pushBack(&host, asking: nil, forFailures: true)
                 }
-            case .answered:
+            case .permanent:
+                // An answer, not about load (a 404): ends a run.
                 host.transientRun = 0
-            case .nothing:
+            case .cancelled:
                 break
             }
             if state.isClosed { hold = nil }
@@ -313,27 +300,4 @@ final class OutboxPacer: Sendable {
         }
         for release in releases { release.cancel() }
     }
-
-    /// What `outcome` says of its host's load.
-    static func signal(of outcome: Result<Void, any Error>) -> Signal {
-        guard case .failure(let error) = outcome else { return .success }
-        switch error {
-        case is CancellationError:
-            return .nothing
-        case UploadError.httpStatus(let receipt) where [429, 503].contains(receipt.status):
-            return .pushback(receipt.retryAfter)
-        case UploadError.network(_, let error) where offline.contains(error.code):
-            return .offline
-        case let error as URLError where offline.contains(error.code):
-            return .offline
-        default:
-            return RetryPolicy.isTransient(error) ? .transient : .answered
-        }
-    }
-
-    /// The failures of a phone without network, which say nothing of the
-    /// server's load.
-    static let offline: Set<URLError.Code> = [
-        .notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive,
-    ]
 }

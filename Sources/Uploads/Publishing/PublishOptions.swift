@@ -91,3 +91,15 @@ public struct PublishOptions: Sendable {
         self.documentUploader = documentUploader
     }
 }
+
+extension PublishOptions {
+    /// The attempts of the upload to `destination`: these retries and
+    /// this time limit, failures told with the destination.
+    func attempts(for destination: URL) -> UploadAttempts {
+        var attempts = UploadAttempts(retry: retry, timeout: uploadTimeout)
+        if let told = onFailedAttempt {
+            attempts.onFailedAttempt = { told(destination, $0) }
+        }
+        return attempts
+    }
+}
