@@ -1,7 +1,7 @@
 import JobKit
 
 /// The retries of one upload whose requests are each retried on their
-/// own (an ``S3Uploader``'s, a ``TusUploader``'s): every request by the upload's one
+/// own (a multipart upload's, a tus upload's): every request by the upload's one
 /// ``UploadAttempts``, which is told of each failure a retry follows as it
 /// happens, and of the upload's own failure once, at its end.
 final class RequestRetries: Sendable {
@@ -21,24 +21,13 @@ final class RequestRetries: Sendable {
     /// retried nor reported once `stopping` says so (a request that
     /// outlives the upload's job).
     func retrying<Success: Sendable>(
-        _ call: S3Client.Call<Success>,
+        _ call: HTTPCall<Success>,
         for media: Media,
         stopping: (@Sendable () -> Bool)? = nil
     ) -> Job<Success> {
-        retrying(call.attempt, named: call.operation.jobName, for: media, stopping: stopping)
-    }
-
-    /// `attempt`, one attempt at the request `request` of the upload of
-    /// `media`, retried as ``attempts`` says, its failed attempts named
-    /// after it; neither retried nor reported once `stopping` says so.
-    func retrying<Success: Sendable>(
-        _ attempt: Job<Success>,
-        named request: String,
-        for media: Media,
-        stopping: (@Sendable () -> Bool)? = nil
-    ) -> Job<Success> {
-        attempts.retrying(
-            attempt, for: media, request: request,
+        let request = call.name
+        return attempts.retrying(
+            call.attempt, for: media, request: request,
             givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? (request, attempt.number) } },
             stopping: stopping
         )

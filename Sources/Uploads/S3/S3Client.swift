@@ -25,16 +25,6 @@ struct S3Client: Sendable {
         var etag: String
     }
 
-    /// One call, not yet made: what it does, and a job that makes one
-    /// attempt at it.
-    struct Call<Answer: Sendable>: Sendable {
-        /// The call's operation; snapshots and failed attempts name the
-        /// call after it ("part 2").
-        var operation: S3Operation
-        /// A job that makes one attempt.
-        var attempt: Job<Answer>
-    }
-
     /// One page of ListParts.
     struct PartList: Sendable {
         /// The parts on the page, by number.
@@ -69,7 +59,7 @@ struct S3Client: Sendable {
         body: HTTPBody,
         md5: Data?,
         progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Call<UploadReceipt> {
+    ) -> HTTPCall<UploadReceipt> {
         let operation = S3Operation.putObject(contentType: contentType, contentMD5: md5?.base64EncodedString())
         return call(operation, on: object, body: body, progress: progress) {
             try Self.storedObject(in: $0, of: object, md5: md5)
@@ -78,13 +68,13 @@ struct S3Client: Sendable {
 
     /// `CreateMultipartUpload`: starts an upload to `object`; finishes
     /// with its ID.
-    func createMultipartUpload(_ object: URL, contentType: String) -> Call<String> {
+    func createMultipartUpload(_ object: URL, contentType: String) -> HTTPCall<String> {
         call(.createMultipartUpload(contentType: contentType), on: object) { try Self.uploadID(in: $0, of: object) }
     }
 
     /// `ListParts`: one page of the parts of `uploadID` the storage holds,
     /// from after `marker`.
-    func listParts(_ object: URL, uploadID: String, after marker: Int?) -> Call<PartList> {
+    func listParts(_ object: URL, uploadID: String, after marker: Int?) -> HTTPCall<PartList> {
         call(.listParts(uploadID: uploadID, partNumberMarker: marker), on: object, answerLimit: 4 << 20) {
             try Self.partList(in: $0, after: marker, of: object)
         }
@@ -99,7 +89,7 @@ struct S3Client: Sendable {
         body: HTTPBody,
         md5: Data?,
         progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Call<String> {
+    ) -> HTTPCall<String> {
         let operation = S3Operation.uploadPart(
             uploadID: uploadID, partNumber: number, contentMD5: md5?.base64EncodedString())
         return call(operation, on: object, body: body, progress: progress) {
@@ -109,7 +99,7 @@ struct S3Client: Sendable {
 
     /// `CompleteMultipartUpload`: joins the parts whose ETags `etags` gives
     /// by number into the object.
-    func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> Call<UploadReceipt> {
+    func completeMultipartUpload(_ object: URL, uploadID: String, etags: [Int: String]) -> HTTPCall<UploadReceipt> {
         let expected = verifiesBytes ? Self.multipartETag(of: etags) : nil
         let body = S3XML.completeMultipartUpload(etags.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         let md5 = verifiesBytes ? MD5.digest(of: body).base64EncodedString() : nil
@@ -121,10 +111,10 @@ struct S3Client: Sendable {
 
     /// `HeadObject`: the storage's answer about `object`, `nil` when it
     /// holds none (`404`).
-    func headObject(_ object: URL) -> Call<HTTPAnswer?> {
+    func headObject(_ object: URL) -> HTTPCall<HTTPAnswer?> {
         let call = call(.headObject, on: object) { Optional($0) }
-        return Call(
-            operation: call.operation,
+        return HTTPCall(
+            name: call.name,
             attempt: call.attempt.recover { error in
                 guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 404 else {
                     return .failed(error)
@@ -134,7 +124,7 @@ struct S3Client: Sendable {
     }
 
     /// `AbortMultipartUpload`: discards `uploadID` and its parts.
-    func abortMultipartUpload(_ object: URL, uploadID: String) -> Call<Void> {
+    func abortMultipartUpload(_ object: URL, uploadID: String) -> HTTPCall<Void> {
         call(.abortMultipartUpload(uploadID: uploadID), on: object) { _ in }
     }
 
@@ -293,7 +283,7 @@ struct S3Client: Sendable {
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in },
         read: @escaping @Sendable (HTTPAnswer) throws -> Answer
-    ) -> Call<Answer> {
+    ) -> HTTPCall<Answer> {
         let contentType: String? =
             switch operation {
             case .completeMultipartUpload: "application/xml"
@@ -323,7 +313,7 @@ struct S3Client: Sendable {
             return http.send(request, body: body, destination: object, answerLimit: answerLimit, progress: progress)
                 .mapError(S3XML.readingError)
         }.map(read).named(operation.jobName)
-        return Call(operation: operation, attempt: attempt)
+        return HTTPCall(name: operation.jobName, attempt: attempt)
     }
 
     /// `url` without its query, where a presigned URL keeps its signature.

@@ -133,7 +133,7 @@ final class TusUpload: Sendable {
             state.withLock { $0.cancelled = true }
             if !keeps { discard()?.perform(on: queue) { _ in } }
         }
-        let prepared = retries.retrying(server, named: "OPTIONS", for: media).then { [self] server in
+        let prepared = retries.retrying(HTTPCall(name: "OPTIONS", attempt: server), for: media).then { [self] server in
             state.withLock { $0.server = server }
             return prepare(identity)
         }
@@ -171,7 +171,7 @@ final class TusUpload: Sendable {
     private func prepare(_ identity: FileIdentity) -> Job<Void> {
         guard options.createsUploads else {
             state.withLock { $0.uploadURL = media.destination }
-            return retries.retrying(ask(media.destination), named: "HEAD", for: media)
+            return retries.retrying(HTTPCall(name: "HEAD", attempt: ask(media.destination)), for: media)
         }
         guard let manifestLocation, let source,
             let manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination)
@@ -196,7 +196,8 @@ final class TusUpload: Sendable {
         if let expires = manifest.expires, expires <= Date().timeIntervalSince1970 {
             return startOver(manifest.uploadURL)
         }
-        return retries.retrying(ask(manifest.uploadURL), named: "HEAD", for: media).recover { [self] error in
+        let head = HTTPCall(name: "HEAD", attempt: ask(manifest.uploadURL))
+        return retries.retrying(head, for: media).recover { [self] error in
             // Gone, or another upload than this medium's: a new one.
             guard Self.isGone(error) || error is OtherLength else { return .failed(error) }
             return startOver(manifest.uploadURL)
@@ -263,7 +264,8 @@ final class TusUpload: Sendable {
                 at: media.destination, length: size, metadata: options.metadata, body: body, checksum: checksum,
                 destination: media.destination, filename: filename, progress: { [self] in report($0.bytesSent) })
             return retries.retrying(
-                creation, named: "create upload", for: media, stopping: { [self] in state.withLock { $0.cancelled } })
+                HTTPCall(name: "create upload", attempt: creation), for: media,
+                stopping: { [self] in state.withLock { $0.cancelled } })
         }
         .mapError { TusClient.explaining($0, of: "POST", from: server) }
         .map { [self] created in try adopt(created, sentBody: body != nil) }
@@ -313,9 +315,10 @@ final class TusUpload: Sendable {
             settle(controller)
             return
         }
+        let send = Job<Void> { [self] controller in controller.perform(sendChunk()) { controller.complete(with: $0) } }
         let attempt = retries.retrying(
-            Job<Void> { [self] controller in controller.perform(sendChunk()) { controller.complete(with: $0) } },
-            named: "PATCH at \(offset)", for: media, stopping: { [self] in state.withLock { $0.cancelled } })
+            HTTPCall(name: "PATCH at \(offset)", attempt: send), for: media,
+            stopping: { [self] in state.withLock { $0.cancelled } })
         controller.perform(attempt) { [self] outcome in
             guard case .failure(let error) = outcome else {
                 next(controller, Refusals(recreated: refusals.recreated))
