@@ -12,7 +12,9 @@ import JobKit
 /// #expect(try outcome.value?.get() == 42)
 /// ```
 ///
-/// Delayed work runs at once too: time collapses to now. Use ``TestQueue``
+/// Delayed work runs at once too: time collapses to now, so work that
+/// schedules itself again after a delay until something happens (a poll, a
+/// try after a wait) runs again at once until it does. Use ``TestQueue``
 /// to control time instead.
 ///
 /// Work enqueued while the queue is already running work on the same
@@ -46,6 +48,3 @@ public struct ImmediateQueue: JobQueue {
         return DelayedWork { _ = waiting.withValue { $0.take() } }
     }
 }
-
-// Delayed work runs at once: a later try scheduled on it would never wait.
-extension ImmediateQueue: PassesDelaysAtOnce {}

@@ -131,9 +131,7 @@ extension Outbox {
         /// tried again, the first time; each wait in a row doubles it. The
         /// wait is drawn at random below it ("full jitter", from
         /// ``retry``'s generator), so that phones cut off together do not
-        /// come back in step. (On an `ImmediateQueue`, where no time
-        /// passes, a waiting post waits for ``Outbox/networkDidChange()``
-        /// or ``Outbox/retry(_:)`` instead.)
+        /// come back in step.
         public var networkRetryDelay: Duration
         /// The longest wait before a post waiting for the network is tried
         /// again: the most its doubling ceiling reaches.

@@ -45,7 +45,10 @@ import JobKit
 /// phones an outage cut off do not come back in step.
 ///
 /// Its uploads run on the queue it is given, which tests replace with a
-/// `TestQueue`. One folder has one outbox at a time: a second one on the
+/// `TestQueue`, whose time passes when the test says. (On an
+/// `ImmediateQueue`, where every wait ends at once, a post waiting for the
+/// network is tried again at once, and again, until an upload goes.) One
+/// folder has one outbox at a time: a second one on the
 /// same folder, in this process or another, is refused with
 /// ``OutboxError/alreadyOpen(_:)`` until the first is closed (``close()``)
 /// or its process ends. An outbox the app lets go of goes on while uploads
@@ -608,12 +611,7 @@ public final class Outbox: Sendable {
 
     /// Tries the post to `destination` again after its `waits`-th wait in
     /// a row for the network, unless something else did meanwhile.
-    ///
-    /// On a queue that runs delayed work at once (`ImmediateQueue`), where
-    /// the post would be tried again and again without end, it waits for
-    /// ``networkDidChange()`` or ``retry(_:)`` instead.
     private func scheduleWake(_ destination: URL, after waits: Int) {
-        guard !(queue is any PassesDelaysAtOnce) else { return }
         let wake = queue.enqueue(after: options.delayBeforeTry(afterWaits: waits)) { [weak self] in
             guard let self else { return }
             // This is the try: nothing of it is left to cancel.
