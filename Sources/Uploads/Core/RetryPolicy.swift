@@ -241,7 +241,7 @@ extension Job {
             }
             controller.perform(retried) { outcome in
                 // The error no retry follows, whichever attempt it came from.
-                if case .failure(let error) = outcome, !(error is CancellationError), !controller.isCompleted {
+                if case .failure(let error) = outcome, UploadFailure(error) != .cancelled, !controller.isCompleted {
                     let number = started.withLock { $0 }
                     givingUp?(RetryPolicy.FailedAttempt(number: number, error: error, nextRetryIn: nil))
                 }

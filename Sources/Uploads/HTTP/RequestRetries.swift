@@ -43,7 +43,7 @@ final class RequestRetries: Sendable {
     /// Tells ``attempts`` that the upload failed with `error`, unless it was
     /// cancelled: the failed attempt that no retry follows.
     func reportFailure(_ error: any Error) {
-        guard !(error is CancellationError), let told = attempts.onFailedAttempt else { return }
+        guard UploadFailure(error) != .cancelled, let told = attempts.onFailedAttempt else { return }
         let givenUp = firstGivenUp.withLock { $0 }
         told(
             RetryPolicy.FailedAttempt(

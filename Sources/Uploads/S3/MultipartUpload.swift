@@ -138,7 +138,8 @@ final class MultipartUpload: Sendable {
             switch outcome {
             case .success:
                 settle { controller.complete(with: outcome) }
-            case .failure(let error) where error is CancellationError || retries.attempts.retry.isRetryable(error):
+            case .failure(let error)
+            where UploadFailure(error) == .cancelled || retries.attempts.retry.isRetryable(error):
                 // Cancelled: `onCancel` discards it. Retryable by the policy
                 // that retried it: kept, for the next attempt to resume,
                 // once the manifest's writes in flight are made.

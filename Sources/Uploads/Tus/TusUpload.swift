@@ -151,7 +151,7 @@ final class TusUpload: Sendable {
     /// Ends the upload with `error`: keeps it to resume when the error is a
     /// cancel or one that the policy retries; terminates it otherwise.
     private func end(_ controller: Job<UploadReceipt>.Controller, with error: any Error) {
-        guard !(error is CancellationError), !retries.attempts.retry.isRetryable(error) else {
+        guard UploadFailure(error) != .cancelled, !retries.attempts.retry.isRetryable(error) else {
             controller.fail(with: error)
             return
         }
