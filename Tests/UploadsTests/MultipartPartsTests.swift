@@ -140,10 +140,10 @@ struct MultipartPartsTests {
         let error = Data(
             "<?xml version=\"1.0\"?><Error><Code>NoSuchUpload</Code><Message>The upload does not exist.</Message></Error>"
                 .utf8)
-        #expect(S3XML.error(in: error)?.code == "NoSuchUpload")
-        #expect(S3XML.error(in: error)?.message == "The upload does not exist.")
-        #expect(S3XML.error(in: listed) == nil)
-        #expect(S3XML.error(in: Data("stored".utf8)) == nil)
+        #expect(XMLErrorDocument.read(error)?.code == "NoSuchUpload")
+        #expect(XMLErrorDocument.read(error)?.message == "The upload does not exist.")
+        #expect(XMLErrorDocument.read(listed) == nil)
+        #expect(XMLErrorDocument.read(Data("stored".utf8)) == nil)
         #expect(S3XML.parse(Data("<unclosed>".utf8)) == nil)
         #expect(S3XML.parse(Data("<a><b><![CDATA[x & y]]></b></a>".utf8))?["b"]?.text == "x & y")
     }
@@ -157,7 +157,7 @@ struct MultipartPartsTests {
     }
 
     @Test func s3ErrorsReadWell() {
-        let receipt = S3XML.reading(
+        let receipt = XMLErrorDocument.reading(
             UploadReceipt(
                 destination: URL(string: "https://media.example.com/videos/surf.mp4?X-Amz-Signature=secret")!,
                 status: 400,
@@ -176,7 +176,7 @@ struct MultipartPartsTests {
         #expect(
             UploadError.invalidAnswer(receipt.destination, reason: "no ETag for part 2").localizedDescription
                 == "videos/surf.mp4: the server's answer could not be understood: no ETag for part 2")
-        let internalError = S3XML.reading(
+        let internalError = XMLErrorDocument.reading(
             UploadReceipt(
                 destination: receipt.destination, status: 200,
                 body: Data("\n<Error><Code>InternalError</Code><Message>Try again.</Message></Error>".utf8)))

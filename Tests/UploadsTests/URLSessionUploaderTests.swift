@@ -234,6 +234,42 @@ struct URLSessionUploaderTests {
         }
     }
 
+    /// A presigned URL is one `PUT` away: the storage's `<Error>` document
+    /// is read for every HTTP uploader, its code quoted, and a code that
+    /// asks for another attempt retried whatever its status.
+    @Test func anObjectStoragesErrorDocumentIsQuotedAndItsTransientCodesRetried() async throws {
+        func error(_ code: String, _ message: String) -> String {
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>\(code)</Code><Message>\(message)</Message></Error>"
+        }
+        try await FixtureServer.with { server in
+            let idle = error("RequestTimeout", "Your socket connection to the server was not read from or written to.")
+            try await server.setRule(
+                "idle.jpg", ["status": 400, "times": 1, "answer": idle, "answer_type": "application/xml"])
+            let denied = error("AccessDenied", "Request has expired")
+            try await server.setRule(
+                "denied.jpg", ["status": 403, "times": 5, "answer": denied, "answer_type": "application/xml"])
+            let attempts = UploadAttempts(retry: exactRetries(2, initial: .zero))
+            let idlePhoto = Photo(bytes: Data("x".utf8), destination: server.url("idle.jpg"))
+            let deniedPhoto = Photo(bytes: Data("x".utf8), destination: server.url("denied.jpg"))
+
+            let receipt = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(idlePhoto, using: URLSessionUploader(), attempts: attempts).value
+            }
+            #expect(receipt.status == 201, "a 400 RequestTimeout is tried again")
+            let failure = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) {
+                    try await Job.uploading(deniedPhoto, using: URLSessionUploader(), attempts: attempts)
+                        .value
+                }
+            }
+            #expect(
+                failure?.localizedDescription
+                    == "denied.jpg: the server answered 403 Forbidden (AccessDenied: Request has expired)")
+            #expect(failure?.isTransient == false)
+            #expect(try await server.received().map(\.path) == ["/idle.jpg", "/idle.jpg", "/denied.jpg"])
+        }
+    }
+
     @Test func aRetryAfterA500Succeeds() async throws {
         try await FixtureServer.with { server in
             try await server.setRule("photos/flaky.jpg", ["status": 500, "times": 1])

@@ -81,6 +81,30 @@ struct UploadFailureTests {
         }
     }
 
+    @Test func thePacerReadsTheSameMeaningTowardTheHost() throws {
+        let url = Self.photo
+        let host = OutboxPacer.host(of: url)
+        for (error, failure) in Self.table {
+            let queue = TestQueue()
+            let pacer = OutboxPacer(
+                options: Outbox.Options(maxConcurrentUploads: 4, pushbackDelay: .seconds(10)), queue: queue)
+            defer { pacer.close() }
+            for _ in 0..<OutboxPacer.transientRunLimit {
+                pacer.admitting(Job<Void>.failed(error), toward: url).perform(on: queue) { _ in }
+                try queue.run()
+            }
+            switch failure {
+            case .pushback, .transient:
+                #expect(pacer.isHeld(url), "held: \(error)")
+            case .offline:
+                #expect(!pacer.isHeld(url), "\(error)")
+                #expect(pacer.admitsUpload(toward: host, running: 0) && !pacer.admitsUpload(toward: host, running: 1))
+            case .permanent, .cancelled:
+                #expect(!pacer.isHeld(url) && pacer.admitsUpload(toward: host, running: 3), "nothing of load: \(error)")
+            }
+        }
+    }
+
     @Test func aCancellationIsNeverRetriedWhateverThePolicySays() {
         var policy = RetryPolicy()
         policy.isRetryable = { _ in true }
@@ -114,9 +138,9 @@ struct UploadFailureTests {
         #expect(UploadFailure(UploadError.httpStatus(receipt)) == .permanent)
     }
 
-    @Test func s3ReadsItsErrorCodesIntoTheReceipt() {
+    @Test func anObjectStoragesErrorDocumentIsReadIntoTheReceipt() {
         func answer(_ status: Int, _ code: String) -> UploadReceipt {
-            S3XML.reading(
+            XMLErrorDocument.reading(
                 UploadReceipt(
                     destination: Self.photo, status: status,
                     body: Data("<Error><Code>\(code)</Code><Message>m</Message></Error>".utf8)))
@@ -127,7 +151,7 @@ struct UploadFailureTests {
         }
         #expect(UploadFailure(UploadError.httpStatus(answer(400, "InvalidPart"))) == .permanent)
         #expect(answer(400, "InvalidPart").serverError?.code == "InvalidPart")
-        #expect(S3XML.reading(UploadReceipt(destination: Self.photo, status: 400)).serverError == nil)
+        #expect(XMLErrorDocument.reading(UploadReceipt(destination: Self.photo, status: 400)).serverError == nil)
     }
 }
 

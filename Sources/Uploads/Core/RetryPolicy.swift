@@ -32,8 +32,8 @@ import FoundationNetworking
 ///
 /// ```swift
 /// var policy = RetryPolicy(attempts: 4, initialDelay: .seconds(1), maximumDelay: .seconds(30))
-/// // The app watches the network: a device without one waits for it
-/// // (the outbox's networkDidChange()) rather than being tried again.
+/// // A device without network fails at once, for the app to try again when
+/// // the network is back, rather than being tried again in vain.
 /// policy.isRetryable = { error in UploadFailure(error) != .offline && RetryPolicy.isTransient(error) }
 /// let options = PublishOptions(retry: policy)
 /// ```

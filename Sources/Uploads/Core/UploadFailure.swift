@@ -15,7 +15,7 @@ import FoundationNetworking
 /// |---|---|---|---|
 /// | ``transient`` | retried after a jittered wait | waits, tried again later | three in a row hold it |
 /// | ``offline`` | retried after a jittered wait | waits for the network | one request probes it |
-/// | ``pushback(retryAfter:)`` | retried after the server's wait | waits for the host | holds it, halves the requests in flight |
+/// | ``pushback(retryAfter:)`` | retried after the server's wait, if it asks for one | waits for the host | holds it, halves the requests in flight |
 /// | ``permanent`` | fails at once | fails, until ``Outbox/retry(_:)`` | ends a run of transient failures |
 /// | ``cancelled`` | never retried | waits, unless the app cancelled | nothing |
 ///
@@ -115,8 +115,10 @@ public enum UploadFailure: Sendable, Hashable {
 /// ``UploadError`` of the same meaning.
 ///
 /// Adopt it in the errors of an app's own ``Uploader``. An error that does
-/// not adopt it is ``UploadFailure/permanent`` (a `URLError` and JobKit's
-/// own errors aside): it fails at once rather than being retried blindly.
+/// not adopt it is ``UploadFailure/permanent``, and fails at once rather
+/// than being retried blindly: all but a `CancellationError`, a `URLError`
+/// (read as ``UploadError/network(_:_:)`` reads it) and JobKit's
+/// `JobError.timedOut` (transient).
 public protocol ClassifiedUploadError: Error {
     /// What this error means for trying again.
     var failure: UploadFailure { get }

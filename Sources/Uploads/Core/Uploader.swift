@@ -14,9 +14,9 @@ import JobKit
 /// (a missing file fails with ``UploadError/fileNotFound(_:)``), report
 /// progress as bytes go out, finish once the destination has the whole
 /// payload with a receipt of what it answered, and stop the transfer in
-/// the controller's `onCancel`. Fail with an ``UploadError`` that says
-/// whether the failure can pass (``UploadError/isTransient``), so that
-/// only those are retried. Retries re-perform the same job: an uploader
+/// the controller's `onCancel`. Fail with an ``UploadError``, or an error
+/// of the app's own that says what it means (``ClassifiedUploadError``),
+/// so that only the failures that can pass are retried. Retries re-perform the same job: an uploader
 /// that `POST`s should send the same `Idempotency-Key` on each performance
 /// of one job (a key made when `upload(_:progress:)` is called), as
 /// ``URLSessionUploader`` does, so that a retry after a lost answer is not
@@ -54,7 +54,7 @@ public protocol Uploader: Sendable {
     ///   - media: What to upload and where.
     ///   - attempts: The one owner of the upload's retries.
     ///   - progress: Called as bytes go out, from any thread. The default
-    ///     implementation and JobKit's uploaders call it one call at a time,
+    ///     implementation and this module's uploaders call it one call at a time,
     ///     with the most bytes any attempt has sent: never backwards, even
     ///     when the upload is retried.
     func upload(

@@ -1,9 +1,10 @@
 import JobKit
 
 /// One request of an upload, not yet made: its name, and a job that makes
-/// one attempt at it. Whoever makes a call retries it
-/// (``RequestRetries/retrying(_:for:stopping:)``), and names its failed
-/// attempts after it: "part 2", "PATCH at 1048576".
+/// one attempt at it. Whoever makes a call decides whether it is retried
+/// (``RequestRetries/retrying(_:for:stopping:)``, which names its failed
+/// attempts after it: "part 2", "PATCH at 1048576") or made once (an
+/// abort).
 struct HTTPCall<Answer: Sendable>: Sendable {
     /// The request's name in failure reports.
     var name: String

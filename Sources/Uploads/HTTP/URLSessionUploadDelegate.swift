@@ -192,7 +192,7 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             body: upload.answer
         )
         guard (200...299).contains(response.statusCode) else {
-            upload.complete(.failure(.httpStatus(receipt)))
+            upload.complete(.failure(.httpStatus(XMLErrorDocument.reading(receipt))))
             return
         }
         upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))

@@ -105,7 +105,7 @@ struct FileIdentity: Sendable, Hashable {
     /// the bytes changed on disk, not on the way.
     func explaining(_ error: any Error, of file: URL) -> any Error {
         guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 400,
-            S3XML.error(in: receipt.body)?.code == "BadDigest"
+            receipt.serverError?.code == "BadDigest"
         else { return error }
         return change(of: file) ?? error
     }

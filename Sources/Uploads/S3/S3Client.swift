@@ -196,7 +196,9 @@ struct S3Client: Sendable {
     {
         // S3 may answer 200 with an error in the body (InternalError, say,
         // which is worth another attempt).
-        if S3XML.error(in: answer.body) != nil { throw UploadError.httpStatus(S3XML.reading(answer.receipt)) }
+        if XMLErrorDocument.read(answer.body) != nil {
+            throw UploadError.httpStatus(XMLErrorDocument.reading(answer.receipt))
+        }
         // S3 names the root CompleteMultipartUploadResult; moto,
         // CompleteMultipartUploadResponse.
         guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
@@ -311,7 +313,6 @@ struct S3Client: Sendable {
                 request.setValue(md5, forHTTPHeaderField: "Content-MD5")
             }
             return http.send(request, body: body, destination: object, answerLimit: answerLimit, progress: progress)
-                .mapError(S3XML.readingError)
         }.map(read).named(operation.jobName)
         return HTTPCall(name: operation.jobName, attempt: attempt)
     }

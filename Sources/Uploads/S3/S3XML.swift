@@ -5,8 +5,9 @@ import FoundationXML
 #endif
 
 /// An XML document of the S3 API, read into a tree: the answers of
-/// CreateMultipartUpload, ListParts, CompleteMultipartUpload and S3's
-/// `<Error>`, and the body of CompleteMultipartUpload.
+/// CreateMultipartUpload, ListParts and CompleteMultipartUpload, and the
+/// body of CompleteMultipartUpload. (Its `<Error>` is read for every HTTP
+/// uploader: ``XMLErrorDocument``.)
 struct S3XML: Sendable, Hashable {
     /// The element's name, without a namespace prefix.
     var name: String
@@ -52,38 +53,6 @@ struct S3XML: Sendable, Hashable {
         xml += "</CompleteMultipartUpload>"
         return Data(xml.utf8)
     }
-
-    /// S3's error code and message, when `data` is an `<Error>` document.
-    static func error(in data: Data) -> (code: String, message: String)? {
-        guard data.firstRange(of: Data("<Error".utf8)) != nil, let root = parse(data), root.name == "Error",
-            let code = root["Code"]?.text
-        else { return nil }
-        return (code, root["Message"]?.text ?? "")
-    }
-
-    /// `receipt`, with S3's error as its ``UploadReceipt/serverError`` when
-    /// its body is an `<Error>` document: the codes that ask for another
-    /// attempt (`InternalError`, `SlowDown`, `ServiceUnavailable`,
-    /// `RequestTimeout`) are ``UploadFailure/transient`` whatever the status
-    /// they come with (S3 can answer `200 OK` with an `InternalError`, and
-    /// `400 Bad Request` with a `RequestTimeout`).
-    static func reading(_ receipt: UploadReceipt) -> UploadReceipt {
-        guard let (code, message) = error(in: receipt.body) else { return receipt }
-        var read = receipt
-        read.serverError = UploadReceipt.ServerError(
-            code: code, message: message, failure: transientCodes.contains(code) ? .transient : nil)
-        return read
-    }
-
-    /// `error`, with S3's error read into its receipt when it is an
-    /// ``UploadError/httpStatus(_:)`` (see ``reading(_:)``).
-    static func readingError(_ error: any Error) -> any Error {
-        guard case .httpStatus(let receipt) = error as? UploadError else { return error }
-        return UploadError.httpStatus(reading(receipt))
-    }
-
-    /// The error codes of S3 worth retrying.
-    static let transientCodes: Set<String> = ["InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"]
 
     /// Builds the tree from the parser's events. Used by one parser, on
     /// the thread that calls `parse()`.
