@@ -10,7 +10,8 @@ import FoundationNetworking
 extension S3Storage {
     /// The S3 backend as the tests rely on it: a backend is emptied and
     /// reused by the next test, and a request that an earlier test's
-    /// uploader sends late (an abort in the background) is not the next
+    /// uploader sends late (an abort in the background), whether it was
+    /// presigned before the backend was emptied or after, is not the next
     /// test's.
     @Suite("S3 backend", .startsProcesses, .timeLimit(.minutes(1)), S3Fixture.requirement)
     struct S3BackendTests {
@@ -19,12 +20,17 @@ extension S3Storage {
                 let earlier = try await s3.presigner.presignedURL(
                     for: .abortMultipartUpload(uploadID: "u-1"),
                     object: URL(string: "https://media.example.com/videos/earlier.mp4")!)
-                try await s3.clean()
-                let now = try await s3.presigner.presignedURL(
+                let cleaned = try await s3.clean()
+                let now = try await cleaned.presigner.presignedURL(
                     for: .headObject, object: URL(string: "https://media.example.com/videos/now.mp4")!)
 
                 #expect(try await HTTP.status(of: Self.request(earlier, method: "DELETE")) == 410)
                 #expect(try await HTTP.status(of: Self.request(now, method: "HEAD")) == 404)
+                await #expect(throws: URLError.self, "the earlier test's presigner, late: refused") {
+                    try await s3.presigner.presignedURL(
+                        for: .abortMultipartUpload(uploadID: "u-1"),
+                        object: URL(string: "https://media.example.com/videos/earlier.mp4")!)
+                }
                 #expect(try await s3.requests().map(\.operation) == ["headObject"])
             }
         }

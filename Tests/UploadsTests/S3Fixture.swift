@@ -14,9 +14,10 @@ import FoundationNetworking
 /// Each test has one to itself, emptied first: backends are started as
 /// tests need them and kept for the next test, which starting moto again
 /// (a second of Python's time) would cost. One with a request still in
-/// flight is stopped rather than kept. The backends exit with the test
-/// process: each stops when its standard input closes.
-final class S3Fixture: Sendable {
+/// flight is stopped rather than kept. (A value: copies share the backend,
+/// each with the generation its test began at.) The backends exit with
+/// the test process: each stops when its standard input closes.
+struct S3Fixture: Sendable {
     /// The command that installs what these tests need.
     static let installCommand = #"pip install "moto[server]==5.2.1""#
 
@@ -68,6 +69,10 @@ final class S3Fixture: Sendable {
 
     private let server: FixtureProcess
     var baseURL: URL { server.baseURL }
+    /// How many times the backend was emptied when this test took it: its
+    /// presigner names it, and the backend refuses to presign for an
+    /// earlier one (an earlier test's uploader, sending late).
+    private(set) var generation = 0
 
     /// Runs `body` with a backend of its own, emptied: a transfer, which a
     /// memory measurement does not run beside (``TransferGate/sharing(_:)``).
@@ -88,7 +93,7 @@ final class S3Fixture: Sendable {
     /// An idle backend, emptied, or a new one.
     private static func take() async throws -> S3Fixture {
         while let fixture = idle.withValue({ $0.popLast() }) {
-            if (try? await fixture.send("_control/clean", method: "POST")) != nil { return fixture }
+            if let cleaned = try? await fixture.clean() { return cleaned }
             // A request still in flight, or a backend gone.
             fixture.stop()
         }
@@ -109,8 +114,11 @@ final class S3Fixture: Sendable {
         server.stop()
     }
 
-    /// A presigner that asks this backend, as an app asks its own.
-    var presigner: FixturePresigner { FixturePresigner(endpoint: baseURL.appendingPathComponent("presign")) }
+    /// A presigner that asks this backend, as an app asks its own, for
+    /// this test's ``generation``.
+    var presigner: FixturePresigner {
+        FixturePresigner(endpoint: baseURL.appendingPathComponent("presign"), generation: generation)
+    }
 
     /// Sets how the proxy answers, replacing earlier rules.
     func setRules(_ rules: [[String: any Sendable]]) async throws {
@@ -129,9 +137,16 @@ final class S3Fixture: Sendable {
 
     /// Empties the storage too, as for a new test: a bucket that holds an
     /// earlier post's objects answers an upload that asks first that they
-    /// are stored.
-    func clean() async throws {
-        _ = try await send("_control/clean", method: "POST")
+    /// are stored. Returns the backend as the new test has it: its
+    /// presigner's URLs are the new test's.
+    @discardableResult
+    func clean() async throws -> S3Fixture {
+        struct Cleaned: Decodable { let generation: Int }
+        var cleaned = self
+        cleaned.generation = try JSONDecoder().decode(
+            Cleaned.self, from: try await send("_control/clean", method: "POST")
+        ).generation
+        return cleaned
     }
 
     /// The object stored under `key`.
@@ -201,6 +216,9 @@ final class S3Fixture: Sendable {
 /// the S3 article's `AppBackend` and the Playground's `PresigningBackend` do.
 struct FixturePresigner: S3Presigner {
     let endpoint: URL
+    /// The backend's clean the test began after (``S3Fixture/generation``);
+    /// none for a presigner that is not a test's.
+    var generation: Int?
     /// The most parts per page of ListParts; the storage's own (1,000) when
     /// `nil`.
     var listPageSize: Int?
@@ -211,6 +229,7 @@ struct FixturePresigner: S3Presigner {
             "uploadId": operation.uploadID,
             "partNumber": operation.partNumber, "partNumberMarker": operation.partNumberMarker,
             "maxParts": operation.action == "ListParts" ? listPageSize : nil, "contentMD5": operation.contentMD5,
+            "generation": generation,
         ]
         var request = URLRequest(url: endpoint)
         request.httpMethod = "POST"

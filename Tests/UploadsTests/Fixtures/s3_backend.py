@@ -22,7 +22,11 @@ Endpoints (all on the one port)
                                   "key", "uploadId", "partNumber",
                                   "partNumberMarker", "maxParts", "expiresIn",
                                   "contentMD5" (signed for putObject and uploadPart,
-                                  as a backend that signs headers does)}
+                                  as a backend that signs headers does),
+                                  "generation" (optional: the clean its test
+                                  began after; an earlier one's is refused
+                                  with 410, so an uploader of an earlier
+                                  test that presigns late sends nothing)}
                                   -> {"url": "http://127.0.0.1:<port>/jobkit/<key>?..."}
                                   operations: putObject, createMultipartUpload,
                                   uploadPart, completeMultipartUpload,
@@ -31,7 +35,8 @@ Endpoints (all on the one port)
     POST /_control/reset          clear the rules and the request records
     POST /_control/clean          as new for the next test: clear the rules and
                                   records and empty moto (the bucket stays,
-                                  empty) -> {"ok": true}; refused with 409
+                                  empty) -> {"ok": true, "generation": G},
+                                  G counting the cleans; refused with 409
                                   {"inFlight": N} while requests are in flight.
                                   A request to a URL presigned before only is
                                   then an earlier test's, sent late (an abort
@@ -287,6 +292,7 @@ class State:
         # before it (an earlier test's).
         self.signatures = set()
         self.earlier_signatures = set()
+        self.generation = 0
 
     def set_rules(self, rules):
         with self.changed:
@@ -396,6 +402,7 @@ class State:
             self.hold_at = None
             self.earlier_signatures |= self.signatures
             self.signatures = set()
+            self.generation += 1
             self.changed.notify_all()
             return 0
 
@@ -521,7 +528,7 @@ class Handler(BaseHTTPRequestHandler):
             if in_flight:
                 self.send_json(409, {"inFlight": in_flight})
             else:
-                self.send_json(200, {"ok": True})
+                self.send_json(200, {"ok": True, "generation": state.generation})
         elif route == ("GET", "/_control/requests"):
             self.send_json(200, state.snapshot())
         elif route == ("GET", "/_control/object"):
@@ -575,6 +582,12 @@ class Handler(BaseHTTPRequestHandler):
         missing = [name for name in ("key",) + required if request.get(name) in (None, "")]
         if missing:
             self.send_json(400, {"error": f"{operation} needs {', '.join(missing)}"})
+            return
+
+        generation = request.get("generation")
+        if generation is not None and generation != self.server.state.generation:
+            # An earlier test's uploader, late: not this test's request.
+            self.send_json(410, {"error": f"presigned for generation {generation}, not the current one"})
             return
 
         rule = self.server.state.take_rule(
