@@ -131,7 +131,7 @@ struct MultipartPartsTests {
               <Part><PartNumber>2</PartNumber><ETag>"e2"</ETag><Size>42</Size></Part>
             </ListPartsResult>
             """.utf8)
-        let root = try #require(S3XML.parse(listed))
+        let root = try #require(XMLTree.parse(listed))
         #expect(root.name == "ListPartsResult")
         #expect(root["IsTruncated"]?.text == "true")
         #expect(root.all("Part").map { $0["ETag"]?.text } == ["\"e1\"", "\"e2\""])
@@ -144,13 +144,13 @@ struct MultipartPartsTests {
         #expect(XMLErrorDocument.read(error)?.message == "The upload does not exist.")
         #expect(XMLErrorDocument.read(listed) == nil)
         #expect(XMLErrorDocument.read(Data("stored".utf8)) == nil)
-        #expect(S3XML.parse(Data("<unclosed>".utf8)) == nil)
-        #expect(S3XML.parse(Data("<a><b><![CDATA[x & y]]></b></a>".utf8))?["b"]?.text == "x & y")
+        #expect(XMLTree.parse(Data("<unclosed>".utf8)) == nil)
+        #expect(XMLTree.parse(Data("<a><b><![CDATA[x & y]]></b></a>".utf8))?["b"]?.text == "x & y")
     }
 
     @Test func theCompletionBodyListsThePartsInOrderEscaped() throws {
         let body = S3XML.completeMultipartUpload([(1, "\"a&b\""), (2, "\"c\"")])
-        let root = try #require(S3XML.parse(body))
+        let root = try #require(XMLTree.parse(body))
         #expect(root.name == "CompleteMultipartUpload")
         #expect(root.all("Part").map { $0["PartNumber"]?.text } == ["1", "2"])
         #expect(root.all("Part").map { $0["ETag"]?.text } == ["\"a&b\"", "\"c\""])

@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
-
 /// The XML error document of object storages, which every HTTP uploader
 /// may meet (a presigned URL is one `PUT` away):
 /// `<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`,
@@ -22,13 +18,11 @@ enum XMLErrorDocument {
     /// The error `body` names, when it is an `<Error>` document with a
     /// `<Code>`; `nil` otherwise.
     static func read(_ body: Data) -> UploadReceipt.ServerError? {
-        guard body.firstRange(of: Data("<Error".utf8)) != nil else { return nil }
-        let reader = Reader()
-        let parser = XMLParser(data: body)
-        parser.delegate = reader
-        guard parser.parse(), reader.root == "Error", let code = reader.fields["Code"] else { return nil }
+        guard body.firstRange(of: Data("<Error".utf8)) != nil, let root = XMLTree.parse(body), root.name == "Error",
+            let code = root["Code"]?.text
+        else { return nil }
         return UploadReceipt.ServerError(
-            code: code, message: reader.fields["Message"] ?? "",
+            code: code, message: root["Message"]?.text ?? "",
             failure: transientCodes.contains(code) ? .transient : nil)
     }
 
@@ -38,48 +32,5 @@ enum XMLErrorDocument {
         var read = receipt
         read.serverError = read.serverError ?? self.read(receipt.body)
         return read
-    }
-
-    /// Keeps the root element's name and the text of its children. Used by
-    /// one parser, on the thread that calls `parse()`.
-    private final class Reader: NSObject, XMLParserDelegate {
-        var root: String?
-        var fields: [String: String] = [:]
-        private var depth = 0
-        private var field: String?
-        private var text = ""
-
-        func parser(
-            _ parser: XMLParser,
-            didStartElement elementName: String,
-            namespaceURI: String?,
-            qualifiedName: String?,
-            attributes: [String: String] = [:]
-        ) {
-            depth += 1
-            let name = elementName.split(separator: ":").last.map(String.init) ?? elementName
-            if depth == 1 { root = name }
-            if depth == 2 {
-                field = name
-                text = ""
-            }
-        }
-
-        func parser(_ parser: XMLParser, foundCharacters string: String) {
-            if depth == 2 { text += string }
-        }
-
-        func parser(_ parser: XMLParser, foundCDATA block: Data) {
-            if depth == 2 { text += String(decoding: block, as: UTF8.self) }
-        }
-
-        func parser(
-            _ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName name: String?
-        ) {
-            if depth == 2, let field, fields[field] == nil {
-                fields[field] = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            }
-            depth -= 1
-        }
     }
 }

@@ -146,7 +146,7 @@ struct S3Client: Sendable {
 
     /// The upload ID in the answer to `CreateMultipartUpload`.
     static func uploadID(in answer: HTTPAnswer, of object: URL) throws -> String {
-        guard let uploadID = S3XML.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
+        guard let uploadID = XMLTree.parse(answer.body)?["UploadId"]?.text, !uploadID.isEmpty else {
             throw UploadError.invalidAnswer(object, reason: "no UploadId in its answer to creating the upload")
         }
         return uploadID
@@ -156,7 +156,7 @@ struct S3Client: Sendable {
     static func partList(in answer: HTTPAnswer, after marker: Int?, of object: URL) throws -> PartList {
         // S3 names the root ListPartsResult; some implementations, moto
         // among them, ListPartsResponse.
-        guard let root = S3XML.parse(answer.body), root.name.hasPrefix("ListParts") else {
+        guard let root = XMLTree.parse(answer.body), root.name.hasPrefix("ListParts") else {
             throw UploadError.invalidAnswer(object, reason: "its list of parts is not S3's XML")
         }
         var parts: [Int: StoredPart] = [:]
@@ -196,12 +196,11 @@ struct S3Client: Sendable {
     {
         // S3 may answer 200 with an error in the body (InternalError, say,
         // which is worth another attempt).
-        if XMLErrorDocument.read(answer.body) != nil {
-            throw UploadError.httpStatus(XMLErrorDocument.reading(answer.receipt))
-        }
+        let read = XMLErrorDocument.reading(answer.receipt)
+        if read.serverError != nil { throw UploadError.httpStatus(read) }
         // S3 names the root CompleteMultipartUploadResult; moto,
         // CompleteMultipartUploadResponse.
-        guard let root = S3XML.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
+        guard let root = XMLTree.parse(answer.body), root.name.hasPrefix("CompleteMultipartUpload") else {
             throw UploadError.invalidAnswer(object, reason: "its answer to completing the upload is not S3's XML")
         }
         var receipt = answer.receipt
