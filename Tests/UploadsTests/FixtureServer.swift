@@ -144,15 +144,7 @@ final class FixtureServer: Sendable {
 
     /// Sends `request` with the shared session and returns the answer's body.
     static func send(_ request: URLRequest) async throws -> Data {
-        try await withCheckedThrowingContinuation { continuation in
-            URLSession.shared.dataTask(with: request) { data, _, error in
-                if let error {
-                    continuation.resume(throwing: error)
-                } else {
-                    continuation.resume(returning: data ?? Data())
-                }
-            }.resume()
-        }
+        try await HTTP.answer(to: request).body
     }
 
     struct ServerError: Error, CustomStringConvertible {

@@ -238,34 +238,3 @@ struct FixturePresigner: S3Presigner {
         return try JSONDecoder().decode(Presigned.self, from: try await HTTP.data(for: request)).url
     }
 }
-
-/// A request to a fixture, its answer's body; an error for a status outside
-/// 200...299.
-enum HTTP {
-    /// The status `request` is answered with, whatever it is.
-    static func status(of request: URLRequest) async throws -> Int {
-        try await withCheckedThrowingContinuation { continuation in
-            URLSession.shared.dataTask(with: request) { _, response, error in
-                if let error {
-                    continuation.resume(throwing: error)
-                } else {
-                    continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
-                }
-            }.resume()
-        }
-    }
-
-    static func data(for request: URLRequest) async throws -> Data {
-        try await withCheckedThrowingContinuation { continuation in
-            URLSession.shared.dataTask(with: request) { data, response, error in
-                if let error {
-                    continuation.resume(throwing: error)
-                } else if let status = (response as? HTTPURLResponse)?.statusCode, !(200...299).contains(status) {
-                    continuation.resume(throwing: URLError(.badServerResponse))
-                } else {
-                    continuation.resume(returning: data ?? Data())
-                }
-            }.resume()
-        }
-    }
-}

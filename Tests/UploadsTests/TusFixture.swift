@@ -267,16 +267,7 @@ extension TusFixture {
         request.setValue(String(length), forHTTPHeaderField: "Upload-Length")
         request.setValue(
             "filename \(Data("clip.mp4".utf8).base64EncodedString())", forHTTPHeaderField: "Upload-Metadata")
-        let location: String? = try await withCheckedThrowingContinuation { continuation in
-            URLSession.shared.dataTask(with: request) { _, response, error in
-                if let error {
-                    continuation.resume(throwing: error)
-                } else {
-                    continuation.resume(
-                        returning: (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Location"))
-                }
-            }.resume()
-        }
+        let location = try await HTTP.answer(to: request).response?.value(forHTTPHeaderField: "Location")
         let found = try #require(location.flatMap { URL(string: $0, relativeTo: baseURL)?.absoluteURL })
         return found
     }
