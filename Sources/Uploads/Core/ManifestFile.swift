@@ -1,10 +1,11 @@
 import Foundation
 
 /// Where a resumable upload keeps what it needs to resume in another
-/// process (a multipart upload's ID, a tus upload URL), and how it writes it: one
-/// small JSON file per file and destination, replaced atomically (written
-/// beside it, then renamed over it), so that a process killed at any
-/// moment leaves the previous manifest or the next one, never half of one.
+/// process (a multipart upload's ID, a tus upload URL), and how it writes
+/// it: one small JSON file per file and destination, replaced atomically
+/// (written beside it, then renamed over it), so that a process killed at
+/// any moment leaves the previous manifest or the next one, never half of
+/// one.
 enum ManifestFile {
     /// Where the manifest of `file` going to `destination` lives in
     /// `folder`: `prefix`, then a hash of both, so that each upload has its

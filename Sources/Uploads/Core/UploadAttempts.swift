@@ -35,8 +35,8 @@ public struct UploadAttempts: Sendable {
     public var onFailedAttempt: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
     /// Whether cancelling the upload keeps what a resumable upload has
     /// stored (a multipart or tus upload: its parts and its manifest), so
-    /// that a later upload of the same file to the same
-    /// destination resumes it; `false` (the default) discards it. An
+    /// that a later upload of the same file to the same destination
+    /// resumes it; `false` (the default) discards it. An
     /// ``Outbox`` keeps them when it pauses or closes, and discards them
     /// through ``Uploader/discardResumableUpload(of:)`` when it removes a
     /// post.
@@ -44,8 +44,8 @@ public struct UploadAttempts: Sendable {
     /// Whether the upload first asks the storage if it already holds the
     /// media whole, where the uploader can tell (a storage whose `ETag` is
     /// the file's MD5, a tus server holding the finished upload its
-    /// manifest names), and finishes without sending
-    /// it if so; `false` (the default) sends it. An ``Outbox`` asks for
+    /// manifest names), and finishes without sending it if so; `false`
+    /// (the default) sends it. An ``Outbox`` asks for
     /// each medium of a post it resumes from its folder: a run killed
     /// after the storage stored a medium, before its receipt was recorded,
     /// would otherwise send it again whole.

@@ -16,8 +16,8 @@ import JobKit
 /// payload with a receipt of what it answered, and stop the transfer in
 /// the controller's `onCancel`. Fail with an ``UploadError``, or an error
 /// of the app's own that says what it means (``ClassifiedUploadError``),
-/// so that only the failures that can pass are retried. Retries re-perform the same job: an uploader
-/// that `POST`s should send the same `Idempotency-Key` on each performance
+/// so that only the failures that can pass are retried. Retries
+/// re-perform the same job: an uploader that `POST`s should send the same `Idempotency-Key` on each performance
 /// of one job (a key made when `upload(_:progress:)` is called), as
 /// ``URLSessionUploader`` does, so that a retry after a lost answer is not
 /// stored twice.
@@ -54,9 +54,9 @@ public protocol Uploader: Sendable {
     ///   - media: What to upload and where.
     ///   - attempts: The one owner of the upload's retries.
     ///   - progress: Called as bytes go out, from any thread. The default
-    ///     implementation and this module's uploaders call it one call at a time,
-    ///     with the most bytes any attempt has sent: never backwards, even
-    ///     when the upload is retried.
+    ///     implementation and this module's uploaders call it one call at
+    ///     a time, with the most bytes any attempt has sent: never
+    ///     backwards, even when the upload is retried.
     func upload(
         _ media: Media,
         attempts: UploadAttempts,
@@ -81,9 +81,8 @@ public protocol Uploader: Sendable {
 
     /// A job that discards what an unfinished, resumable upload of `media`
     /// kept for a later upload to resume (a multipart upload: its manifest,
-    /// and the upload itself, aborted), and finishes
-    /// once done, whatever the storage answered. An ``Outbox`` calls it
-    /// when it removes a post.
+    /// and the upload itself, aborted), and finishes once done, whatever
+    /// the storage answered. An ``Outbox`` calls it when it removes a post.
     ///
     /// By default there is nothing to discard.
     func discardResumableUpload(of media: Media) -> Job<Void>
