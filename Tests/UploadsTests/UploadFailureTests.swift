@@ -86,7 +86,7 @@ struct UploadFailureTests {
         let host = OutboxPacer.host(of: url)
         for (error, failure) in Self.table {
             let queue = TestQueue()
-            let pacer = OutboxPacer(
+            let pacer = OutboxGate(
                 options: Outbox.Options(maxConcurrentUploads: 4, pushbackDelay: .seconds(10)), queue: queue)
             defer { pacer.close() }
             for _ in 0..<OutboxPacer.transientRunLimit {

@@ -70,7 +70,7 @@ public final class Outbox: Sendable {
     private let journal: OutboxJournal
     private let book: Handoff<OutboxBook, OutboxBook.Effects>
     /// Sends toward each host as one client.
-    private let pacer: OutboxPacer
+    private let pacer: OutboxGate
     /// Runs one ``add(_:priority:)`` at a time.
     private let adds = DispatchQueue(label: "JobKit.Outbox.adds")
 
@@ -130,7 +130,7 @@ public final class Outbox: Sendable {
         self.queue = queue
         self.journal = journal
         corruptRecords = corrupt
-        pacer = OutboxPacer(options: options, queue: queue)
+        pacer = OutboxGate(options: options, queue: queue)
         self.book = Handoff(
             book, take: { $0.takeEffects() },
             actingOn: { [journal] effects, book in
