@@ -823,46 +823,48 @@ struct OutboxTests {
         }
     }
 
+    /// A machine of an outbox that holds `record`, loaded from its folder.
+    static func machine(holding record: OutboxRecord) -> OutboxStateMachine {
+        var machine = OutboxStateMachine(
+            folder: URL(fileURLWithPath: "/outbox"),
+            options: Outbox.Options(maxConcurrentUploads: 4, maxBytesInFlight: 100))
+        _ = machine.load(record, weights: record.media.map { _ in 10 })
+        return machine
+    }
+
     @Test func theDocumentStartsOnlyOnceEveryReceiptIsOnDisk() throws {
         defer { folder.remove() }
         let added = Self.unitRecord(media: 1)
         let medium = added.media[0]
-        var book = OutboxBook()
-        book.posts[added.destination] = OutboxBook.Tracked(added, weights: [10])
-        let upload = try #require(book.starts(limit: 4, budget: 100).first)
+        var machine = Self.machine(holding: added)
+        let upload = try #require(machine.pump().starts.first)
         #expect(upload.index == 0)
-        let taken = book.finish(upload, with: .success(UploadReceipt(destination: medium.destination))).isTaken
-        #expect(taken)
-        let receipted = try #require(book.takeEffects().writes.first)
+        let ended = machine.finished(upload, with: .success(UploadReceipt(destination: medium.destination)))
+        #expect(ended.pump == .now)
+        let receipted = try #require(machine.takeEffects().writes.first)
 
-        let early = book.starts(limit: 4, budget: 100)
+        let early = machine.pump().starts
         #expect(early.isEmpty, "its receipt is known, but not yet on disk")
-        book.wrote(receipted)
-        let starts = book.starts(limit: 4, budget: 100)
+        machine.wrote([receipted], failed: [])
+        let starts = machine.pump().starts
         #expect(starts.map(\.isDocument) == [true])
     }
 
     @Test func anUploadThatEndedBeforeAPauseKeepsItsReceiptAndOneThatFailsSaysNothing() throws {
         defer { folder.remove() }
-        var book = OutboxBook()
         let added = Self.unitRecord(media: 2)
-        book.posts[added.destination] = OutboxBook.Tracked(added, weights: [10, 10])
-        let uploads = book.starts(limit: 4, budget: 100)
+        var machine = Self.machine(holding: added)
+        let uploads = machine.pump().starts
         #expect(uploads.map(\.index) == [0, 1])
-        // As `pause` does, while both answers wait on the queue.
-        _ = book.stop(added.destination)
-        book.posts[added.destination]?.phase = .paused
-        let stored = book.finish(uploads[0], with: .success(UploadReceipt(destination: added.media[0].destination)))
-            .isTaken
-        let cancelled = book.finish(uploads[1], with: .failure(CancellationError())).isTaken
-        #expect(stored && cancelled)
-        let tracked = try #require(book.posts[added.destination])
+        // Paused while both answers wait on the queue.
+        _ = try machine.pause(added.destination)
+        _ = machine.finished(uploads[0], with: .success(UploadReceipt(destination: added.media[0].destination)))
+        _ = machine.finished(uploads[1], with: .failure(CancellationError()))
+        let tracked = try #require(machine.posts[added.destination])
         #expect(tracked.record.media.map { $0.receipt != nil } == [true, false])
         #expect(tracked.running.isEmpty)
-        guard case .paused = tracked.phase else {
-            Issue.record("\(tracked.phase)")
-            return
-        }
+        #expect(machine.entry(added.destination)?.state == .paused)
+        #expect(machine.pump().starts.isEmpty, "paused")
     }
 
     @Test func observersAreNeverToldOfAPublishedPostWhoseRecordCouldNotBeWritten() async throws {
@@ -876,22 +878,21 @@ struct OutboxTests {
         let journal = try OutboxJournal(folder: folder.url.appendingPathComponent("outbox"), writer: writer)
         defer { journal.close() }
         var record = Self.unitRecord(media: 1)
-        var book = OutboxBook()
-        book.posts[record.destination] = OutboxBook.Tracked(record, weights: [10])
+        record.media[0].receipt = OutboxRecord.Receipt(UploadReceipt(destination: record.media[0].destination))
+        var machine = Self.machine(holding: record)
         // Every list told, none skipped.
         let (told, observer) = AsyncStream.makeStream(of: [Outbox.Entry].self)
-        book.observers[0] = observer
+        _ = machine.observe(observer)
+        _ = machine.takeEffects()
+        let document = try #require(machine.pump().starts.first)
+        #expect(document.isDocument)
         let handoff = Handoff(
-            book, take: { $0.takeEffects() },
-            actingOn: { effects, handoff in Outbox.carryOut(effects, journal: journal, book: handoff) })
+            machine, take: { $0.takeEffects() },
+            actingOn: { effects, handoff in Outbox.carryOut(effects, journal: journal, machine: handoff) })
 
-        // The post's document stored, as the book records it.
-        record.status = .published
-        handoff.update { book in
-            book.posts[record.destination]?.record = record
-            book.posts[record.destination]?.phase = .published
-            book.toWrite[record.destination] = record
-            book.isChanged = true
+        // The post's document stored.
+        handoff.update { machine in
+            _ = machine.finished(document, with: .success(UploadReceipt(destination: record.destination)))
             return true
         }
         observer.finish()
@@ -900,7 +901,7 @@ struct OutboxTests {
         #expect(states == [[.failed]], "the list that said published is not told")
     }
 
-    /// A record of one post of `media` photos, for tests of the book.
+    /// A record of one post of `media` photos, for tests of the machine.
     static func unitRecord(media count: Int) -> OutboxRecord {
         let media = (0..<count).map {
             OutboxRecord.Medium(

@@ -76,8 +76,10 @@ struct UploadFailureTests {
             #expect(RetryPolicy.isTransient(error) == canPass, "\(error)")
             #expect((RetryPolicy().delay(beforeRetry: 1, after: error) != nil) == canPass, "\(error)")
             #expect((error as? UploadError).map { $0.isTransient == canPass } ?? true, "\(error)")
-            #expect(OutboxBook.canPass(error) == (canPass || failure == .cancelled), "waits for the network: \(error)")
-            #expect(OutboxBook.isPushback(error) == isPushback, "\(error)")
+            #expect(
+                OutboxStateMachine.canPass(error) == (canPass || failure == .cancelled),
+                "waits for the network: \(error)")
+            #expect(OutboxStateMachine.isPushback(error) == isPushback, "\(error)")
         }
     }
 
@@ -85,22 +87,28 @@ struct UploadFailureTests {
         let url = Self.photo
         let host = OutboxPacer.host(of: url)
         for (error, failure) in Self.table {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
             let queue = TestQueue()
-            let pacer = OutboxGate(
+            let outbox = try Outbox(
+                folder: folder.url, uploader: InMemoryUploader(),
                 options: Outbox.Options(maxConcurrentUploads: 4, pushbackDelay: .seconds(10)), queue: queue)
-            defer { pacer.close() }
+            defer { outbox.close() }
+            let gate = OutboxGate(outbox: outbox)
             for _ in 0..<OutboxPacer.transientRunLimit {
-                pacer.admitting(Job<Void>.failed(error), toward: url).perform(on: queue) { _ in }
+                gate.admitting(Job<Void>.failed(error), toward: url).perform(on: queue) { _ in }
                 try queue.run()
             }
+            let pacer = outbox.machine.read { $0.pacer }
             switch failure {
             case .pushback, .transient:
-                #expect(pacer.isHeld(url), "held: \(error)")
+                #expect(pacer.isHeld(host), "held: \(error)")
             case .offline:
-                #expect(!pacer.isHeld(url), "\(error)")
+                #expect(!pacer.isHeld(host), "\(error)")
                 #expect(pacer.admitsUpload(toward: host, running: 0) && !pacer.admitsUpload(toward: host, running: 1))
             case .permanent, .cancelled:
-                #expect(!pacer.isHeld(url) && pacer.admitsUpload(toward: host, running: 3), "nothing of load: \(error)")
+                #expect(
+                    !pacer.isHeld(host) && pacer.admitsUpload(toward: host, running: 3), "nothing of load: \(error)")
             }
         }
     }

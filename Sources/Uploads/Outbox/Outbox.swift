@@ -66,11 +66,11 @@ public final class Outbox: Sendable {
     /// read, when it opened: each moved to the folder's `corrupt` folder,
     /// while every other post loaded.
     public let corruptRecords: [CorruptRecord]
-    private let queue: any JobQueue
-    private let journal: OutboxJournal
-    private let book: Handoff<OutboxBook, OutboxBook.Effects>
-    /// Sends toward each host as one client.
-    private let pacer: OutboxGate
+    let queue: any JobQueue
+    let journal: OutboxJournal
+    /// Every decision, behind the lock; what rests on the disk is acted on
+    /// by one thread at a time (``carryOut(_:journal:machine:)``).
+    let machine: Handoff<OutboxStateMachine, OutboxStateMachine.Effects>
     /// Runs one ``add(_:priority:)`` at a time.
     private let adds = DispatchQueue(label: "JobKit.Outbox.adds")
 
@@ -111,18 +111,13 @@ public final class Outbox: Sendable {
         try options.validate()
         let journal = try OutboxJournal(folder: folder, writer: writer)
         let (records, corrupt) = journal.load()
-        var book = OutboxBook()
+        var machine = OutboxStateMachine(folder: folder, options: options)
         for record in records.sorted(by: { $0.sequence < $1.sequence }) {
-            // A kill between the removal of a post and its removal from
-            // disk, after it was added again, left two records: the newer
-            // one counts.
-            if let older = book.posts[record.destination] { journal.remove(older.record) }
-            book.posts[record.destination] = OutboxBook.Tracked(record, weights: Self.weights(of: record, uploader))
-            book.posts[record.destination]?.wasOnDisk = true
-            book.nextSequence = max(book.nextSequence, record.sequence + 1)
+            let leftovers = machine.load(record, weights: Self.weights(of: record, uploader))
+            if let older = leftovers.older { journal.remove(older) }
             // A kill between the published record and the removal of
             // its copies left them.
-            if record.status == .published { journal.removeCopies(of: record) }
+            if leftovers.removesCopies { journal.removeCopies(of: record) }
         }
         self.folder = folder
         self.uploader = uploader
@@ -130,21 +125,12 @@ public final class Outbox: Sendable {
         self.queue = queue
         self.journal = journal
         corruptRecords = corrupt
-        pacer = OutboxGate(options: options, queue: queue)
-        self.book = Handoff(
-            book, take: { $0.takeEffects() },
-            actingOn: { [journal] effects, book in
-                Self.carryOut(effects, journal: journal, book: book)
+        self.machine = Handoff(
+            machine, take: { $0.takeEffects() },
+            actingOn: { [journal] effects, machine in
+                Self.carryOut(effects, journal: journal, machine: machine)
             })
-        pacer.whenOpened { [weak self] host in
-            guard let self else { return }
-            self.book.update { book in
-                book.hostOpened(host)
-                return true
-            }
-            schedulePump()
-        }
-        schedulePump()
+        perform(OutboxStateMachine.Actions(pump: .scheduled))
     }
 
     // MARK: - Posts
@@ -176,18 +162,14 @@ public final class Outbox: Sendable {
         // One add at a time, and `close()` waits for the one in progress:
         // an add of a post being added finds it added (or not, if that
         // add failed), and none writes into a folder another outbox owns.
-        let added = try adds.sync { () throws -> Bool in
-            let reserved = book.update { book -> (Result<Int?, OutboxError>, actOn: Bool) in
-                guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-                guard book.posts[destination] == nil else { return (.success(nil), false) }
-                defer { book.nextSequence += 1 }
-                return (.success(book.nextSequence), false)
+        let actions = try adds.sync { () throws -> OutboxStateMachine.Actions in
+            let reserved = machine.update { machine in
+                (Result { () throws(OutboxError) in try machine.reserve(destination) }, actOn: false)
             }
-            guard let sequence = try reserved.get() else { return false }
-            try record(post, to: destination, sizes: sizes, priority: priority, sequence: sequence)
-            return true
+            guard let sequence = try reserved.get() else { return OutboxStateMachine.Actions() }
+            return try record(post, to: destination, sizes: sizes, priority: priority, sequence: sequence)
         }
-        if added { schedulePump() }
+        perform(actions)
         return PostID(destination)
     }
 
@@ -195,7 +177,7 @@ public final class Outbox: Sendable {
     /// memory, and takes it on; on failure, removes what it wrote.
     private func record(
         _ post: Post, to destination: URL, sizes: [Int64], priority: Priority, sequence: Int
-    ) throws(OutboxError) {
+    ) throws(OutboxError) -> OutboxStateMachine.Actions {
         let key = UUID().uuidString
         var copies: [URL] = []
         do {
@@ -222,11 +204,7 @@ public final class Outbox: Sendable {
                 priority: priority, sequence: sequence, status: .pending, idempotencyKey: key)
             try journal.save(record)
             let weights = Self.weights(of: record, uploader)
-            book.update { book in
-                book.posts[destination] = OutboxBook.Tracked(record, weights: weights)
-                book.isChanged = true
-                return true
-            }
+            return changing { $0.added(record, weights: weights) }
         } catch {
             for copy in copies { try? FileManager.default.removeItem(at: copy) }
             throw error
@@ -236,12 +214,12 @@ public final class Outbox: Sendable {
     /// Every post, in the order they go: by priority, then first added
     /// first.
     public var posts: [Entry] {
-        book.read { $0.entries }
+        machine.read { $0.entries }
     }
 
     /// The post named `id` as it is now; `nil` when the outbox has none.
     public func entry(_ id: PostID) -> Entry? {
-        book.read { book in book.posts[id.destination].map(OutboxBook.entry) }
+        machine.read { $0.entry(id.destination) }
     }
 
     /// Every post (``posts``) now and after each change, until the outbox
@@ -252,20 +230,13 @@ public final class Outbox: Sendable {
     /// however fast the uploads report. Each call makes a new sequence.
     public var changes: AsyncStream<[Entry]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [Entry].self, bufferingPolicy: .bufferingNewest(1))
-        let observer = book.update { book -> (Int?, actOn: Bool) in
-            guard !book.isClosed else { return (nil, false) }
-            defer { book.nextObserver += 1 }
-            book.observers[book.nextObserver] = continuation
-            book.isChanged = true
-            return (book.nextObserver, true)
-        }
-        guard let observer else {
+        guard let observer = changing({ $0.observe(continuation) }) else {
             continuation.finish()
             return stream
         }
-        continuation.onTermination = { [book] _ in
-            book.update { book in
-                book.observers[observer] = nil
+        continuation.onTermination = { [machine] _ in
+            machine.update { machine in
+                machine.stopObserving(observer)
                 return false
             }
         }
@@ -281,39 +252,25 @@ public final class Outbox: Sendable {
     /// that failed or is published stays as it is.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func pause(_ id: PostID) throws(OutboxError) {
-        let cancels = try changing(id) { book, _ in (Self.pause(id.destination, in: &book), actOn: true) }
-        for cancel in cancels { cancel() }
+        perform(try changing { machine throws(OutboxError) in try machine.pause(id.destination) })
     }
 
     /// Pauses every post that is not failed or published, as ``pause(_:)``
     /// does. A post added later is not paused.
     public func pauseAll() {
-        let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
-            guard !book.isClosed else { return ([], false) }
-            return (book.posts.keys.flatMap { Self.pause($0, in: &book) }, true)
-        }
-        for cancel in cancels { cancel() }
+        perform(changing { $0.pauseAll() })
     }
 
     /// Resumes the post named `id` after ``pause(_:)``: it goes again in
     /// its place by priority, and sends only what is not stored.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func resume(_ id: PostID) throws(OutboxError) {
-        try changing(id) { book, _ in
-            Self.resume(id.destination, in: &book)
-            return ((), actOn: true)
-        }
-        book.afterActions { [self] in schedulePump() }
+        perform(try changing { machine throws(OutboxError) in try machine.resume(id.destination) })
     }
 
     /// Resumes every paused post.
     public func resumeAll() {
-        book.update { book in
-            guard !book.isClosed else { return false }
-            for destination in book.posts.keys { Self.resume(destination, in: &book) }
-            return true
-        }
-        book.afterActions { [self] in schedulePump() }
+        perform(changing { $0.resumeAll() })
     }
 
     /// Removes the post named `id`: cancels its uploads in flight,
@@ -323,60 +280,14 @@ public final class Outbox: Sendable {
     /// before are made. The media the servers already stored stay there.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func remove(_ id: PostID) throws(OutboxError) {
-        let (cancels, record) = try changing(id) { book, tracked in
-            let cancels = book.stop(id.destination)
-            book.posts[id.destination] = nil
-            book.toWrite[id.destination] = nil
-            book.toRemove.append(tracked.record)
-            book.isChanged = true
-            return ((cancels, tracked.record), actOn: true)
-        }
-        for cancel in cancels { cancel() }
-        for index in record.media.indices where record.media[index].receipt == nil {
-            uploader.discardResumableUpload(of: record.upload(index)).perform(on: queue) { _ in }
-        }
-        book.afterActions { [self] in schedulePump() }
+        perform(try changing { machine throws(OutboxError) in try machine.remove(id.destination) })
     }
 
     /// Starts the post named `id` again after it failed, or waited for the
     /// network; does nothing to a post in any other state.
     /// - Throws: ``OutboxError/unknownPost(_:)``, ``OutboxError/closed(_:)``.
     public func retry(_ id: PostID) throws(OutboxError) {
-        let cancels = try changing(id) { book, tracked -> ([@Sendable () -> Void], actOn: Bool) in
-            var tracked = tracked
-            switch tracked.phase {
-            case .failed, .waitingForNetwork:
-                let wake = tracked.wake
-                tracked.wake = nil
-                tracked.waits = 0
-                tracked.waitsForHost = nil
-                if tracked.record.status == .failed {
-                    tracked.record.status = .pending
-                    tracked.record.error = nil
-                    book.toWrite[id.destination] = tracked.record
-                }
-                // A record that could not be written is written again.
-                if tracked.isUnwritten { book.toWrite[id.destination] = tracked.record }
-                // A post paused or published before its write failed stays
-                // so.
-                tracked.phase =
-                    switch tracked.record.status {
-                    case .published: .published
-                    case .paused: .paused
-                    case .pending, .failed: .ready
-                    }
-                if tracked.record.status == .published, tracked.isUnwritten {
-                    book.toRemoveCopies.append(tracked.record)
-                }
-                book.posts[id.destination] = tracked
-                book.isChanged = true
-                return (wake.map { wake in [{ wake.cancel() }] } ?? [], true)
-            case .ready, .paused, .published:
-                return ([], false)
-            }
-        }
-        for cancel in cancels { cancel() }
-        book.afterActions { [self] in schedulePump() }
+        perform(try changing { machine throws(OutboxError) in try machine.retry(id.destination) })
     }
 
     /// Tries again every post waiting for the network, at a moment drawn
@@ -388,45 +299,7 @@ public final class Outbox: Sendable {
     /// ``Options/networkRetryDelay``, doubled at each wait in a row up to
     /// ``Options/maxNetworkRetryDelay``.
     public func networkDidChange() {
-        guard options.networkWakeWindow > .zero else { return wakeEveryWaitingPost() }
-        let generation = book.update { book -> (Int?, actOn: Bool) in
-            guard !book.isClosed, !book.isNoticePending else { return (nil, false) }
-            book.isNoticePending = true
-            book.noticeGeneration += 1
-            return (book.noticeGeneration, false)
-        }
-        guard let generation else { return }
-        // Drawn outside the lock: the generator is the app's.
-        let delay = options.networkWakeWindow * options.retry.jitter()
-        let notice = queue.enqueue(after: delay) { [weak self] in
-            guard let self else { return }
-            book.update { book in
-                book.isNoticePending = false
-                book.notice = nil
-                return false
-            }
-            wakeEveryWaitingPost()
-        }
-        let kept = book.update { book -> (Bool, actOn: Bool) in
-            guard !book.isClosed, book.isNoticePending, book.noticeGeneration == generation else {
-                return (false, false)
-            }
-            book.notice = notice
-            return (true, false)
-        }
-        if !kept { notice.cancel() }
-    }
-
-    /// Tries again every post waiting for the network, now, and ends the
-    /// holds that the old network's failures started.
-    private func wakeEveryWaitingPost() {
-        pacer.networkChanged()
-        let cancels = book.update { book -> ([@Sendable () -> Void], actOn: Bool) in
-            guard !book.isClosed else { return ([], false) }
-            return (book.posts.keys.compactMap { book.wake($0) }.flatMap { $0 }, true)
-        }
-        for cancel in cancels { cancel() }
-        book.afterActions { [self] in schedulePump() }
+        perform(changing { $0.networkDidChange() })
     }
 
     /// Stops every upload in flight, ends every ``changes`` sequence and
@@ -438,12 +311,12 @@ public final class Outbox: Sendable {
     /// It waits for the outbox's writes: call it from the app, not from an
     /// uploader or a document builder, which may run while one is made.
     public func close() {
-        stopEverything()
+        perform(changing { $0.close() })
         // An add in progress ends first: its record is in the folder for
         // the next outbox. So do the writes in progress on other threads.
         adds.sync {}
         let released = DispatchSemaphore(value: 0)
-        book.afterActions { [journal] in
+        machine.afterActions { [journal] in
             journal.close()
             released.signal()
         }
@@ -455,216 +328,8 @@ public final class Outbox: Sendable {
         // would hold the outbox). The folder is released once the writes
         // are made, without waiting: the last reference may go on the
         // thread that makes them.
-        stopEverything()
-        book.afterActions { [journal] in journal.close() }
-    }
-
-    /// Marks the outbox closed, stops every upload and try, and ends every
-    /// ``changes`` sequence.
-    private func stopEverything() {
-        let (cancels, observers) = book.update {
-            book -> (([@Sendable () -> Void], [AsyncStream<[Entry]>.Continuation]), actOn: Bool) in
-            guard !book.isClosed else { return (([], []), false) }
-            var cancels = book.posts.keys.flatMap { book.stop($0) }
-            if let notice = book.notice { cancels.append { notice.cancel() } }
-            book.notice = nil
-            book.isClosed = true
-            defer { book.observers = [:] }
-            return ((cancels, Array(book.observers.values)), false)
-        }
-        // First: an upload cancelled below frees no slot for another.
-        pacer.close()
-        for cancel in cancels { cancel() }
-        for observer in observers { observer.finish() }
-    }
-
-    /// Runs `change` on the book, with the post named `id`.
-    /// - Throws: ``OutboxError/closed(_:)``, ``OutboxError/unknownPost(_:)``.
-    private func changing<Value: Sendable>(
-        _ id: PostID, _ change: (inout OutboxBook, OutboxBook.Tracked) -> (Value, actOn: Bool)
-    ) throws(OutboxError) -> Value {
-        try book.update { book -> (Result<Value, OutboxError>, actOn: Bool) in
-            guard !book.isClosed else { return (.failure(.closed(folder)), false) }
-            guard let tracked = book.posts[id.destination] else {
-                return (.failure(.unknownPost(id.destination)), false)
-            }
-            let (value, acts) = change(&book, tracked)
-            return (.success(value), acts)
-        }.get()
-    }
-
-    /// Pauses the post to `destination` in `book`, unless it is over;
-    /// returns what cancels its uploads.
-    private static func pause(_ destination: URL, in book: inout OutboxBook) -> [@Sendable () -> Void] {
-        guard let tracked = book.posts[destination], !tracked.phase.isOver else { return [] }
-        if case .paused = tracked.phase { return [] }
-        let cancels = book.stop(destination)
-        book.posts[destination]?.phase = .paused
-        book.posts[destination]?.record.status = .paused
-        book.toWrite[destination] = book.posts[destination]?.record
-        book.isChanged = true
-        return cancels
-    }
-
-    /// Resumes the post to `destination` in `book` if it is paused.
-    private static func resume(_ destination: URL, in book: inout OutboxBook) {
-        guard case .paused = book.posts[destination]?.phase else { return }
-        book.posts[destination]?.phase = .ready
-        book.posts[destination]?.waits = 0
-        book.posts[destination]?.waitsForHost = nil
-        book.posts[destination]?.record.status = .pending
-        book.toWrite[destination] = book.posts[destination]?.record
-        book.isChanged = true
-    }
-
-    // MARK: - Uploads
-
-    /// Starts the uploads the budget allows, from the queue: so the posts
-    /// added in one go start in priority order, whatever order they were
-    /// added in.
-    private func schedulePump() {
-        let schedules = book.update { book in
-            defer { book.isPumpScheduled = true }
-            return (!book.isPumpScheduled, actOn: false)
-        }
-        guard schedules else { return }
-        // Weak: an outbox the app let go of, with nothing in flight, goes
-        // (and releases its folder) without waiting for this.
-        queue.enqueue { [weak self] in
-            guard let self else { return }
-            book.update { book in
-                book.isPumpScheduled = false
-                return false
-            }
-            pump()
-        }
-    }
-
-    /// Starts the uploads the budget allows.
-    private func pump() {
-        let starts = book.update { [pacer] book in
-            let starts = book.starts(limit: options.maxConcurrentUploads, budget: options.maxBytesInFlight) {
-                host, running in pacer.admitsUpload(toward: host, running: running)
-            }
-            return (starts, actOn: false)
-        }
-        for start in starts { launch(start) }
-    }
-
-    /// Performs one upload decided by ``pump()``.
-    private func launch(_ start: OutboxBook.Start) {
-        let media: Media
-        do {
-            media = try upload(for: start)
-        } catch {
-            finish(start, .failure(error))
-            return
-        }
-        var attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
-        // Pausing and closing keep what is stored of a multipart upload.
-        attempts.keepsStoredPartsWhenCancelled = true
-        // A run before this one may have stored it and been killed before
-        // recording it: the storages that can tell are asked first.
-        attempts.checksStorageFirst = start.mayBeStored
-        attempts.gate = pacer
-        let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
-        let handle = uploader.upload(media, attempts: attempts) { [book] progress in
-            book.update { book in book.progressed(start, bytesSent: progress.bytesSent) }
-        }
-        .perform(on: queue) { [self] outcome in finish(start, outcome) }
-        if !book.update({ book in (book.attach(handle, to: start), actOn: false) }) {
-            handle.cancel()
-        }
-    }
-
-    /// What `start` sends: a medium from its file, or the post's document
-    /// built from the receipts of its media.
-    private func upload(for start: OutboxBook.Start) throws -> Media {
-        let record = start.record
-        guard start.isDocument else { return record.upload(start.index) }
-        let receipts = record.media.compactMap { $0.receipt?.receipt }
-        var document: Media
-        if let build = options.document {
-            document = Media(
-                bytes: try build(record.post, receipts), destination: record.destination,
-                contentType: "application/json")
-        } else {
-            document = try record.post.document(receipts: receipts)
-        }
-        document.idempotencyKey = record.idempotencyKey
-        let size = (try? document.byteCount()) ?? 0
-        book.update { book in
-            book.built(start, size: size)
-            return false
-        }
-        return document
-    }
-
-    private func finish(_ start: OutboxBook.Start, _ outcome: Result<UploadReceipt, any Error>) {
-        let finish = book.update { [pacer] book in
-            let finish = book.finish(start, with: outcome, isHeld: pacer.isHeld)
-            return (finish, actOn: finish.isTaken)
-        }
-        if let waits = finish.waits { scheduleWake(start.destination, after: waits) }
-        book.afterActions { [self] in pump() }
-    }
-
-    /// Tries the post to `destination` again after its `waits`-th wait in
-    /// a row for the network, unless something else did meanwhile.
-    private func scheduleWake(_ destination: URL, after waits: Int) {
-        let wake = queue.enqueue(after: options.delayBeforeTry(afterWaits: waits)) { [weak self] in
-            guard let self else { return }
-            // This is the try: nothing of it is left to cancel.
-            let woke = book.update { book in
-                let woke = book.wake(destination) != nil
-                return (woke, actOn: woke)
-            }
-            if woke { book.afterActions { [self] in pump() } }
-        }
-        let kept = book.update { book -> (Bool, actOn: Bool) in
-            guard !book.isClosed, case .waitingForNetwork = book.posts[destination]?.phase,
-                book.posts[destination]?.waits == waits
-            else { return (false, false) }
-            book.posts[destination]?.wake = wake
-            return (true, false)
-        }
-        if !kept { wake.cancel() }
-    }
-
-    /// Writes the records, removes the copies of published posts, then
-    /// tells the observers: on one thread at a time, outside the lock.
-    static func carryOut(
-        _ effects: OutboxBook.Effects,
-        journal: OutboxJournal,
-        book: Handoff<OutboxBook, OutboxBook.Effects>
-    ) {
-        var failed: [(URL, OutboxError)] = []
-        var written: [OutboxRecord] = []
-        for record in effects.writes {
-            do {
-                try journal.save(record)
-                written.append(record)
-            } catch {
-                failed.append((record.destination, error))
-            }
-        }
-        for record in effects.removedCopies where !failed.contains(where: { $0.0 == record.destination }) {
-            journal.removeCopies(of: record)
-        }
-        for record in effects.removals { journal.remove(record) }
-        // A list is told once the writes it rests on are made. When one
-        // failed, the book's next list, which shows that post failed, is
-        // told instead: an app may delete its files on `.published`.
-        if failed.isEmpty, let posts = effects.snapshot {
-            let snapshot = OutboxBook.entries(posts)
-            for observer in effects.observers { observer.yield(snapshot) }
-        }
-        guard !written.isEmpty || !failed.isEmpty else { return }
-        book.update { book in
-            for record in written { book.wrote(record) }
-            for (destination, error) in failed { book.failWriting(destination, error) }
-            return !failed.isEmpty
-        }
+        perform(changing { $0.close() })
+        machine.afterActions { [journal] in journal.close() }
     }
 }
 
@@ -694,18 +359,6 @@ extension Outbox.Options {
         guard pushbackDelay >= .zero else {
             throw .invalidOptions("pushbackDelay must not be negative, got \(pushbackDelay)")
         }
-    }
-
-    /// The wait before a post is tried again after its `waits`-th wait in a
-    /// row for the network: drawn at random below a ceiling of
-    /// ``networkRetryDelay``, doubled each time, at most
-    /// ``maxNetworkRetryDelay``.
-    func delayBeforeTry(afterWaits waits: Int) -> Duration {
-        var ceiling = networkRetryDelay
-        for _ in 1..<max(waits, 1) where ceiling < maxNetworkRetryDelay {
-            ceiling *= 2
-        }
-        return min(ceiling, maxNetworkRetryDelay) * retry.jitter()
     }
 }
 

@@ -1,0 +1,187 @@
+import Foundation
+import JobKit
+
+/// How an outbox carries out what its machine (``OutboxStateMachine``)
+/// decides: after the lock, holding no policy of its own.
+extension Outbox {
+    /// Makes `change` on the machine; what it leaves to write or tell is
+    /// acted on after the lock.
+    func changing<Value: Sendable>(_ change: (inout OutboxStateMachine) -> Value) -> Value {
+        machine.update { machine in
+            let value = change(&machine)
+            return (value, actOn: machine.hasEffects)
+        }
+    }
+
+    /// Makes `change` on the machine, which may refuse it.
+    func changing<Value: Sendable>(
+        _ change: (inout OutboxStateMachine) throws(OutboxError) -> Value
+    ) throws(OutboxError) -> Value {
+        try changing { machine in Result { () throws(OutboxError) in try change(&machine) } }.get()
+    }
+
+    /// Carries out `actions`, in their order.
+    func perform(_ actions: OutboxStateMachine.Actions) {
+        for cancel in actions.cancels { cancel() }
+        for observer in actions.finishes { observer.finish() }
+        for media in actions.discards {
+            uploader.discardResumableUpload(of: media).perform(on: queue) { _ in }
+        }
+        for timer in actions.timers { arm(timer) }
+        for request in actions.requests { request() }
+        for start in actions.starts { launch(start) }
+        switch actions.pump {
+        case .scheduled?: machine.afterActions { [self] in schedulePump() }
+        case .now?: machine.afterActions { [self] in perform(changing { $0.pump() }) }
+        case nil: break
+        }
+    }
+
+    /// Starts the uploads that may go from the queue: so the posts added
+    /// in one go start in priority order, whatever order they were added
+    /// in.
+    private func schedulePump() {
+        guard changing({ $0.schedulesPump() }) else { return }
+        // Weak: an outbox the app let go of, with nothing in flight, goes
+        // (and releases its folder) without waiting for this.
+        queue.enqueue { [weak self] in
+            guard let self else { return }
+            perform(changing { $0.scheduledPumpRan() })
+        }
+    }
+
+    /// Arms `timer` on the queue, and hands it to the machine.
+    private func arm(_ timer: OutboxStateMachine.Timer) {
+        // Weak: a timer does not keep an outbox the app let go of.
+        let work = queue.enqueue(after: timer.delay(options)) { [weak self] in
+            guard let self else { return }
+            perform(changing { $0.fired(timer) })
+        }
+        if !changing({ $0.armed(timer, until: work) }) { work.cancel() }
+    }
+
+    /// Performs one upload the machine started.
+    private func launch(_ start: OutboxStateMachine.Start) {
+        let media: Media
+        do {
+            media = try upload(for: start)
+        } catch {
+            finish(start, .failure(error))
+            return
+        }
+        var attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
+        // Pausing and closing keep what is stored of a multipart upload.
+        attempts.keepsStoredPartsWhenCancelled = true
+        // A run before this one may have stored it and been killed before
+        // recording it: the storages that can tell are asked first.
+        attempts.checksStorageFirst = start.mayBeStored
+        attempts.gate = OutboxGate(outbox: self)
+        let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
+        let handle = uploader.upload(media, attempts: attempts) { [machine] progress in
+            machine.update { machine in machine.progressed(start, bytesSent: progress.bytesSent) }
+        }
+        .perform(on: queue) { [self] outcome in finish(start, outcome) }
+        if !changing({ $0.attach(handle, to: start) }) {
+            handle.cancel()
+        }
+    }
+
+    /// What `start` sends: a medium from its file, or the post's document
+    /// built from the receipts of its media.
+    private func upload(for start: OutboxStateMachine.Start) throws -> Media {
+        let record = start.record
+        guard start.isDocument else { return record.upload(start.index) }
+        let receipts = record.media.compactMap { $0.receipt?.receipt }
+        var document: Media
+        if let build = options.document {
+            document = Media(
+                bytes: try build(record.post, receipts), destination: record.destination,
+                contentType: "application/json")
+        } else {
+            document = try record.post.document(receipts: receipts)
+        }
+        document.idempotencyKey = record.idempotencyKey
+        let size = (try? document.byteCount()) ?? 0
+        changing { $0.built(start, size: size) }
+        return document
+    }
+
+    private func finish(_ start: OutboxStateMachine.Start, _ outcome: Result<UploadReceipt, any Error>) {
+        perform(changing { $0.finished(start, with: outcome) })
+    }
+
+    /// Writes the records, removes the copies of published posts, then
+    /// tells the observers: on one thread at a time, outside the lock.
+    static func carryOut(
+        _ effects: OutboxStateMachine.Effects,
+        journal: OutboxJournal,
+        machine: Handoff<OutboxStateMachine, OutboxStateMachine.Effects>
+    ) {
+        var failed: [(URL, OutboxError)] = []
+        var written: [OutboxRecord] = []
+        for record in effects.writes {
+            do {
+                try journal.save(record)
+                written.append(record)
+            } catch {
+                failed.append((record.destination, error))
+            }
+        }
+        for record in effects.removedCopies where !failed.contains(where: { $0.0 == record.destination }) {
+            journal.removeCopies(of: record)
+        }
+        for record in effects.removals { journal.remove(record) }
+        // A list is told once the writes it rests on are made. When one
+        // failed, the machine's next list, which shows that post failed,
+        // is told instead: an app may delete its files on `.published`.
+        if failed.isEmpty, let posts = effects.snapshot {
+            let snapshot = OutboxStateMachine.entries(posts)
+            for observer in effects.observers { observer.yield(snapshot) }
+        }
+        guard !written.isEmpty || !failed.isEmpty else { return }
+        machine.update { machine in
+            machine.wrote(written, failed: failed)
+            return !failed.isEmpty
+        }
+    }
+
+    /// A request of an upload toward `url`'s host asks to go: a job that
+    /// performs `attempt` once the pacer admits it, and tells the pacer
+    /// what its failure means (``UploadFailure``).
+    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
+        let key = OutboxPacer.host(of: url)
+        return Job { [self] controller in
+            let admitted = Lock(false)
+            let go: @Sendable (Int) -> Void = { [weak self] epoch in
+                admitted.withLock { $0 = true }
+                guard let self else {
+                    controller.fail(with: CancellationError())
+                    return
+                }
+                guard !controller.isCompleted else {
+                    return perform(changing { $0.requestEnded(key, failure: .cancelled, epoch: epoch) })
+                }
+                controller.perform(attempt) { [self] outcome in
+                    let failure: UploadFailure? =
+                        switch outcome {
+                        case .success: nil
+                        case .failure(let error): UploadFailure(error)
+                        }
+                    perform(changing { $0.requestEnded(key, failure: failure, epoch: epoch) })
+                    controller.complete(with: outcome)
+                }
+            }
+            switch changing({ $0.admit(key, go) }) {
+            case .closed:
+                controller.fail(with: CancellationError())
+            case .now(let epoch):
+                go(epoch)
+            case .queued(let ticket):
+                controller.onCancel { [weak self] in
+                    guard let self, !admitted.withLock({ $0 }) else { return }
+                    perform(changing { $0.withdraw(key, ticket: ticket) })
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import JobKit
+
+/// What the machine hands its owner: the work an event leaves to do after
+/// the lock.
+extension OutboxStateMachine {
+    /// What the thread that made a change does once the lock is released,
+    /// in this order.
+    struct Actions: Sendable {
+        /// Uploads, tries and holds to cancel.
+        var cancels: [@Sendable () -> Void] = []
+        /// Sequences of changes to end: the outbox closed.
+        var finishes: [AsyncStream<[Outbox.Entry]>.Continuation] = []
+        /// Media whose resumable uploads to discard: their post was
+        /// removed.
+        var discards: [Media] = []
+        /// Timers to arm, each then handed back (``armed(_:until:)``).
+        var timers: [Timer] = []
+        /// Requests the pacer admitted, to perform.
+        var requests: [@Sendable () -> Void] = []
+        /// Uploads to start.
+        var starts: [Start] = []
+        /// How the uploads that may go now are started, once the writes
+        /// decided so far are made.
+        var pump: Pump?
+    }
+
+    /// How the uploads that may go now are started.
+    enum Pump: Sendable {
+        /// From the queue: the posts changed in one go start in priority
+        /// order, whatever order they changed in.
+        case scheduled
+        /// At once.
+        case now
+    }
+
+    /// A wait the machine asks for, and what its end is.
+    enum Timer: Sendable, Equatable {
+        /// The try of the post to this destination after its `waits`-th
+        /// wait in a row for the network.
+        case wake(URL, waits: Int)
+        /// The try of every waiting post after the network changed.
+        case notice(generation: Int)
+        /// The end of a host's hold.
+        case hold(OutboxPacer.Hold)
+
+        /// How long it waits, drawn from the retry policy's generator:
+        /// outside the lock, since the generator is the app's.
+        func delay(_ options: Outbox.Options) -> Duration {
+            switch self {
+            case .wake(_, let waits): options.delayBeforeTry(afterWaits: waits)
+            case .notice: options.networkWakeWindow * options.retry.jitter()
+            case .hold(let hold): hold.asked + options.pushbackDelay * options.retry.jitter()
+            }
+        }
+    }
+
+    /// What the disk holds that the outbox does not want any more, found
+    /// while it loads its records.
+    struct Leftovers: Sendable {
+        /// An older record of a post added again.
+        var older: OutboxRecord?
+        /// Whether the loaded post is published, and the copies of its
+        /// media still on disk go.
+        var removesCopies = false
+    }
+
+    /// An upload decided under the lock, started after it.
+    struct Start: Sendable {
+        let destination: URL
+        /// The medium's index; the media's count for the document.
+        let index: Int
+        let token: Int
+        /// The record when the upload was decided: the medium to send, or
+        /// the receipts to build the document from.
+        let record: OutboxRecord
+        /// The most bytes it has in flight, counted against the budget.
+        let weight: Int64
+        /// A run before this one may have stored it without recording it
+        /// (see ``Tracked/wasOnDisk``).
+        var mayBeStored = false
+
+        var isDocument: Bool { index == record.media.count }
+    }
+
+    /// What the lock's holder leaves to do, in this order.
+    struct Effects: Sendable {
+        var writes: [OutboxRecord] = []
+        var removedCopies: [OutboxRecord] = []
+        var removals: [OutboxRecord] = []
+        /// The posts to tell the observers of, listed after the lock (a
+        /// copy of the dictionary costs nothing until it is changed).
+        var snapshot: [URL: Tracked]?
+        var observers: [AsyncStream<[Outbox.Entry]>.Continuation] = []
+    }
+}
+
+extension Outbox.Options {
+    /// The wait before a post is tried again after its `waits`-th wait in a
+    /// row for the network: drawn at random below a ceiling of
+    /// ``networkRetryDelay``, doubled each time, at most
+    /// ``maxNetworkRetryDelay``.
+    func delayBeforeTry(afterWaits waits: Int) -> Duration {
+        var ceiling = networkRetryDelay
+        for _ in 1..<max(waits, 1) where ceiling < maxNetworkRetryDelay {
+            ceiling *= 2
+        }
+        return min(ceiling, maxNetworkRetryDelay) * retry.jitter()
+    }
+}
