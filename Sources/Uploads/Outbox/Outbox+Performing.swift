@@ -144,44 +144,4 @@ extension Outbox {
             return !failed.isEmpty
         }
     }
-
-    /// A request of an upload toward `url`'s host asks to go: a job that
-    /// performs `attempt` once the pacer admits it, and tells the pacer
-    /// what its failure means (``UploadFailure``).
-    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
-        let key = OutboxPacer.host(of: url)
-        return Job { [self] controller in
-            let admitted = Lock(false)
-            let go: @Sendable (Int) -> Void = { [weak self] epoch in
-                admitted.withLock { $0 = true }
-                guard let self else {
-                    controller.fail(with: CancellationError())
-                    return
-                }
-                guard !controller.isCompleted else {
-                    return perform(changing { $0.requestEnded(key, failure: .cancelled, epoch: epoch) })
-                }
-                controller.perform(attempt) { [self] outcome in
-                    let failure: UploadFailure? =
-                        switch outcome {
-                        case .success: nil
-                        case .failure(let error): UploadFailure(error)
-                        }
-                    perform(changing { $0.requestEnded(key, failure: failure, epoch: epoch) })
-                    controller.complete(with: outcome)
-                }
-            }
-            switch changing({ $0.admit(key, go) }) {
-            case .closed:
-                controller.fail(with: CancellationError())
-            case .now(let epoch):
-                go(epoch)
-            case .queued(let ticket):
-                controller.onCancel { [weak self] in
-                    guard let self, !admitted.withLock({ $0 }) else { return }
-                    perform(changing { $0.withdraw(key, ticket: ticket) })
-                }
-            }
-        }
-    }
 }

@@ -10,14 +10,48 @@ import JobKit
 struct OutboxGate: RequestGate {
     weak var outbox: Outbox?
 
+    /// A job that performs `attempt`, one request toward `url`'s host, once
+    /// the pacer admits it, and tells the pacer what its failure means
+    /// (``UploadFailure``).
     func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
+        let key = OutboxPacer.host(of: url)
         // The gate, not the outbox: it holds the outbox weakly.
-        Job { [self] controller in
+        return Job { [self] controller in
             guard let outbox else {
                 controller.fail(with: CancellationError())
                 return
             }
-            controller.perform(outbox.admitting(attempt, toward: url)) { controller.complete(with: $0) }
+            let admitted = Lock(false)
+            let go: @Sendable (Int) -> Void = { [self] epoch in
+                admitted.withLock { $0 = true }
+                guard let outbox = self.outbox else {
+                    controller.fail(with: CancellationError())
+                    return
+                }
+                guard !controller.isCompleted else {
+                    return outbox.perform(outbox.changing { $0.requestEnded(key, failure: .cancelled, epoch: epoch) })
+                }
+                controller.perform(attempt) { outcome in
+                    let failure: UploadFailure? =
+                        switch outcome {
+                        case .success: nil
+                        case .failure(let error): UploadFailure(error)
+                        }
+                    outbox.perform(outbox.changing { $0.requestEnded(key, failure: failure, epoch: epoch) })
+                    controller.complete(with: outcome)
+                }
+            }
+            switch outbox.changing({ $0.admit(key, go) }) {
+            case .closed:
+                controller.fail(with: CancellationError())
+            case .now(let epoch):
+                go(epoch)
+            case .queued(let ticket):
+                controller.onCancel { [self] in
+                    guard let outbox = self.outbox, !admitted.withLock({ $0 }) else { return }
+                    outbox.perform(outbox.changing { $0.withdraw(key, ticket: ticket) })
+                }
+            }
         }
     }
 }
