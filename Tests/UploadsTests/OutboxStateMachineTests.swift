@@ -108,6 +108,68 @@ struct OutboxStateMachineTests {
         #expect(machine.pump().starts.map(\.index) == [0], "one medium never has two uploads at once")
     }
 
+    @Test func loadingKeepsTheNewerRecordOfAPostAndSaysWhatOfTheDiskGoes() throws {
+        var machine = Self.machine([])
+        let older = Self.record("a", media: 1, sequence: 0)
+        var newer = Self.record("a", media: 1, sequence: 3)
+        newer.status = .published
+        #expect(machine.load(older, weights: [10]).older == nil)
+        let leftovers = machine.load(newer, weights: [10])
+        #expect(leftovers.older?.sequence == 0 && leftovers.removesCopies)
+        #expect(machine.entries.map(\.state) == [.published])
+        #expect(try machine.reserve(destination("b/post.json")) == 4, "after every loaded record")
+        #expect(machine.opened().pump == .scheduled)
+    }
+
+    @Test func pauseAllAndResumeAllLeaveAFailedPostAsItIs() throws {
+        let failing = Self.record("failing", media: 1, sequence: 0)
+        let other = Self.record("other", media: 1, sequence: 1)
+        var machine = Self.machine([failing, other], limit: 1)
+        let upload = try #require(machine.pump().starts.first)
+        _ = machine.finished(upload, with: .failure(TestFailure(id: 1)))
+        _ = machine.pauseAll()
+        #expect(machine.entries.map(\.state) == [.failed, .paused])
+        #expect(machine.resumeAll().pump == .scheduled)
+        #expect(machine.entries.map(\.state) == [.failed, .queued])
+        #expect(machine.pump().starts.map(\.destination) == [other.destination])
+    }
+
+    @Test func oneScheduledStartAtATimeAndAnUploadThatEndedIsNotAttached() throws {
+        let post = Self.record("a", media: 1)
+        var machine = Self.machine([post])
+        let first = machine.schedulesPump()
+        let second = machine.schedulesPump()
+        #expect(first && !second, "one is pending")
+        let ran = machine.scheduledPumpRan()
+        let upload = try #require(ran.starts.first)
+        let third = machine.schedulesPump()
+        #expect(third)
+        _ = machine.finished(upload, with: .success(UploadReceipt(destination: post.media[0].destination)))
+        let attached = machine.attach(Cancels().handle(), to: upload)
+        #expect(!attached, "its answer came first")
+    }
+
+    @Test func progressIsCountedForTheUploadInFlightAndToldOnlyToObservers() throws {
+        var record = Self.record("a", media: 1)
+        record.media[0].receipt = OutboxRecord.Receipt(UploadReceipt(destination: record.media[0].destination))
+        var machine = Self.machine([record])
+        let document = try #require(machine.pump().starts.first)
+        machine.built(document, size: 30)
+        let unobserved = machine.progressed(document, bytesSent: 12)
+        #expect(!unobserved, "nobody to tell")
+        let entry = try #require(machine.entry(record.destination))
+        #expect(entry.bytesSent == 22 && entry.bytesTotal == 40, "the medium stored, 12 of the document's 30")
+        let (_, observer) = AsyncStream.makeStream(of: [Outbox.Entry].self)
+        let observing = machine.observe(observer)
+        let key = try #require(observing)
+        let observed = machine.progressed(document, bytesSent: 20)
+        #expect(observed)
+        machine.stopObserving(key)
+        _ = machine.finished(document, with: .failure(Self.offline))
+        let stale = machine.progressed(document, bytesSent: 30)
+        #expect(!stale, "the upload ended")
+    }
+
     @Test func aFailureThatCanPassWaitsAndItsWakeTriesAgainWithTheWaitsCounted() throws {
         let post = Self.record("a", media: 1)
         var machine = Self.machine([post])

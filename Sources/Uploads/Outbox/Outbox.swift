@@ -130,7 +130,7 @@ public final class Outbox: Sendable {
             actingOn: { [journal] effects, machine in
                 Self.carryOut(effects, journal: journal, machine: machine)
             })
-        perform(OutboxStateMachine.Actions(pump: .scheduled))
+        perform(changing { $0.opened() })
     }
 
     // MARK: - Posts

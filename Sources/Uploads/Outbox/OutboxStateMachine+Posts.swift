@@ -139,6 +139,14 @@ extension OutboxStateMachine {
         return starts
     }
 
+    /// Every post as the app sees it, in the order they go.
+    var entries: [Outbox.Entry] { Self.entries(posts) }
+
+    /// The post to `destination` as the app sees it.
+    func entry(_ destination: URL) -> Outbox.Entry? {
+        posts[destination].map(Self.entry)
+    }
+
     /// `posts` in the order they go.
     static func ordered(_ posts: [URL: Tracked]) -> [Tracked] {
         // Sorts small keys, not the posts: moving a post's whole state at

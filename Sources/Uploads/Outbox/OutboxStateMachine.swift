@@ -1,7 +1,8 @@
-// Past 400 lines: the state is private to this file, so every event that
-// changes it is a method here; what only reads it (the uploads that may
-// start, the entries the app sees) is in OutboxStateMachine+Posts.swift, and
-// the types it hands out in OutboxStateMachine+Actions.swift.
+// Past 400 lines: the machine's state can be changed in this file only
+// (each property is `private` or `private(set)`), so every event is a
+// method here. What only reads the state (the uploads that may start, the
+// entries the app sees) is in OutboxStateMachine+Posts.swift, and the types
+// the machine hands out are in OutboxStateMachine+Actions.swift.
 
 import Foundation
 import JobKit
@@ -58,14 +59,6 @@ struct OutboxStateMachine: Sendable {
 
     // MARK: - Reading
 
-    /// Every post as the app sees it, in the order they go.
-    var entries: [Outbox.Entry] { Self.entries(posts) }
-
-    /// The post to `destination` as the app sees it.
-    func entry(_ destination: URL) -> Outbox.Entry? {
-        posts[destination].map(Self.entry)
-    }
-
     /// Whether something waits to be written or told.
     var hasEffects: Bool {
         !toWrite.isEmpty || !toRemoveCopies.isEmpty || !toRemove.isEmpty || (isChanged && !observers.isEmpty)
@@ -100,6 +93,11 @@ struct OutboxStateMachine: Sendable {
         posts[record.destination]?.wasOnDisk = true
         nextSequence = max(nextSequence, record.sequence + 1)
         return leftovers
+    }
+
+    /// The outbox opened, with every record loaded: the posts go.
+    mutating func opened() -> Actions {
+        Actions(pump: .scheduled)
     }
 
     /// A post to `destination` is being added: its place in the order, or
