@@ -17,41 +17,48 @@ struct OutboxGate: RequestGate {
         let key = OutboxPacer.host(of: url)
         // The gate, not the outbox: it holds the outbox weakly.
         return Job { [self] controller in
-            guard let outbox else {
+            // Strong while it asks the pacer only: the closures below look
+            // the outbox up again.
+            guard let asking = outbox else {
                 controller.fail(with: CancellationError())
                 return
             }
             let admitted = Lock(false)
             let go: @Sendable (Int) -> Void = { [self] epoch in
                 admitted.withLock { $0 = true }
-                guard let outbox = self.outbox else {
+                guard outbox != nil else {
                     controller.fail(with: CancellationError())
                     return
                 }
-                guard !controller.isCompleted else {
-                    return outbox.perform(outbox.changing { $0.requestEnded(key, failure: .cancelled, epoch: epoch) })
-                }
-                controller.perform(attempt) { outcome in
+                guard !controller.isCompleted else { return ended(key, failure: .cancelled, epoch: epoch) }
+                controller.perform(attempt) { [self] outcome in
                     let failure: UploadFailure? =
                         switch outcome {
                         case .success: nil
                         case .failure(let error): UploadFailure(error)
                         }
-                    outbox.perform(outbox.changing { $0.requestEnded(key, failure: failure, epoch: epoch) })
+                    ended(key, failure: failure, epoch: epoch)
                     controller.complete(with: outcome)
                 }
             }
-            switch outbox.changing({ $0.admit(key, go) }) {
+            switch asking.changing({ $0.admit(key, go) }) {
             case .closed:
                 controller.fail(with: CancellationError())
             case .now(let epoch):
                 go(epoch)
             case .queued(let ticket):
                 controller.onCancel { [self] in
-                    guard let outbox = self.outbox, !admitted.withLock({ $0 }) else { return }
+                    guard let outbox, !admitted.withLock({ $0 }) else { return }
                     outbox.perform(outbox.changing { $0.withdraw(key, ticket: ticket) })
                 }
             }
         }
+    }
+
+    /// Tells the pacer that a request toward `key`, admitted in `epoch`,
+    /// ended as `failure` says (`nil`: it succeeded).
+    private func ended(_ key: String, failure: UploadFailure?, epoch: Int) {
+        guard let outbox else { return }
+        outbox.perform(outbox.changing { $0.requestEnded(key, failure: failure, epoch: epoch) })
     }
 }
