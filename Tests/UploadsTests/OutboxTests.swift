@@ -850,6 +850,44 @@ struct OutboxTests {
         outbox.close()
     }
 
+    @Test func anOutboxLetGoOfGoesOnWhileItsUploadsAreInFlightAndReleasesItsFolderAfterTheLast() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        weak var released: Outbox?
+        do {
+            let outbox = try open(InMemoryUploader(latency: .seconds(1)))
+            released = outbox
+            try outbox.add(post)
+            try queue.run()
+        }
+        #expect(released != nil, "its upload holds it")
+        #expect(throws: OutboxError.self, "the folder is still its") { try open(InMemoryUploader()) }
+        try queue.advance(by: .seconds(2))
+        #expect(released == nil, "it went once the document was stored")
+        #expect(try record(of: post).status == .published)
+        try open(InMemoryUploader()).close()
+    }
+
+    @Test func anOutboxLetGoOfWhileAHostIsHeldGoesAtOnce() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 1, videos: 0)
+        let server = ScriptedServer(queue: queue) { _, _ in .status(503, retryAfter: 60) }
+        weak var released: Outbox?
+        do {
+            let outbox = try open(server)
+            released = outbox
+            let id = try outbox.add(post)
+            try queue.advance(by: .seconds(1))
+            #expect(outbox.entry(id)?.state == .waitingForNetwork, "it waits out the host's hold")
+            #expect(queue.pendingCount > 0, "the hold's end is armed")
+        }
+        #expect(released == nil, "neither the hold nor the wait holds it")
+        let reopened = try open(InMemoryUploader())
+        try queue.advance(by: .seconds(600))
+        reopened.close()
+        #expect(try record(of: post).status == .published)
+    }
+
     @Test func theCopiesOfACorruptRecordStayWithIt() throws {
         defer { folder.remove() }
         try open(InMemoryUploader()).close()
