@@ -147,6 +147,14 @@ extension OutboxStateMachine {
         posts[destination].map(Self.entry)
     }
 
+    /// The post to `destination`.
+    /// - Throws: ``OutboxError/closed(_:)``, ``OutboxError/unknownPost(_:)``.
+    func known(_ destination: URL) throws(OutboxError) -> Tracked {
+        guard !isClosed else { throw .closed(folder) }
+        guard let tracked = posts[destination] else { throw .unknownPost(destination) }
+        return tracked
+    }
+
     /// `posts` in the order they go.
     static func ordered(_ posts: [URL: Tracked]) -> [Tracked] {
         // Sorts small keys, not the posts: moving a post's whole state at
@@ -219,5 +227,159 @@ extension OutboxStateMachine {
     /// Whether `error` is a server's pushback.
     static func isPushback(_ error: any Error) -> Bool {
         if case .pushback = UploadFailure(error) { true } else { false }
+    }
+}
+
+/// A post's own changes, which the machine makes and records.
+extension OutboxStateMachine.Tracked {
+    /// How an upload's end changed the post.
+    enum Ended: Sendable, Equatable {
+        /// Nothing to record: a failure of an upload cancelled meanwhile,
+        /// of a post that is over, or of one that waits already.
+        case unchanged
+        /// Its record changed (a medium's receipt, or the post failed).
+        case recorded
+        /// Its document is stored: its record changed, and the copies of
+        /// its media go.
+        case published
+        /// It went to wait for the network, its `waits`-th time in a row:
+        /// its next try is to be armed.
+        case waitsForNetwork(waits: Int)
+    }
+
+    /// What a retry changed.
+    struct Retried: Sendable {
+        /// Its record is to be written.
+        var writes = false
+        /// It is published, and the copies of its media go.
+        var removesCopies = false
+        /// Its scheduled try, to cancel.
+        var cancels: [@Sendable () -> Void] = []
+    }
+
+    /// Records how `start`, one of its uploads, ended: a medium's receipt,
+    /// the post published, or the post waiting or failed.
+    ///
+    /// A post whose upload failed on a server's pushback while its host is
+    /// held (`hostIsHeld`) waits for the host to take requests again, not
+    /// for the network: the pacer backs off for it.
+    mutating func ended(
+        _ start: OutboxStateMachine.Start, with outcome: Result<UploadReceipt, any Error>, hostIsHeld: Bool
+    ) -> Ended {
+        let wasCancelled = running[start.index]?.isCancelling == true
+        running[start.index] = nil
+        // Paused meanwhile: its failure (its cancellation, most often) says
+        // nothing of the post. A success that came before the pause is
+        // kept, as any other.
+        if wasCancelled, case .failure = outcome { return .unchanged }
+        switch outcome {
+        case .success(let receipt) where start.isDocument:
+            record.status = .published
+            record.postReceipt = OutboxRecord.Receipt(receipt)
+            record.documentSize = documentSize
+            record.error = nil
+            phase = .published
+            return .published
+        case .success(let receipt):
+            record.media[start.index].receipt = OutboxRecord.Receipt(receipt)
+            // Not while it waits: its next try counts on the waits so far.
+            if phase.isReady { waits = 0 }
+            return .recorded
+        case .failure where phase.isOver:
+            return .unchanged
+        case .failure(let error) where phase.isReady && OutboxStateMachine.isPushback(error) && hostIsHeld:
+            phase = .waitingForNetwork(error)
+            waitsForHost = OutboxPacer.host(of: start.record.destination(of: start.index))
+            return .unchanged
+        case .failure(let error) where OutboxStateMachine.canPass(error):
+            defer { phase = .waitingForNetwork(error) }
+            guard phase.isReady else { return .unchanged }
+            waits += 1
+            return .waitsForNetwork(waits: waits)
+        case .failure(let error):
+            phase = .failed(error)
+            record.status = .failed
+            record.error = error.localizedDescription
+            return .recorded
+        }
+    }
+
+    /// Pauses it, unless it is over or paused already; returns what
+    /// cancels its uploads, or `nil` when it did not change.
+    mutating func pause() -> [@Sendable () -> Void]? {
+        guard !phase.isOver else { return nil }
+        if case .paused = phase { return nil }
+        let cancels = stop()
+        phase = .paused
+        record.status = .paused
+        return cancels
+    }
+
+    /// Resumes it if it is paused; whether it was.
+    mutating func resume() -> Bool {
+        guard case .paused = phase else { return false }
+        phase = .ready
+        waits = 0
+        waitsForHost = nil
+        record.status = .pending
+        return true
+    }
+
+    /// Starts it again if it failed or waits for the network; `nil` when
+    /// it is in any other state. A post paused or published before its
+    /// record's write failed stays so.
+    mutating func retry() -> Retried? {
+        switch phase {
+        case .failed, .waitingForNetwork: break
+        case .ready, .paused, .published: return nil
+        }
+        var retried = Retried()
+        if let wake { retried.cancels = [{ wake.cancel() }] }
+        wake = nil
+        waits = 0
+        waitsForHost = nil
+        if record.status == .failed {
+            record.status = .pending
+            record.error = nil
+            retried.writes = true
+        }
+        // A record that could not be written is written again.
+        if isUnwritten { retried.writes = true }
+        phase =
+            switch record.status {
+            case .published: .published
+            case .paused: .paused
+            case .pending, .failed: .ready
+            }
+        retried.removesCopies = record.status == .published && isUnwritten
+        return retried
+    }
+
+    /// Stops its uploads and its next try after a wait; returns what
+    /// cancels them.
+    mutating func stop() -> [@Sendable () -> Void] {
+        var cancels: [@Sendable () -> Void] = running.values.compactMap(\.handle).map { handle in
+            { handle.cancel() }
+        }
+        for index in running.keys { running[index]?.isCancelling = true }
+        if let wake { cancels.append { wake.cancel() } }
+        wake = nil
+        return cancels
+    }
+
+    /// Tries it again now if it waits for the network (and not for a
+    /// host); returns what cancels its scheduled try, or `nil` when it did
+    /// not wait.
+    mutating func wakeUp() -> [@Sendable () -> Void]? {
+        guard case .waitingForNetwork = phase, waitsForHost == nil else { return nil }
+        phase = .ready
+        defer { wake = nil }
+        return wake.map { wake in [{ wake.cancel() }] } ?? []
+    }
+
+    /// The host it waited for takes requests again: it goes on.
+    mutating func hostOpened() {
+        waitsForHost = nil
+        if case .waitingForNetwork = phase { phase = .ready }
     }
 }

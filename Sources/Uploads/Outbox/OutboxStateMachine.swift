@@ -1,8 +1,9 @@
 // Past 400 lines: the machine's state can be changed in this file only
 // (each property is `private` or `private(set)`), so every event is a
 // method here. What only reads the state (the uploads that may start, the
-// entries the app sees) is in OutboxStateMachine+Posts.swift, and the types
-// the machine hands out are in OutboxStateMachine+Actions.swift.
+// entries the app sees) and each post's own changes are in
+// OutboxStateMachine+Posts.swift, and the types the machine hands out are
+// in OutboxStateMachine+Actions.swift.
 
 import Foundation
 import JobKit
@@ -24,7 +25,8 @@ import JobKit
 /// The machine owns the outbox's pacer (``OutboxPacer``): how many
 /// requests go to each host, and which hosts are held after a pushback.
 struct OutboxStateMachine: Sendable {
-    private let folder: URL
+    /// The outbox's folder, which its errors name.
+    let folder: URL
     let options: Outbox.Options
     private(set) var posts: [URL: Tracked] = [:]
     /// How requests go to each host.
@@ -180,37 +182,14 @@ struct OutboxStateMachine: Sendable {
     /// or waits for the network goes at once; any other stays as it is.
     /// - Throws: ``OutboxError/closed(_:)``, ``OutboxError/unknownPost(_:)``.
     mutating func retry(_ destination: URL) throws(OutboxError) -> Actions {
-        var tracked = try known(destination)
-        switch tracked.phase {
-        case .failed, .waitingForNetwork:
-            break
-        case .ready, .paused, .published:
+        _ = try known(destination)
+        guard let retried = posts[destination]?.retry(), let record = posts[destination]?.record else {
             return Actions(pump: .scheduled)
         }
-        let wake = tracked.wake
-        tracked.wake = nil
-        tracked.waits = 0
-        tracked.waitsForHost = nil
-        if tracked.record.status == .failed {
-            tracked.record.status = .pending
-            tracked.record.error = nil
-            toWrite[destination] = tracked.record
-        }
-        // A record that could not be written is written again.
-        if tracked.isUnwritten { toWrite[destination] = tracked.record }
-        // A post paused or published before its write failed stays so.
-        tracked.phase =
-            switch tracked.record.status {
-            case .published: .published
-            case .paused: .paused
-            case .pending, .failed: .ready
-            }
-        if tracked.record.status == .published, tracked.isUnwritten {
-            toRemoveCopies.append(tracked.record)
-        }
-        posts[destination] = tracked
+        if retried.writes { toWrite[destination] = record }
+        if retried.removesCopies { toRemoveCopies.append(record) }
         isChanged = true
-        return Actions(cancels: wake.map { wake in [{ wake.cancel() }] } ?? [], pump: .scheduled)
+        return Actions(cancels: retried.cancels, pump: .scheduled)
     }
 
     /// The records in `written` are on disk; those of `failed` could not
@@ -328,8 +307,7 @@ struct OutboxStateMachine: Sendable {
             requests: paced.requests)
         for host in paced.opened {
             for (destination, tracked) in posts where tracked.waitsForHost == host {
-                posts[destination]?.waitsForHost = nil
-                if case .waitingForNetwork = tracked.phase { posts[destination]?.phase = .ready }
+                posts[destination]?.hostOpened()
                 isChanged = true
             }
         }
@@ -396,74 +374,31 @@ struct OutboxStateMachine: Sendable {
     /// held waits for the host to take requests again, not for the
     /// network: the pacer backs off for it.
     mutating func finished(_ start: Start, with outcome: Result<UploadReceipt, any Error>) -> Actions {
-        guard !isClosed, var tracked = posts[start.destination], let running = tracked.running[start.index],
-            running.token == start.token
-        else { return Actions(pump: .now) }
-        var timers: [Timer] = []
-        tracked.running[start.index] = nil
-        defer {
-            posts[start.destination] = tracked
-            isChanged = true
-        }
-        if running.isCancelling, case .failure = outcome {
-            // Paused meanwhile: its failure (its cancellation, most often)
-            // says nothing of the post. A success that came before the
-            // pause is kept, as any other.
+        guard !isClosed, posts[start.destination]?.running[start.index]?.token == start.token else {
             return Actions(pump: .now)
         }
         let host = OutboxPacer.host(of: start.record.destination(of: start.index))
-        switch outcome {
-        case .success(let receipt) where start.isDocument:
-            tracked.record.status = .published
-            tracked.record.postReceipt = OutboxRecord.Receipt(receipt)
-            tracked.record.documentSize = tracked.documentSize
-            tracked.record.error = nil
-            tracked.phase = .published
-            toWrite[start.destination] = tracked.record
-            toRemoveCopies.append(tracked.record)
-        case .success(let receipt):
-            tracked.record.media[start.index].receipt = OutboxRecord.Receipt(receipt)
-            // Not while it waits: its next try counts on the waits so far.
-            if tracked.phase.isReady { tracked.waits = 0 }
-            toWrite[start.destination] = tracked.record
-        case .failure where tracked.phase.isOver:
-            break
-        case .failure(let error) where tracked.phase.isReady && Self.isPushback(error) && pacer.isHeld(host):
-            tracked.phase = .waitingForNetwork(error)
-            tracked.waitsForHost = host
-        case .failure(let error) where Self.canPass(error):
-            if tracked.phase.isReady {
-                tracked.waits += 1
-                timers = [.wake(start.destination, waits: tracked.waits)]
-            }
-            tracked.phase = .waitingForNetwork(error)
-        case .failure(let error):
-            tracked.phase = .failed(error)
-            tracked.record.status = .failed
-            tracked.record.error = error.localizedDescription
-            toWrite[start.destination] = tracked.record
+        let ended = posts[start.destination]?.ended(start, with: outcome, hostIsHeld: pacer.isHeld(host))
+        isChanged = true
+        guard let ended, let record = posts[start.destination]?.record else { return Actions(pump: .now) }
+        var timers: [Timer] = []
+        switch ended {
+        case .unchanged: break
+        case .recorded: toWrite[start.destination] = record
+        case .published:
+            toWrite[start.destination] = record
+            toRemoveCopies.append(record)
+        case .waitsForNetwork(let waits): timers = [.wake(start.destination, waits: waits)]
         }
         return Actions(timers: timers, pump: .now)
     }
 
     // MARK: - Decisions
 
-    /// The post to `destination`.
-    /// - Throws: ``OutboxError/closed(_:)``, ``OutboxError/unknownPost(_:)``.
-    private func known(_ destination: URL) throws(OutboxError) -> Tracked {
-        guard !isClosed else { throw .closed(folder) }
-        guard let tracked = posts[destination] else { throw .unknownPost(destination) }
-        return tracked
-    }
-
     /// Pauses the post to `destination`, unless it is over; returns what
     /// cancels its uploads.
     private mutating func pausing(_ destination: URL) -> [@Sendable () -> Void] {
-        guard let tracked = posts[destination], !tracked.phase.isOver else { return [] }
-        if case .paused = tracked.phase { return [] }
-        let cancels = stop(destination)
-        posts[destination]?.phase = .paused
-        posts[destination]?.record.status = .paused
+        guard let cancels = posts[destination]?.pause() else { return [] }
         toWrite[destination] = posts[destination]?.record
         isChanged = true
         return cancels
@@ -471,11 +406,7 @@ struct OutboxStateMachine: Sendable {
 
     /// Resumes the post to `destination` if it is paused.
     private mutating func resuming(_ destination: URL) {
-        guard case .paused = posts[destination]?.phase else { return }
-        posts[destination]?.phase = .ready
-        posts[destination]?.waits = 0
-        posts[destination]?.waitsForHost = nil
-        posts[destination]?.record.status = .pending
+        guard posts[destination]?.resume() == true else { return }
         toWrite[destination] = posts[destination]?.record
         isChanged = true
     }
@@ -483,25 +414,15 @@ struct OutboxStateMachine: Sendable {
     /// Stops the uploads of the post to `destination` and its next try
     /// after a wait; returns what cancels them.
     private mutating func stop(_ destination: URL) -> [@Sendable () -> Void] {
-        guard let tracked = posts[destination] else { return [] }
-        for index in tracked.running.keys { posts[destination]?.running[index]?.isCancelling = true }
-        posts[destination]?.wake = nil
-        var cancels: [@Sendable () -> Void] = tracked.running.values.compactMap(\.handle).map { handle in
-            { handle.cancel() }
-        }
-        if let wake = tracked.wake { cancels.append { wake.cancel() } }
-        return cancels
+        posts[destination]?.stop() ?? []
     }
 
     /// Tries the post to `destination` again now if it waits for the
     /// network; returns what cancels its scheduled try, or `nil` when it
     /// did not wait.
     private mutating func wake(_ destination: URL) -> [@Sendable () -> Void]? {
-        guard let tracked = posts[destination], case .waitingForNetwork = tracked.phase, tracked.waitsForHost == nil
-        else { return nil }
-        posts[destination]?.phase = .ready
-        posts[destination]?.wake = nil
+        guard let cancels = posts[destination]?.wakeUp() else { return nil }
         isChanged = true
-        return tracked.wake.map { wake in [{ wake.cancel() }] } ?? []
+        return cancels
     }
 }
