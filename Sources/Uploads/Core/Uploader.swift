@@ -17,10 +17,10 @@ import JobKit
 /// the controller's `onCancel`. Fail with an ``UploadError``, or an error
 /// of the app's own that says what it means (``ClassifiedUploadError``),
 /// so that only the failures that can pass are retried. Retries
-/// re-perform the same job: an uploader that `POST`s should send the same `Idempotency-Key` on each performance
-/// of one job (a key made when `upload(_:progress:)` is called), as
-/// ``URLSessionUploader`` does, so that a retry after a lost answer is not
-/// stored twice.
+/// re-perform the same job: an uploader that `POST`s should send the same
+/// `Idempotency-Key` on each performance of one job (a key made when
+/// `upload(_:progress:)` is called), as ``URLSessionUploader`` does, so
+/// that a retry after a lost answer is not stored twice.
 ///
 /// An uploader that sends several requests per upload and retries each on
 /// its own (a multipart or a tus upload) also implements

@@ -163,10 +163,8 @@ public final class Outbox: Sendable {
         // an add of a post being added finds it added (or not, if that
         // add failed), and none writes into a folder another outbox owns.
         let actions = try adds.sync { () throws -> OutboxStateMachine.Actions in
-            let reserved = machine.update { machine in
-                (Result { () throws(OutboxError) in try machine.reserve(destination) }, actOn: false)
-            }
-            guard let sequence = try reserved.get() else { return OutboxStateMachine.Actions() }
+            guard let sequence = try changing({ machine throws(OutboxError) in try machine.reserve(destination) })
+            else { return OutboxStateMachine.Actions() }
             return try record(post, to: destination, sizes: sizes, priority: priority, sequence: sequence)
         }
         perform(actions)

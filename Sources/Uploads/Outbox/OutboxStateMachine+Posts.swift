@@ -261,11 +261,12 @@ extension OutboxStateMachine.Tracked {
     /// the post published, or the post waiting or failed.
     ///
     /// A post whose upload failed on a server's pushback while its host is
-    /// held (`hostIsHeld`) waits for the host to take requests again, not
+    /// held (by `pacer`) waits for the host to take requests again, not
     /// for the network: the pacer backs off for it.
     mutating func ended(
-        _ start: OutboxStateMachine.Start, with outcome: Result<UploadReceipt, any Error>, hostIsHeld: Bool
+        _ start: OutboxStateMachine.Start, with outcome: Result<UploadReceipt, any Error>, pacer: OutboxPacer
     ) -> Ended {
+        let host = { OutboxPacer.host(of: start.record.destination(of: start.index)) }
         let wasCancelled = running[start.index]?.isCancelling == true
         running[start.index] = nil
         // Paused meanwhile: its failure (its cancellation, most often) says
@@ -287,9 +288,9 @@ extension OutboxStateMachine.Tracked {
             return .recorded
         case .failure where phase.isOver:
             return .unchanged
-        case .failure(let error) where phase.isReady && OutboxStateMachine.isPushback(error) && hostIsHeld:
+        case .failure(let error) where phase.isReady && OutboxStateMachine.isPushback(error) && pacer.isHeld(host()):
             phase = .waitingForNetwork(error)
-            waitsForHost = OutboxPacer.host(of: start.record.destination(of: start.index))
+            waitsForHost = host()
             return .unchanged
         case .failure(let error) where OutboxStateMachine.canPass(error):
             defer { phase = .waitingForNetwork(error) }

@@ -377,8 +377,7 @@ struct OutboxStateMachine: Sendable {
         guard !isClosed, posts[start.destination]?.running[start.index]?.token == start.token else {
             return Actions(pump: .now)
         }
-        let host = OutboxPacer.host(of: start.record.destination(of: start.index))
-        let ended = posts[start.destination]?.ended(start, with: outcome, hostIsHeld: pacer.isHeld(host))
+        let ended = posts[start.destination]?.ended(start, with: outcome, pacer: pacer)
         isChanged = true
         guard let ended, let record = posts[start.destination]?.record else { return Actions(pump: .now) }
         var timers: [Timer] = []
