@@ -52,35 +52,41 @@ struct Workspace {
         let destinationName: String
         var directoryUploader: DirectoryUploader?
         var mastodon: MastodonServer?
-        if let server = arguments.mastodon, let token = arguments.token {
-            let created = MastodonServer(url: server, token: token)
-            uploader = created.mediaUploader
-            documentUploader = created.statusUploader
-            mastodon = created
-            destinationName = server.absoluteString
-        } else if let backend = arguments.s3 {
-            // Its requests are retried, each on its own, by the run's
-            // policy, which it is handed in place of its own.
-            uploader = S3Uploader(
-                presigner: PresigningBackend(endpoint: backend),
-                manifestFolder: folder.appendingPathComponent("multipart", isDirectory: true)
-            )
-            destinationName = "S3 storage, URLs presigned by \(backend.absoluteString)"
-        } else if let endpoint = arguments.tus {
-            // Its requests are retried, each on its own, by the run's
-            // policy, as S3's are.
-            uploader = TusUploader(manifestFolder: folder.appendingPathComponent("tus", isDirectory: true))
-            destinationName = "the tus server at \(endpoint.absoluteString)"
-        } else if let server = arguments.server {
-            uploader = URLSessionUploader(method: .put)
-            destinationName = server.absoluteString
-        } else {
-            let root = arguments.output ?? folder.appendingPathComponent("uploaded", isDirectory: true)
-            let speed = arguments.megabytesPerSecond > 0 ? Int(arguments.megabytesPerSecond * 1_000_000) : nil
-            let directory = DirectoryUploader(root: root, bytesPerSecond: speed)
-            uploader = directory
-            directoryUploader = directory
-            destinationName = root.path
+        do {
+            if let server = arguments.mastodon, let token = arguments.token {
+                let created = try MastodonServer(url: server, token: token)
+                uploader = created.mediaUploader
+                documentUploader = created.statusUploader
+                mastodon = created
+                destinationName = server.absoluteString
+            } else if let backend = arguments.s3 {
+                // Its requests are retried, each on its own, by the run's
+                // policy, which it is handed in place of its own.
+                uploader = try S3Uploader(
+                    presigner: PresigningBackend(endpoint: backend),
+                    manifestFolder: folder.appendingPathComponent("multipart", isDirectory: true)
+                )
+                destinationName = "S3 storage, URLs presigned by \(backend.absoluteString)"
+            } else if let endpoint = arguments.tus {
+                // Its requests are retried, each on its own, by the run's
+                // policy, as S3's are.
+                uploader = try TusUploader(manifestFolder: folder.appendingPathComponent("tus", isDirectory: true))
+                destinationName = "the tus server at \(endpoint.absoluteString)"
+            } else if let server = arguments.server {
+                uploader = URLSessionUploader(method: .put)
+                destinationName = server.absoluteString
+            } else {
+                let root = arguments.output ?? folder.appendingPathComponent("uploaded", isDirectory: true)
+                let speed =
+                    arguments.megabytesPerSecond > 0
+                    ? Int((arguments.megabytesPerSecond * 1_000_000).rounded(.up)) : nil
+                let directory = try DirectoryUploader(root: root, bytesPerSecond: speed)
+                uploader = directory
+                directoryUploader = directory
+                destinationName = root.path
+            }
+        } catch {
+            fail("cannot make the uploader: \(error.localizedDescription)", code: 1)
         }
         if arguments.failRate > 0 {
             uploader = FaultInjectingUploader(

@@ -50,8 +50,8 @@ enum ChecksumCase {
             try linked.rule("s3/part-\(part)", ["read_delay": pause])
         }
 
-        func variant(_ name: String, verifiesBytes: Bool, server: NodeServer) -> Variant {
-            let uploader = S3Uploader(
+        func variant(_ name: String, verifiesBytes: Bool, server: NodeServer) throws -> Variant {
+            let uploader = try S3Uploader(
                 presigner: PathPresigner(server: server.url),
                 manifestFolder: folder.appendingPathComponent("manifests"),
                 partSize: 8 * 1024 * 1024, maxConcurrentParts: 4, retry: .never, verifiesBytes: verifiesBytes)

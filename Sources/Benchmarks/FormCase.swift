@@ -47,7 +47,7 @@ enum FormCase {
         }
         let rows = try measureInterleaved(
             [
-                variant(form, formVideo, MultipartFormUploader()),
+                variant(form, formVideo, try MultipartFormUploader()),
                 variant(raw, rawVideo, URLSessionUploader(method: .post)),
             ],
             n: megabytes, schedule: schedule, clock: processCPUTime)

@@ -12,7 +12,7 @@ struct DirectoryUploaderTests {
         defer { folder.remove() }
         let source = try folder.file("source/surf.mov", bytes: patternedBytes(700_000))
         let root = folder.url.appendingPathComponent("root")
-        let uploader = DirectoryUploader(root: root, chunkSize: 64 * 1024)
+        let uploader = try DirectoryUploader(root: root, chunkSize: 64 * 1024)
         let recorder = OutcomeRecorder()
         Job.sequence([
             Job.uploading(
@@ -33,7 +33,7 @@ struct DirectoryUploaderTests {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let queue = TestQueue()
-        let uploader = DirectoryUploader(root: folder.url, chunkSize: 100)
+        let uploader = try DirectoryUploader(root: folder.url, chunkSize: 100)
         let target = folder.url.appendingPathComponent("photos/a.jpg")
         _ = try folder.file("photos/a.jpg", bytes: Data("old".utf8))
         let reports = LockedValue<[UploadProgress]>([])
@@ -61,7 +61,7 @@ struct DirectoryUploaderTests {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let queue = TestQueue()
-        let uploader = DirectoryUploader(root: folder.url, chunkSize: 100)
+        let uploader = try DirectoryUploader(root: folder.url, chunkSize: 100)
         let recorder = OutcomeRecorder()
         let handle = Job.uploading(
             Photo(bytes: patternedBytes(1_000), destination: destination("a.jpg")), using: uploader
@@ -84,7 +84,7 @@ struct DirectoryUploaderTests {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let queue = TestQueue()
-        let uploader = DirectoryUploader(root: folder.url, bytesPerSecond: 100, chunkSize: 100)
+        let uploader = try DirectoryUploader(root: folder.url, bytesPerSecond: 100, chunkSize: 100)
         let recorder = OutcomeRecorder()
         Job.uploading(Photo(bytes: patternedBytes(1_000), destination: destination("a.jpg")), using: uploader)
             .perform(on: queue, then: recorder.handler)
@@ -106,7 +106,7 @@ struct DirectoryUploaderTests {
     func refusesDestinationsThatLeaveTheRootOrNameNoFile(path: String) throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let uploader = DirectoryUploader(root: folder.url.appendingPathComponent("root"))
+        let uploader = try DirectoryUploader(root: folder.url.appendingPathComponent("root"))
         let target = URL(string: "https://uploads.example.com/\(path)")!
         #expect(throws: UploadError.self) { try uploader.validate(destination: target) }
 
@@ -132,7 +132,7 @@ struct DirectoryUploaderTests {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("link"), withDestinationURL: outside)
-        let uploader = DirectoryUploader(root: root)
+        let uploader = try DirectoryUploader(root: root)
         let target = destination("link/deeper/escape.jpg")
         #expect(throws: UploadError.self) { try uploader.validate(destination: target) }
 
@@ -156,7 +156,7 @@ struct DirectoryUploaderTests {
         // root/dangling -> ../outside/new, whose target does not exist.
         try FileManager.default.createSymbolicLink(
             atPath: root.appendingPathComponent("dangling").path, withDestinationPath: "../outside/new")
-        let uploader = DirectoryUploader(root: root)
+        let uploader = try DirectoryUploader(root: root)
         let target = destination("dangling/x.txt")
         let error = #expect(throws: UploadError.self) { try uploader.validate(destination: target) }
         guard case .invalidDestination(_, let reason) = error else {
@@ -210,7 +210,7 @@ struct DirectoryUploaderTests {
         let recorder = OutcomeRecorder()
         Job.uploading(
             Photo(bytes: patternedBytes(10), destination: destination("alias/a.jpg")),
-            using: DirectoryUploader(root: root)
+            using: try DirectoryUploader(root: root)
         )
         .perform(on: ImmediateQueue(), then: recorder.handler)
 
@@ -224,7 +224,8 @@ struct DirectoryUploaderTests {
         let missing = folder.url.appendingPathComponent("missing.mov")
         let recorder = OutcomeRecorder()
         Job.uploading(
-            Video(file: missing, destination: destination("videos/v.mp4")), using: DirectoryUploader(root: folder.url)
+            Video(file: missing, destination: destination("videos/v.mp4")),
+            using: try DirectoryUploader(root: folder.url)
         )
         .perform(on: ImmediateQueue(), then: recorder.handler)
 

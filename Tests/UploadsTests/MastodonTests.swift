@@ -16,8 +16,8 @@ struct MastodonTests {
         firstWait: .milliseconds(20), maximumWait: .milliseconds(80), timeLimit: .seconds(20),
         statusURL: MediaProcessing.mastodon.statusURL, isReady: MediaProcessing.mastodon.isReady)
 
-    static func server(_ fixture: MastodonFixture, token: String = MastodonFixture.token) -> MastodonServer {
-        MastodonServer(url: fixture.baseURL, token: token, processing: quick)
+    static func server(_ fixture: MastodonFixture, token: String = MastodonFixture.token) throws -> MastodonServer {
+        try MastodonServer(url: fixture.baseURL, token: token, processing: quick)
     }
 
     /// Two photos (one from a file, one in memory) and a video, each with
@@ -42,7 +42,7 @@ struct MastodonTests {
         try await MastodonFixture.with { fixture in
             let folder = try TemporaryFolder()
             defer { folder.remove() }
-            let server = Self.server(fixture)
+            let server = try Self.server(fixture)
             let post = try Self.post(on: server, in: folder)
 
             let published = try await withTimeLimit(.seconds(30)) {
@@ -94,7 +94,7 @@ struct MastodonTests {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
             try await fixture.fail("/api/v1/statuses", status: 503, afterTheWork: true)
-            let server = Self.server(fixture)
+            let server = try Self.server(fixture)
             let post = server.post(
                 "One status", photos: [server.photo(bytes: patternedBytes(1_000), filename: "a.jpg")])
             let options = server.publishOptions(
@@ -115,7 +115,7 @@ struct MastodonTests {
 
     @Test func aRefusedTokenFailsAtOnceAndIsNotRetried() async throws {
         try await MastodonFixture.with { fixture in
-            let server = Self.server(fixture, token: "wrong")
+            let server = try Self.server(fixture, token: "wrong")
             let post = server.post("Nope", photos: [server.photo(bytes: patternedBytes(1_000), filename: "a.jpg")])
             let options = server.publishOptions(
                 PublishOptions(retry: RetryPolicy(attempts: 3, initialDelay: .milliseconds(1))))
@@ -135,7 +135,7 @@ struct MastodonTests {
 
     @Test func aStatusOfMoreThanFourMediaIsRefusedWithTheServersWords() async throws {
         try await MastodonFixture.with { fixture in
-            let server = Self.server(fixture)
+            let server = try Self.server(fixture)
             let photos = (0..<5).map { server.photo(bytes: patternedBytes(1_000), filename: "\($0).jpg") }
             let post = server.post("Too many", photos: photos)
 
@@ -158,7 +158,7 @@ struct MastodonTests {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
             let impatient = MediaProcessing(statusURL: { _ in nil }, isReady: { _ in true })
-            let server = MastodonServer(url: fixture.baseURL, token: MastodonFixture.token, processing: impatient)
+            let server = try MastodonServer(url: fixture.baseURL, token: MastodonFixture.token, processing: impatient)
             let post = try Self.post(on: server, in: folder)
 
             let error = await #expect(throws: UploadError.self) {
@@ -177,7 +177,7 @@ struct MastodonTests {
         try await MastodonFixture.with { fixture in
             let folder = try TemporaryFolder()
             defer { folder.remove() }
-            let server = Self.server(fixture)
+            let server = try Self.server(fixture)
             let post = try Self.post(on: server, in: folder)
             let outboxFolder = folder.url.appendingPathComponent("outbox")
             let first = try Outbox(
@@ -216,8 +216,8 @@ struct MastodonTests {
                 == nil)
     }
 
-    @Test func eachPostGoesToTheStatusesWithAFragmentOfItsOwn() {
-        let server = MastodonServer(url: URL(string: "https://social.example")!, token: "t")
+    @Test func eachPostGoesToTheStatusesWithAFragmentOfItsOwn() throws {
+        let server = try MastodonServer(url: URL(string: "https://social.example")!, token: "t")
         let first = server.post("a")
         let second = server.post("a")
         #expect(first.destination != second.destination)

@@ -163,14 +163,6 @@ struct MediaProcessingTests {
         #expect(!mastodon.isReady(Self.answer(206)))
         #expect(mastodon.wait(before: 0) == .seconds(1) && mastodon.wait(before: 5) == .seconds(30))
     }
-
-    @Test func waitsThatCannotBeMadeFailAtOnce() throws {
-        let processing = MediaProcessing(timeLimit: .zero, statusURL: { _ in Self.status }, isReady: { _ in true })
-        let (server, outcome, _) = wait(processing, answering: [.success(Self.answer(200))])
-        try queue.run()
-        #expect(outcome.error is JobError)
-        #expect(server.asked.value.isEmpty)
-    }
 }
 
 /// `MultipartFormUploader` with ``MediaProcessing`` against Node's server:
@@ -198,7 +190,8 @@ struct MultipartFormProcessingTests {
                     "status": 206, "times": 4, "ok_status": 200, "answer": #"{"id":"7","url":"https://cdn/7.mp4"}"#,
                     "answer_type": "application/json",
                 ])
-            let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer s3cret"], processing: Self.quick)
+            let uploader = try MultipartFormUploader(
+                headers: ["Authorization": "Bearer s3cret"], processing: Self.quick)
             let video = Video(bytes: patternedBytes(100_000), destination: server.url("api/v2/media"))
 
             let receipt = try await withTimeLimit(.seconds(20)) {

@@ -91,7 +91,7 @@ struct MultipartFormUploaderTests {
                 defer { folder.remove() }
                 let file = folder.url.appendingPathComponent("surf.mp4")
                 try writePatternedFile(file, size: Self.largeSize)
-                let uploader = MultipartFormUploader(
+                let uploader = try MultipartFormUploader(
                     fields: Self.uploaderFields, headers: ["Authorization": "Bearer s3cret"])
                 let video = Self.video(at: file, to: server.url("api/v2/media"))
                 let reports = LockedValue<[UploadProgress]>([])
@@ -140,7 +140,7 @@ struct MultipartFormUploaderTests {
                 defer { folder.remove() }
                 let file = folder.url.appendingPathComponent("surf.mp4")
                 try writePatternedFile(file, size: Self.largeSize)
-                let uploader = MultipartFormUploader(fields: Self.uploaderFields)
+                let uploader = try MultipartFormUploader(fields: Self.uploaderFields)
                 let video = Self.video(at: file, to: server.url("api/v2/media"))
 
                 let receipt = try await withTimeLimit(.seconds(40)) {
@@ -169,7 +169,7 @@ struct MultipartFormUploaderTests {
 
     @Test func bytesInMemoryAreAFileNamedAfterTheDestinationUnlessTheAppNamesIt() async throws {
         try await FixtureServer.with { server in
-            let uploader = MultipartFormUploader(fileField: "image")
+            let uploader = try MultipartFormUploader(fileField: "image")
             let jpeg = patternedBytes(70_000)
             let unnamed = Photo(bytes: jpeg, destination: server.url("media/beach.jpg"))
             var named = Photo(bytes: jpeg, destination: server.url("media"), contentType: "image/png")
@@ -218,7 +218,7 @@ struct MultipartFormUploaderTests {
 
     @Test func theFormsContentTypeWinsOverOneInTheHeaders() async throws {
         try await FixtureServer.with { server in
-            let uploader = MultipartFormUploader(headers: ["content-type": "application/json", "X-App": "1"])
+            let uploader = try MultipartFormUploader(headers: ["content-type": "application/json", "X-App": "1"])
             let photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("media"))
             try await withTimeLimit(.seconds(20)) {
                 _ = try await Job.uploading(photo, using: uploader).value
@@ -235,7 +235,7 @@ struct MultipartFormUploaderTests {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
             let missing = folder.url.appendingPathComponent("gone.mp4")
-            let uploader = MultipartFormUploader()
+            let uploader = try MultipartFormUploader()
             let video = Video(file: missing, destination: server.url("api/v2/media"))
             let ftp = Photo(bytes: Data("x".utf8), destination: URL(string: "ftp://example.com/media")!)
 

@@ -21,19 +21,8 @@ struct MultipartPartsTests {
         #expect(MultipartUpload.parts(size: 10 * Self.mebibyte, partSize: 5 * Self.mebibyte).count == 2)
     }
 
-    @Test func partsSmallerThanS3AllowsAreRaisedToItsMinimum() throws {
-        let uploader = S3Uploader(
-            presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"), partSize: 1024)
-        #expect(uploader.partSize == S3Uploader.minimumPartSize)
-        #expect(
-            S3Uploader(
-                presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"),
-                maxConcurrentParts: 0
-            ).maxConcurrentParts == 1)
-    }
-
     @Test func anUploadCountsAPartForEachPartInFlightAgainstAnOutboxsBudget() throws {
-        let uploader = S3Uploader(
+        let uploader = try S3Uploader(
             presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"),
             multipartThreshold: 8 * Self.mebibyte, partSize: 8 * Self.mebibyte, maxConcurrentParts: 4)
         let file = Media(
@@ -50,7 +39,7 @@ struct MultipartPartsTests {
     }
 
     @Test func aDestinationWithoutAPathNamesNoObjectAndIsRefusedBeforeAnyRequest() throws {
-        let uploader = S3Uploader(presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"))
+        let uploader = try S3Uploader(presigner: RefusingPresigner(), manifestFolder: URL(fileURLWithPath: "/tmp"))
         for destination in ["https://media.example.com", "https://media.example.com/"] {
             #expect(throws: UploadError.self) { try uploader.validate(destination: URL(string: destination)!) }
         }
@@ -209,7 +198,7 @@ struct MultipartPartsTests {
 extension MultipartPartsTests {
     @Test func aRequestCancelledWhileItWaitsForItsURLCompletesAtOnceAndLeavesThePresignerToEnd() async throws {
         let presigner = HeldPresigner()
-        let uploader = S3Uploader(
+        let uploader = try S3Uploader(
             presigner: presigner, manifestFolder: URL(fileURLWithPath: "/tmp"), retry: .never)
         let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
         let handle = uploader.upload(
@@ -256,7 +245,7 @@ private final class HeldPresigner: S3Presigner {
 }
 
 /// A presigner for uploaders that are never performed.
-private struct RefusingPresigner: S3Presigner {
+struct RefusingPresigner: S3Presigner {
     func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
         throw URLError(.userAuthenticationRequired)
     }

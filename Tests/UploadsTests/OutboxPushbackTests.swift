@@ -421,7 +421,7 @@ struct OutboxPushbackTests {
     @Test func optionsThatCannotWorkAreRefused() throws {
         defer { folder.remove() }
         for options in [Outbox.Options(networkWakeWindow: .seconds(-1)), Outbox.Options(pushbackDelay: .seconds(-1))] {
-            #expect(throws: OutboxError.self) { try open(InMemoryUploader(), options) }
+            #expect(throws: InvalidOptionError.self) { try open(InMemoryUploader(), options) }
         }
     }
 }

@@ -42,7 +42,7 @@ extension S3Storage {
                 // Part 2 is held by the storage until the test releases it:
                 // still in flight when the post is paused.
                 try await s3.setRules([["operation": "uploadPart", "partNumber": 2, "hold": true]])
-                let uploader = Storage.uploader(s3, folder: folder, concurrentParts: 1)
+                let uploader = try Storage.uploader(s3, folder: folder, concurrentParts: 1)
                 let outbox = try Outbox(folder: folder.url.appendingPathComponent("outbox"), uploader: uploader)
                 let post = Self.post(file, name: "paused")
                 let id = try outbox.add(post)
@@ -75,7 +75,7 @@ extension S3Storage {
         @Test func removingAPostAbortsItsMultipartUpload() async throws {
             try await Storage.withStorage { s3, folder, file in
                 try await s3.setRules([["operation": "uploadPart", "partNumber": 2, "hold": true]])
-                let uploader = Storage.uploader(s3, folder: folder, concurrentParts: 1)
+                let uploader = try Storage.uploader(s3, folder: folder, concurrentParts: 1)
                 let outbox = try Outbox(folder: folder.url.appendingPathComponent("outbox"), uploader: uploader)
                 let id = try outbox.add(Self.post(file, name: "removed"))
                 #expect(try await s3.wait(for: "uploadPart", count: 2, received: true))

@@ -473,7 +473,9 @@ struct OutboxTests {
         #expect(
             error?.localizedDescription
                 == "\(file.path)/outbox: cannot keep an outbox here: Not a directory")
-        #expect(throws: OutboxError.invalidOptions("maxConcurrentUploads must be at least 1, got 0")) {
+        #expect(
+            throws: InvalidOptionError(option: "maxConcurrentUploads", reason: "must be at least 1, got 0")
+        ) {
             try Outbox(
                 folder: folder.url.appendingPathComponent("other"), uploader: InMemoryUploader(),
                 options: Outbox.Options(maxConcurrentUploads: 0))

@@ -141,7 +141,7 @@ extension S3Storage {
                     videos: [S3UploaderTests.video(file, key: "posts/progress/video.mp4")],
                     destination: URL(string: "https://media.example.com/posts/progress.json")!)
                 let publishing = Job.publishing(
-                    post, using: S3UploaderTests.uploader(s3, folder: folder, concurrentParts: 3),
+                    post, using: try S3UploaderTests.uploader(s3, folder: folder, concurrentParts: 3),
                     progress: probe.closure)
                 probe.expectOutcome(await probe.perform(publishing))
             }

@@ -268,7 +268,7 @@ struct PublishingTests {
     @Test func aDestinationTheUploaderRefusesFailsBeforeAnythingIsWritten() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let uploader = DirectoryUploader(root: folder.url.appendingPathComponent("root"))
+        let uploader = try DirectoryUploader(root: folder.url.appendingPathComponent("root"))
         var post = samplePost(photoSizes: [10, 20])
         post.photos[1].media.destination = destination("photos/../../escape.jpg")
         let recorder = OutcomeRecorder()
@@ -283,20 +283,17 @@ struct PublishingTests {
     }
 
     @Test(arguments: [
-        PublishOptions(maxConcurrentUploads: 0),
-        PublishOptions(retry: RetryPolicy(attempts: 0)),
-        PublishOptions(uploadTimeout: .zero),
+        (PublishOptions(maxConcurrentUploads: 0), "maxConcurrentUploads must be at least 1, got 0"),
+        (PublishOptions(retry: RetryPolicy(attempts: 0)), "retry.attempts must be at least 1, got 0"),
+        (PublishOptions(uploadTimeout: .zero), "uploadTimeout must be above zero, got 0.0 seconds"),
     ])
-    func optionsBelowOneAreRefused(options: PublishOptions) throws {
+    func optionsBelowOneAreRefused(options: PublishOptions, message: String) throws {
         let uploader = InMemoryUploader()
         let recorder = OutcomeRecorder()
         Job.publishing(samplePost(photoSizes: [10]), using: uploader, options: options)
             .perform(on: ImmediateQueue(), then: recorder.handler)
 
-        guard case .invalidArgument = recorder.error as? JobError else {
-            Issue.record("expected invalidArgument, got \(String(describing: recorder.error))")
-            return
-        }
+        #expect((recorder.error as? InvalidOptionError)?.description == message)
         #expect(uploader.startedDestinations.isEmpty)
     }
 }

@@ -21,7 +21,7 @@ extension S3Storage {
             _ media: Media, _ s3: S3Fixture, folder: TemporaryFolder,
             progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
         ) async throws -> UploadReceipt {
-            let uploader = S3UploaderTests.uploader(s3, folder: folder, concurrentParts: 1)
+            let uploader = try S3UploaderTests.uploader(s3, folder: folder, concurrentParts: 1)
             return try await withTimeLimit(.seconds(60)) {
                 try await uploader.upload(media, attempts: UploadAttempts(retry: uploader.retry), progress: progress)
                     .value
@@ -211,7 +211,7 @@ extension S3Storage {
                 ])
                 var presigner = s3.presigner
                 presigner.listPageSize = nil
-                let uploader = S3Uploader(
+                let uploader = try S3Uploader(
                     presigner: presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
                     partSize: 5 * 1024 * 1024, maxConcurrentParts: 1, retry: .never, verifiesBytes: false)
                 #expect(!uploader.verifiesBytes)

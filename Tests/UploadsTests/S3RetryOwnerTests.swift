@@ -25,8 +25,8 @@ extension S3Storage {
 
         /// An uploader whose own policy would try five times: publishing's
         /// must be the one that counts.
-        static func uploader(_ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int) -> S3Uploader {
-            S3UploaderTests.uploader(
+        static func uploader(_ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int) throws -> S3Uploader {
+            try S3UploaderTests.uploader(
                 s3, folder: folder, concurrentParts: concurrentParts,
                 retry: RetryPolicy(attempts: 5, initialDelay: .milliseconds(5)))
         }
@@ -59,7 +59,7 @@ extension S3Storage {
                 ])
                 let told = LockedValue<[String]>([])
                 let publishing = Job.publishing(
-                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 1),
+                    Self.post(file), using: try Self.uploader(s3, folder: folder, concurrentParts: 1),
                     options: Self.options(told: told))
                 let error = await #expect(throws: UploadError.self) {
                     try await withTimeLimit(.seconds(60), performing: publishing, on: DispatchQueue.global())
@@ -109,7 +109,7 @@ extension S3Storage {
                     options.uploadTimeout = .seconds(5)
                 }
                 let publishing = Job.publishing(
-                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 4), options: options)
+                    Self.post(file), using: try Self.uploader(s3, folder: folder, concurrentParts: 4), options: options)
                 let published = try await withTimeLimit(
                     .seconds(60), performing: publishing, on: DispatchQueue.global())
 
@@ -137,7 +137,7 @@ extension S3Storage {
                 // upload; publishing's, which retried it, calls it final.
                 options.retry.isRetryable = { _ in false }
                 let publishing = Job.publishing(
-                    Self.post(file), using: Self.uploader(s3, folder: folder, concurrentParts: 1), options: options)
+                    Self.post(file), using: try Self.uploader(s3, folder: folder, concurrentParts: 1), options: options)
                 await #expect(throws: UploadError.self) {
                     try await withTimeLimit(.seconds(60), performing: publishing, on: DispatchQueue.global())
                 }
@@ -160,7 +160,7 @@ extension S3Storage {
                 ])
                 let video = S3UploaderTests.video(file, key: Self.videoKey)
                 let handle = Job.uploading(
-                    video, using: Self.uploader(s3, folder: folder, concurrentParts: 1),
+                    video, using: try Self.uploader(s3, folder: folder, concurrentParts: 1),
                     attempts: UploadAttempts(retry: RetryPolicy(attempts: 2))
                 ).perform(on: DispatchQueue.global()) { _ in }
                 defer { handle.cancel() }

@@ -27,10 +27,10 @@ extension S3Storage {
         static func uploader(
             _ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int = 4, retry: RetryPolicy? = nil,
             listPageSize: Int? = nil
-        ) -> S3Uploader {
+        ) throws -> S3Uploader {
             var presigner = s3.presigner
             presigner.listPageSize = listPageSize
-            return S3Uploader(
+            return try S3Uploader(
                 presigner: presigner,
                 manifestFolder: folder.url.appendingPathComponent("manifests"),
                 partSize: Int64(5 * mebibyte),
@@ -175,7 +175,7 @@ extension S3Storage {
             let bytes = patternedBytes(300_000, seed: 3)
             let file = try folder.file("photo.jpg", bytes: bytes)
             try await S3Fixture.with { s3 in
-                let uploader = Self.uploader(s3, folder: folder)
+                let uploader = try Self.uploader(s3, folder: folder)
                 let fromFile = try await Job.uploading(
                     Photo(file: file, destination: URL(string: "https://media.example.com/photos/a.jpg")!),
                     using: uploader
@@ -231,7 +231,7 @@ extension S3Storage {
                 let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
                 let handle = LockedValue<JobHandle?>(nil)
                 let job = Job.uploading(
-                    Self.video(file, key: "videos/cancelled.mp4"), using: Self.uploader(s3, folder: folder)
+                    Self.video(file, key: "videos/cancelled.mp4"), using: try Self.uploader(s3, folder: folder)
                 ) {
                     // Cancel once bytes of a part are on their way.
                     if $0.bytesSent > 0 { handle.value?.cancel() }
@@ -257,7 +257,7 @@ extension S3Storage {
                 try await s3.setRules([["operation": "createMultipartUpload", "hold": true]])
                 let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
                 let handle = Job.uploading(
-                    Self.video(file, key: "videos/early.mp4"), using: Self.uploader(s3, folder: folder)
+                    Self.video(file, key: "videos/early.mp4"), using: try Self.uploader(s3, folder: folder)
                 )
                 .perform { result in outcome.withValue { $0 = result } }
                 let creating = try await s3.wait(for: "createMultipartUpload", received: true)
@@ -287,7 +287,7 @@ extension S3Storage {
                 ])
                 let handle = Job.uploading(
                     Self.video(file, key: "videos/refused-then-cancelled.mp4"),
-                    using: Self.uploader(s3, folder: folder, concurrentParts: 1)
+                    using: try Self.uploader(s3, folder: folder, concurrentParts: 1)
                 ).perform { _ in }
                 let aborting = try await s3.wait(for: "abortMultipartUpload", received: true)
                 handle.cancel()
@@ -505,7 +505,7 @@ struct S3FramingTests {
                 [
                     "answer": "<CompleteMultipartUploadResult><ETag>\"joined-3\"</ETag></CompleteMultipartUploadResult>"
                 ])
-            let uploader = S3Uploader(
+            let uploader = try S3Uploader(
                 presigner: PathPresigner(server: server.baseURL),
                 manifestFolder: folder.url.appendingPathComponent("manifests"),
                 partSize: Int64(partSize))
@@ -676,7 +676,7 @@ extension LargeTransfers {
                 for attempt in 1...(measures ? 3 : 1) {
                     try await s3.reset()
                     let key = "videos/large-\(attempt).mp4"
-                    let uploader = S3Uploader(
+                    let uploader = try S3Uploader(
                         presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
                         partSize: Int64(partSize), maxConcurrentParts: 4)
                     let before = residentMemory()

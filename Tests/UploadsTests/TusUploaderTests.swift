@@ -50,8 +50,8 @@ struct TusUploaderTests {
     static func uploader(
         _ workspace: Workspace, chunk: Int64 = 8 * 1024 * 1024, attempts: Int = 3,
         createsUploads: Bool = true, verifiesBytes: Bool = true
-    ) -> TusUploader {
-        TusUploader(
+    ) throws -> TusUploader {
+        try TusUploader(
             manifestFolder: workspace.manifests, chunkSize: chunk, headers: ["Authorization": "Bearer s3cret"],
             metadata: { _ in ["album": "Été 2026"] }, createsUploads: createsUploads,
             retry: exactRetries(attempts, initial: .zero), verifiesBytes: verifiesBytes)
@@ -101,7 +101,7 @@ struct TusUploaderTests {
     static func leaveUnfinished(_ workspace: Workspace, at tus: TusFixture) async throws -> (Video, TusUploader) {
         try await tus.arm("cut", "PATCH", after: 500_000)
         let video = Self.video(workspace, to: tus.endpoint)
-        let uploader = Self.uploader(workspace, chunk: Self.mebibyte, attempts: 1, verifiesBytes: false)
+        let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, attempts: 1, verifiesBytes: false)
         #expect(await Self.failure(of: Job.uploading(video, using: uploader)) != nil)
         #expect(workspace.manifestNames.count == 1, "kept for the next attempt")
         return (video, uploader)
@@ -249,7 +249,7 @@ struct TusUploaderTests {
             try await tus.arm("corrupt", "PATCH", nth: 3)
             let error = await Self.failure(
                 of: Job.uploading(
-                    Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: Self.mebibyte)))
+                    Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace, chunk: Self.mebibyte)))
 
             guard case .httpStatus(let receipt) = error as? UploadError else {
                 Issue.record("expected a refusal, got \(String(describing: error))")
@@ -297,7 +297,7 @@ struct TusUploaderTests {
             try await tus.arm("cut", "PATCH", after: 5_000_000)
             let video = Self.video(workspace, to: tus.endpoint)
             let error = await Self.failure(
-                of: Job.uploading(video, using: Self.uploader(workspace, attempts: 1, verifiesBytes: false)))
+                of: Job.uploading(video, using: try Self.uploader(workspace, attempts: 1, verifiesBytes: false)))
             #expect((error as? UploadError)?.isTransient == true, "a lost connection: \(String(describing: error))")
             #expect(workspace.manifestNames.count == 1, "kept for the next attempt")
 
@@ -326,7 +326,7 @@ struct TusUploaderTests {
             // and the upload does not know.
             try await tus.arm("lose", "PATCH", nth: 3)
             let video = Self.video(workspace, to: tus.endpoint)
-            let uploader = Self.uploader(workspace, chunk: Self.mebibyte, attempts: 1)
+            let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, attempts: 1)
             #expect(await Self.failure(of: Job.uploading(video, using: uploader)) != nil)
 
             let receipt = try await Job.uploading(video, using: uploader).value
@@ -420,7 +420,7 @@ struct TusUploaderTests {
             defer { workspace.folder.remove() }
             let handle = LockedValue<JobHandle?>(nil)
             let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
-            let job = Job.uploading(Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace)) {
+            let job = Job.uploading(Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace)) {
                 // Cancel once bytes of the first PATCH are on their way.
                 if $0.bytesSent > 0 { handle.value?.cancel() }
             }
@@ -443,7 +443,7 @@ struct TusUploaderTests {
         try await TusFixture.withKept(.resumableUpload) { tus in
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
-            let uploader = Self.uploader(workspace, chunk: Self.mebibyte)
+            let uploader = try Self.uploader(workspace, chunk: Self.mebibyte)
             var attempts = UploadAttempts(retry: exactRetries(3, initial: .zero))
             attempts.keepsStoredPartsWhenCancelled = true
             let video = Self.video(workspace, to: tus.endpoint)
@@ -491,7 +491,7 @@ struct TusUploaderTests {
             defer { workspace.folder.remove() }
             // The app's backend made it, as Vimeo's API does.
             let uploadURL = try await tus.createUpload(length: 2_000_000)
-            let uploader = Self.uploader(workspace, createsUploads: false)
+            let uploader = try Self.uploader(workspace, createsUploads: false)
             let receipt = try await Job.uploading(Self.video(workspace, to: uploadURL), using: uploader).value
 
             #expect(try await tus.methods() == ["POST", "OPTIONS", "HEAD", "PATCH"])
@@ -510,7 +510,7 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let error = await Self.failure(
-                of: Job.uploading(Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace)))
+                of: Job.uploading(Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace)))
 
             guard case .httpStatus(let receipt) = error as? UploadError else {
                 Issue.record("expected a refusal, got \(String(describing: error))")
@@ -534,7 +534,7 @@ struct TusUploaderTests {
                 try await server.setRule("files", ["status": refusal])
             }
             let error = await Self.failure(
-                of: Job.uploading(Self.video(workspace, to: server.url("files")), using: Self.uploader(workspace)))
+                of: Job.uploading(Self.video(workspace, to: server.url("files")), using: try Self.uploader(workspace)))
 
             guard case .invalidDestination(_, let reason) = error as? UploadError else {
                 Issue.record("expected an invalid destination, got \(String(describing: error))")
@@ -552,7 +552,7 @@ struct TusUploaderTests {
         let missing = workspace.folder.url.appendingPathComponent("gone.mp4")
         // Nothing listens there: a request would fail otherwise.
         let video = Video(file: missing, destination: URL(string: "http://127.0.0.1:9/files/")!)
-        let error = await Self.failure(of: Job.uploading(video, using: Self.uploader(workspace)))
+        let error = await Self.failure(of: Job.uploading(video, using: try Self.uploader(workspace)))
         #expect(error as? UploadError == .fileNotFound(missing))
     }
 }

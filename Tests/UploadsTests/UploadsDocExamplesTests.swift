@@ -133,6 +133,20 @@ struct UploadsDocExamplesTests {
         #expect(error.localizedDescription == "posts/1/video.mp4: the server answered 413 Payload Too Large")
     }
 
+    @Test func invalidOptionExample() {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("JobKit-never-written")
+        // BEGIN DOC
+        do {
+            _ = try DirectoryUploader(root: folder, chunkSize: 0)
+        } catch {
+            print(error)  // chunkSize must be at least 1, got 0
+        }
+        // END DOC
+        #expect(throws: InvalidOptionError(option: "chunkSize", reason: "must be at least 1, got 0")) {
+            try DirectoryUploader(root: folder, chunkSize: 0)
+        }
+    }
+
     @Test func uploadFailureExample() {
         // BEGIN DOC
         struct QuotaError: ClassifiedUploadError {
@@ -251,10 +265,10 @@ struct UploadsDocExamplesTests {
         #expect(json?["text"] == "ids")
     }
 
-    @Test func mediaProcessingExample() {
+    @Test func mediaProcessingExample() throws {
         let token = "t-1"
         // BEGIN DOC
-        let uploader = MultipartFormUploader(
+        let uploader = try MultipartFormUploader(
             headers: ["Authorization": "Bearer \(token)"], processing: .mastodon)
         // END DOC
         #expect(uploader.processing != nil)
@@ -276,7 +290,7 @@ struct UploadsDocExamplesTests {
         do {
             let surf = beach
             // BEGIN DOC
-            let server = MastodonServer(url: URL(string: "https://social.example")!, token: token)
+            let server = try MastodonServer(url: URL(string: "https://social.example")!, token: token)
             let post = server.post(
                 "Surf's up",
                 photos: [server.photo(file: beach, description: "Dawn over the bay")],
@@ -288,7 +302,7 @@ struct UploadsDocExamplesTests {
         }
         do {
             // BEGIN DOC
-            let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
+            let uploader = try MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
             var photo = Photo(file: beach, destination: URL(string: "https://social.example/api/v2/media")!)
             photo.media.formFields = [FormField(name: "description", value: "Dawn over the bay")]
             let receipt = try await Job.uploading(photo, using: uploader).value
@@ -322,7 +336,7 @@ struct UploadsDocExamplesTests {
     /// Compiled, not run: this needs object storage.
     private func s3Example(video: Video, api: any MediaAPI, applicationSupport: URL) async throws {
         // BEGIN DOC
-        let uploader = S3Uploader(
+        let uploader = try S3Uploader(
             presigner: Presigner(api: api),
             manifestFolder: applicationSupport.appendingPathComponent("uploads"))
         let receipt = try await Job.uploading(video, using: uploader).value
@@ -334,7 +348,7 @@ struct UploadsDocExamplesTests {
     /// same calls run against two in TusUploaderTests).
     private func tusExample(clip: URL, token: String, applicationSupport: URL) async throws {
         // BEGIN DOC
-        let uploader = TusUploader(
+        let uploader = try TusUploader(
             manifestFolder: applicationSupport.appendingPathComponent("tus"),
             headers: ["Authorization": "Bearer \(token)"])
         let video = Video(file: clip, destination: URL(string: "https://tus.example.com/files/")!)
@@ -344,10 +358,11 @@ struct UploadsDocExamplesTests {
     }
 
     /// Compiled, not run: these need the services.
-    private func tusServicesExample(applicationSupport: URL, accessToken: String) -> [TusUploader] {
+    private func tusServicesExample(applicationSupport: URL, accessToken: String) throws -> [TusUploader] {
         // BEGIN DOC
-        let vimeo = TusUploader(manifestFolder: applicationSupport.appendingPathComponent("tus"), createsUploads: false)
-        let supabase = TusUploader(
+        let vimeo = try TusUploader(
+            manifestFolder: applicationSupport.appendingPathComponent("tus"), createsUploads: false)
+        let supabase = try TusUploader(
             manifestFolder: applicationSupport.appendingPathComponent("tus"), chunkSize: 6 * 1024 * 1024,
             headers: ["Authorization": "Bearer \(accessToken)", "x-upsert": "true"],
             metadata: { media in ["bucketName": "videos", "objectName": media.defaultFilename] })

@@ -25,7 +25,7 @@ private func print(_ line: String) { printedLines.withValue { $0.append(line) } 
 
 private func publishReadmePost(into root: URL, beachJPEG: Data, surfMovie: URL) async throws {
     // BEGIN README: uploads example
-    let uploader = DirectoryUploader(root: root)  // or URLSessionUploader(); InMemoryUploader() in tests
+    let uploader = try DirectoryUploader(root: root)  // or URLSessionUploader(); InMemoryUploader() in tests
     let post = Post(
         text: "Surf's up",
         photos: [Photo(bytes: beachJPEG, destination: URL(string: "https://example.com/posts/1/beach.jpg")!)],
@@ -111,7 +111,7 @@ private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, su
         }
     }
 
-    let uploader = S3Uploader(
+    let uploader = try S3Uploader(
         presigner: AppBackend(presignEndpoint: presignEndpoint),
         manifestFolder: applicationSupport.appendingPathComponent("uploads"),
         partSize: 8 * 1024 * 1024, maxConcurrentParts: 4)
@@ -154,7 +154,7 @@ extension S3Storage {
 
 private func postToReadmeMastodon(instance: URL, token: String, surfMovie: URL) async throws -> PublishReceipt {
     // BEGIN README: Mastodon example
-    let server = MastodonServer(url: instance, token: token)  // such as https://mastodon.social
+    let server = try MastodonServer(url: instance, token: token)  // such as https://mastodon.social
     let post = server.post("Surf's up", videos: [server.video(file: surfMovie, description: "A wave breaking")])
     let published = try await Job.publishing(post, using: server.mediaUploader, options: server.publishOptions()).value
     // END README
@@ -192,7 +192,7 @@ private func uploadThroughReadmeTus(applicationSupport: URL, tusEndpoint: URL, s
 {
     func print(_ line: String) { printedTusLines.withValue { $0.append(line) } }
     // BEGIN README: tus example
-    let uploader = TusUploader(manifestFolder: applicationSupport.appendingPathComponent("tus"))
+    let uploader = try TusUploader(manifestFolder: applicationSupport.appendingPathComponent("tus"))
     let clip = Video(file: surfMovie, destination: tusEndpoint)  // such as https://tus.example.com/files/
     let receipt = try await Job.uploading(clip, using: uploader).value
     print("stored at \(receipt.finalURL)")

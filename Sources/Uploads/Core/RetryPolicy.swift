@@ -150,6 +150,11 @@ extension RetryPolicy {
     func jitter() -> Double {
         random.fraction()
     }
+
+    /// Throws when the policy cannot work: fewer than one attempt.
+    func validate() throws(InvalidOptionError) {
+        try InvalidOptionError.check(attempts >= 1, "attempts", "must be at least 1, got \(attempts)")
+    }
 }
 
 /// The policy's generator, shared by its copies, drawn from under a lock.

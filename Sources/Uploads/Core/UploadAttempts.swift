@@ -84,7 +84,7 @@ public struct UploadAttempts: Sendable {
     /// the media's destination, and a time limit reached
     /// ``UploadError/timedOut(_:after:)``. Fewer than one attempt, or a
     /// time limit that is not above zero, fails with
-    /// `JobError.invalidArgument` before anything is performed.
+    /// ``InvalidOptionError`` before anything is performed.
     ///
     /// An uploader that retries its requests itself wraps each request in
     /// this, so each request's last failure is told; any other wraps its
@@ -157,13 +157,9 @@ public struct UploadAttempts: Sendable {
 
     /// Throws when these attempts cannot be made: fewer than one, or a
     /// time limit that is not above zero.
-    func validate() throws(JobError) {
-        guard retry.attempts >= 1 else {
-            throw .invalidArgument("retry.attempts must be at least 1, got \(retry.attempts)")
-        }
-        if let limit = timeout, limit <= .zero {
-            throw .invalidArgument("the time limit of an attempt must be above zero, got \(limit)")
-        }
+    func validate() throws(InvalidOptionError) {
+        try InvalidOptionError.within("retry") { () throws(InvalidOptionError) in try retry.validate() }
+        try InvalidOptionError.check(timeLimit: timeout, "timeout")
     }
 }
 

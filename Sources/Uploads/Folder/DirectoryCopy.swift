@@ -60,12 +60,13 @@ final class DirectoryCopy: Sendable {
         media: Media,
         size: Int64,
         target: URL,
-        chunkSize: Int,
+        chunkSize: Int64,
         afterChunk: (@Sendable () -> Void)? = nil
     ) throws(UploadError) {
         self.media = media
         self.target = target
-        self.chunkSize = chunkSize
+        // A chunk is read into memory: at most what an `Int` counts.
+        self.chunkSize = Int(clamping: chunkSize)
         self.afterChunk = afterChunk
         total = size
         temporary = target.deletingLastPathComponent()

@@ -27,17 +27,25 @@ public struct DirectoryUploader: Uploader {
     /// `nil`.
     public let bytesPerSecond: Int?
     /// The bytes copied per step.
-    public let chunkSize: Int
+    public let chunkSize: Int64
 
     /// Creates an uploader into `root`, which is created if needed.
     /// - Parameters:
     ///   - root: The folder to write into.
-    ///   - bytesPerSecond: A simulated speed; none by default.
-    ///   - chunkSize: The bytes copied per step; 256 KiB by default.
-    public init(root: URL, bytesPerSecond: Int? = nil, chunkSize: Int = 256 * 1024) {
+    ///   - bytesPerSecond: A simulated speed, at least 1; none by default.
+    ///   - chunkSize: The bytes copied per step, at least 1; 256 KiB by
+    ///     default.
+    /// - Throws: ``InvalidOptionError`` when `bytesPerSecond` or
+    ///   `chunkSize` is below 1.
+    public init(root: URL, bytesPerSecond: Int? = nil, chunkSize: Int64 = 256 * 1024) throws(InvalidOptionError) {
+        if let bytesPerSecond {
+            try InvalidOptionError.check(
+                bytesPerSecond >= 1, "bytesPerSecond", "must be at least 1, got \(bytesPerSecond)")
+        }
+        try InvalidOptionError.check(chunkSize >= 1, "chunkSize", "must be at least 1, got \(chunkSize)")
         self.root = root
-        self.bytesPerSecond = bytesPerSecond.map { max($0, 1) }
-        self.chunkSize = max(chunkSize, 1)
+        self.bytesPerSecond = bytesPerSecond
+        self.chunkSize = chunkSize
     }
 
     /// The file an upload to `destination` is written to.

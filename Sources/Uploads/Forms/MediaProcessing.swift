@@ -13,7 +13,7 @@ import JobKit
 /// receipt means "ready to attach":
 ///
 /// ```swift
-/// let uploader = MultipartFormUploader(
+/// let uploader = try MultipartFormUploader(
 ///     headers: ["Authorization": "Bearer \(token)"], processing: .mastodon)
 /// ```
 ///
@@ -97,13 +97,10 @@ public struct MediaProcessing: Sendable {
 
     /// Throws when these waits cannot be made: one that is negative, or a
     /// time limit that is not above zero.
-    func validate() throws(JobError) {
-        guard firstWait >= .zero, maximumWait >= .zero else {
-            throw .invalidArgument("the waits of MediaProcessing must not be negative")
-        }
-        guard timeLimit > .zero else {
-            throw .invalidArgument("the time limit of MediaProcessing must be above zero, got \(timeLimit)")
-        }
+    func validate() throws(InvalidOptionError) {
+        try InvalidOptionError.check(firstWait >= .zero, "firstWait", "must not be negative, got \(firstWait)")
+        try InvalidOptionError.check(maximumWait >= .zero, "maximumWait", "must not be negative, got \(maximumWait)")
+        try InvalidOptionError.check(timeLimit: timeLimit, "timeLimit")
     }
 
     /// A job that waits until the medium that `receipt` answered, sent
@@ -115,11 +112,6 @@ public struct MediaProcessing: Sendable {
         filename: String?,
         check: @escaping @Sendable (URL) -> Job<UploadReceipt>
     ) -> Job<UploadReceipt> {
-        do {
-            try validate()
-        } catch {
-            return .failed(error)
-        }
         guard let url = statusURL(receipt) else { return .succeeded(receipt) }
         let last = LastAnswer(receipt)
         let limit = timeLimit

@@ -16,7 +16,7 @@ import FoundationNetworking
 /// ``Media/filename`` (by default its file's name) and content type.
 ///
 /// ```swift
-/// let uploader = MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
+/// let uploader = try MultipartFormUploader(headers: ["Authorization": "Bearer \(token)"])
 /// var photo = Photo(file: beach, destination: URL(string: "https://social.example/api/v2/media")!)
 /// photo.media.formFields = [FormField(name: "description", value: "Dawn over the bay")]
 /// let receipt = try await Job.uploading(photo, using: uploader).value
@@ -66,13 +66,18 @@ public final class MultipartFormUploader: Uploader, Sendable {
     ///     ready (``MediaProcessing/mastodon``, say); none by default.
     ///   - configuration: The session's configuration; ephemeral (no
     ///     cache, no cookies kept) by default.
+    /// - Throws: ``InvalidOptionError`` when `processing`'s waits are
+    ///   negative or its time limit is not above zero.
     public init(
         fileField: String = "file",
         fields: [FormField] = [],
         headers: [String: String] = [:],
         processing: MediaProcessing? = nil,
         configuration: URLSessionConfiguration = .ephemeral
-    ) {
+    ) throws(InvalidOptionError) {
+        if let processing {
+            try InvalidOptionError.within("processing") { () throws(InvalidOptionError) in try processing.validate() }
+        }
         self.fileField = fileField
         self.fields = fields
         self.headers = headers

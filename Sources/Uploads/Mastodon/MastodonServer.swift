@@ -13,7 +13,7 @@ import FoundationNetworking
 /// access token.
 ///
 /// ```swift
-/// let server = MastodonServer(url: URL(string: "https://social.example")!, token: token)
+/// let server = try MastodonServer(url: URL(string: "https://social.example")!, token: token)
 /// let post = server.post(
 ///     "Surf's up",
 ///     photos: [server.photo(file: beach, description: "Dawn over the bay")],
@@ -51,15 +51,17 @@ public struct MastodonServer: Sendable {
     ///     ``MediaProcessing/mastodon`` by default.
     ///   - configuration: The sessions' configuration; ephemeral (no
     ///     cache, no cookies kept) by default.
+    /// - Throws: ``InvalidOptionError`` when `processing`'s waits are
+    ///   negative or its time limit is not above zero.
     public init(
         url: URL,
         token: String,
         processing: MediaProcessing = .mastodon,
         configuration: URLSessionConfiguration = .ephemeral
-    ) {
+    ) throws(InvalidOptionError) {
         self.url = url
         let authorization = ["Authorization": "Bearer \(token)"]
-        mediaUploader = MultipartFormUploader(
+        mediaUploader = try MultipartFormUploader(
             headers: authorization, processing: processing, configuration: configuration)
         statusUploader = URLSessionUploader(method: .post, headers: authorization, configuration: configuration)
     }

@@ -88,14 +88,14 @@ public final class Outbox: Sendable {
     ///     default. Tests give a `TestQueue`.
     /// - Throws: ``OutboxError/folderNotWritable(_:reason:)`` when the
     ///   folder cannot be written, ``OutboxError/alreadyOpen(_:)`` when
-    ///   another outbox has it open, ``OutboxError/invalidOptions(_:)``.
-    ///   No record in the folder changes then.
+    ///   another outbox has it open, ``InvalidOptionError`` when an
+    ///   option cannot work. No record in the folder changes then.
     public convenience init(
         folder: URL,
         uploader: any Uploader,
         options: Options = Options(),
         queue: any JobQueue = DispatchQueue.global()
-    ) throws(OutboxError) {
+    ) throws {
         try self.init(folder: folder, uploader: uploader, options: options, queue: queue, writer: .system)
     }
 
@@ -107,7 +107,7 @@ public final class Outbox: Sendable {
         options: Options,
         queue: any JobQueue,
         writer: DurableFileWriter
-    ) throws(OutboxError) {
+    ) throws {
         try options.validate()
         let journal = try OutboxJournal(folder: folder, writer: writer)
         let (records, corrupt) = journal.load()
@@ -332,31 +332,24 @@ public final class Outbox: Sendable {
 }
 
 extension Outbox.Options {
-    /// Checks the options before the outbox opens.
-    func validate() throws(OutboxError) {
-        guard maxConcurrentUploads >= 1 else {
-            throw .invalidOptions("maxConcurrentUploads must be at least 1, got \(maxConcurrentUploads)")
-        }
-        guard retry.attempts >= 1 else {
-            throw .invalidOptions("retry.attempts must be at least 1, got \(retry.attempts)")
-        }
-        if let limit = uploadTimeout, limit <= .zero {
-            throw .invalidOptions("uploadTimeout must be above zero, got \(limit)")
-        }
-        guard maxBytesInFlight >= 1 else {
-            throw .invalidOptions("maxBytesInFlight must be at least 1, got \(maxBytesInFlight)")
-        }
-        guard networkRetryDelay > .zero, maxNetworkRetryDelay >= networkRetryDelay else {
-            throw .invalidOptions(
-                "networkRetryDelay must be above zero and at most maxNetworkRetryDelay, got \(networkRetryDelay) and \(maxNetworkRetryDelay)"
-            )
-        }
-        guard networkWakeWindow >= .zero else {
-            throw .invalidOptions("networkWakeWindow must not be negative, got \(networkWakeWindow)")
-        }
-        guard pushbackDelay >= .zero else {
-            throw .invalidOptions("pushbackDelay must not be negative, got \(pushbackDelay)")
-        }
+    /// Throws when the options cannot work: fewer than one upload, one
+    /// attempt or one byte in flight, a time limit that is not above zero,
+    /// waits for the network that are not above zero or not in order.
+    func validate() throws(InvalidOptionError) {
+        try InvalidOptionError.check(
+            maxConcurrentUploads >= 1, "maxConcurrentUploads", "must be at least 1, got \(maxConcurrentUploads)")
+        try InvalidOptionError.within("retry") { () throws(InvalidOptionError) in try retry.validate() }
+        try InvalidOptionError.check(timeLimit: uploadTimeout, "uploadTimeout")
+        try InvalidOptionError.check(
+            maxBytesInFlight >= 1, "maxBytesInFlight", "must be at least 1, got \(maxBytesInFlight)")
+        try InvalidOptionError.check(timeLimit: networkRetryDelay, "networkRetryDelay")
+        try InvalidOptionError.check(
+            maxNetworkRetryDelay >= networkRetryDelay, "maxNetworkRetryDelay",
+            "must be at least networkRetryDelay (\(networkRetryDelay)), got \(maxNetworkRetryDelay)")
+        try InvalidOptionError.check(
+            networkWakeWindow >= .zero, "networkWakeWindow", "must not be negative, got \(networkWakeWindow)")
+        try InvalidOptionError.check(
+            pushbackDelay >= .zero, "pushbackDelay", "must not be negative, got \(pushbackDelay)")
     }
 }
 

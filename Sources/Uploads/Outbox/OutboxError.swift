@@ -19,10 +19,6 @@ public enum OutboxError: Error, Hashable, Sendable {
     case unknownPost(URL)
     /// The outbox was closed.
     case closed(URL)
-    /// The outbox's options cannot work: fewer than one upload, one
-    /// attempt or one byte in flight, a time limit that is not above zero,
-    /// or waits for the network that are not above zero or not in order.
-    case invalidOptions(String)
     /// The post failed in an earlier launch of the app, for this reason;
     /// ``Outbox/retry(_:)`` starts it again.
     case failedInEarlierLaunch(reason: String)
@@ -47,8 +43,6 @@ extension OutboxError: CustomStringConvertible {
             "\(UploadError.name(of: destination)): the outbox has no post with this destination"
         case .closed(let folder):
             "\(folder.path): the outbox is closed"
-        case .invalidOptions(let reason):
-            "invalid outbox options: \(reason)"
         case .failedInEarlierLaunch(let reason):
             reason
         }

@@ -19,8 +19,9 @@ extension Job where Success == PublishReceipt {
     /// - Cancelling the job cancels every upload in flight.
     /// - Bad input is found before the first upload: a missing or unreadable
     ///   file, a destination the uploader refuses, a post without a
-    ///   destination, or options below 1. The job then fails with that
-    ///   error and uploads nothing.
+    ///   destination, or options that cannot work
+    ///   (``InvalidOptionError``). The job then fails with that error and
+    ///   uploads nothing.
     ///
     /// Its snapshots and stall reports (`JobHandle.stallReport()`) name
     /// it "publish", and each upload after the file its destination names,

@@ -102,4 +102,13 @@ extension PublishOptions {
         }
         return attempts
     }
+
+    /// Throws when the options cannot work: fewer than one upload at once
+    /// or one attempt, a time limit that is not above zero.
+    func validate() throws(InvalidOptionError) {
+        try InvalidOptionError.check(
+            maxConcurrentUploads >= 1, "maxConcurrentUploads", "must be at least 1, got \(maxConcurrentUploads)")
+        try InvalidOptionError.within("retry") { () throws(InvalidOptionError) in try retry.validate() }
+        try InvalidOptionError.check(timeLimit: uploadTimeout, "uploadTimeout")
+    }
 }

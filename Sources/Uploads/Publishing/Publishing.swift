@@ -85,17 +85,7 @@ struct Publishing: Sendable {
     /// destination, every destination against the uploader, every
     /// medium's bytes.
     private func check() throws -> Checked {
-        guard options.maxConcurrentUploads >= 1 else {
-            throw JobError.invalidArgument(
-                "maxConcurrentUploads must be at least 1, got \(options.maxConcurrentUploads)"
-            )
-        }
-        guard options.retry.attempts >= 1 else {
-            throw JobError.invalidArgument("retry.attempts must be at least 1, got \(options.retry.attempts)")
-        }
-        if let limit = options.uploadTimeout, limit <= .zero {
-            throw JobError.invalidArgument("uploadTimeout must be above zero, got \(limit)")
-        }
+        try options.validate()
         guard let destination = post.destination else { throw UploadError.missingDestination }
         for media in post.media {
             try uploader.validate(destination: media.destination)

@@ -13,7 +13,7 @@ import FoundationNetworking
 /// ``S3Presigner`` (usually the app's backend) signs for it.
 ///
 /// ```swift
-/// let uploader = S3Uploader(
+/// let uploader = try S3Uploader(
 ///     presigner: Presigner(api: api),
 ///     manifestFolder: applicationSupport.appendingPathComponent("uploads"))
 /// let receipt = try await Job.uploading(video, using: uploader).value
@@ -118,12 +118,12 @@ public final class S3Uploader: Uploader, Sendable {
     ///     needed.
     ///   - multipartThreshold: The smallest file sent as a multipart upload;
     ///     8 MiB by default.
-    ///   - partSize: The size of each part but the last; 8 MiB by default.
-    ///     It is raised to ``minimumPartSize`` if smaller, and for a file
-    ///     so large that it would need more than ``maximumPartCount``
-    ///     parts, to the size that fits.
-    ///   - maxConcurrentParts: The most parts sent at once; 4 by default,
-    ///     at least 1.
+    ///   - partSize: The size of each part but the last, at least
+    ///     ``minimumPartSize``; 8 MiB by default. For a file so large that
+    ///     it would need more than ``maximumPartCount`` parts, it is raised
+    ///     to the size that fits.
+    ///   - maxConcurrentParts: The most parts sent at once, at least 1; 4
+    ///     by default.
     ///   - retry: How each request is retried on its own, in uploads made
     ///     without a policy; transient errors only, 3 attempts, by
     ///     default.
@@ -132,6 +132,8 @@ public final class S3Uploader: Uploader, Sendable {
     ///     ``verifiesBytes``).
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
     ///     default.
+    /// - Throws: ``InvalidOptionError`` when `partSize` is below
+    ///   ``minimumPartSize`` or `maxConcurrentParts` below 1.
     public init(
         presigner: some S3Presigner,
         manifestFolder: URL,
@@ -141,12 +143,17 @@ public final class S3Uploader: Uploader, Sendable {
         retry: RetryPolicy = RetryPolicy(),
         verifiesBytes: Bool = true,
         configuration: URLSessionConfiguration = .ephemeral
-    ) {
+    ) throws(InvalidOptionError) {
+        try InvalidOptionError.check(
+            partSize >= Self.minimumPartSize, "partSize",
+            "must be at least \(Self.minimumPartSize) bytes (5 MiB, S3's smallest part), got \(partSize)")
+        try InvalidOptionError.check(
+            maxConcurrentParts >= 1, "maxConcurrentParts", "must be at least 1, got \(maxConcurrentParts)")
         self.presigner = presigner
         self.manifestFolder = manifestFolder
         self.multipartThreshold = multipartThreshold
-        self.partSize = max(partSize, Self.minimumPartSize)
-        self.maxConcurrentParts = max(maxConcurrentParts, 1)
+        self.partSize = partSize
+        self.maxConcurrentParts = maxConcurrentParts
         self.retry = retry
         client = S3Client(
             presigner: presigner, http: HTTPClient(configuration: configuration), verifiesBytes: verifiesBytes)

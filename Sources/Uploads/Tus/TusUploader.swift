@@ -11,7 +11,7 @@ import FoundationNetworking
 /// or in the next one after the app was killed.
 ///
 /// ```swift
-/// let uploader = TusUploader(
+/// let uploader = try TusUploader(
 ///     manifestFolder: applicationSupport.appendingPathComponent("tus"),
 ///     headers: ["Authorization": "Bearer \(token)"])
 /// let video = Video(file: clip, destination: URL(string: "https://tus.example.com/files/")!)
@@ -135,6 +135,7 @@ public final class TusUploader: Uploader, Sendable {
     ///     server takes it; `true` by default.
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
     ///     default.
+    /// - Throws: ``InvalidOptionError`` when `chunkSize` is negative.
     public init(
         manifestFolder: URL,
         chunkSize: Int64 = 8 * 1024 * 1024,
@@ -145,9 +146,10 @@ public final class TusUploader: Uploader, Sendable {
         retry: RetryPolicy = RetryPolicy(),
         verifiesBytes: Bool = true,
         configuration: URLSessionConfiguration = .ephemeral
-    ) {
+    ) throws(InvalidOptionError) {
+        try InvalidOptionError.check(chunkSize >= 0, "chunkSize", "must not be negative, got \(chunkSize)")
         self.manifestFolder = manifestFolder
-        self.chunkSize = max(chunkSize, 0)
+        self.chunkSize = chunkSize
         self.creationWithUploadLimit = creationWithUploadLimit
         self.headers = headers
         self.metadata = metadata
