@@ -17,12 +17,13 @@ struct OutboxRun {
 
     func run() async -> Never {
         var options = Outbox.Options(
-            maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
-            uploadTimeout: arguments.timeout.map { .seconds($0) })
+            publishing: workspace.publishOptions(
+                PublishOptions(
+                    maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
+                    uploadTimeout: arguments.timeout.map { .seconds($0) })))
         // The 503s of --fail-rate are this run's own, not a crowded
         // server's: a second of pushback delay, not minutes.
         if arguments.failRate > 0 { options.pushbackDelay = .seconds(1) }
-        options = workspace.outboxOptions(options)
         // The outbox resumes its posts as soon as it opens: on a queue held
         // until the run has read what earlier runs stored, so that no
         // upload of this run counts among them.

@@ -121,19 +121,11 @@ struct Workspace {
     }
 
     /// `options` with the post's document and its uploader, for a
-    /// Mastodon-compatible server: the status, through its own uploader.
+    /// Mastodon-compatible server: the status, through its own uploader;
+    /// for publishing and the outbox alike.
     func publishOptions(_ options: PublishOptions) -> PublishOptions {
         guard let mastodon else { return options }
         var options = mastodon.publishOptions(options)
-        options.documentUploader = documentUploader  // with --fail-rate's faults
-        return options
-    }
-
-    /// `options` with the post's document and its uploader (see
-    /// ``publishOptions(_:)``).
-    func outboxOptions(_ options: Outbox.Options) -> Outbox.Options {
-        guard let mastodon else { return options }
-        var options = mastodon.outboxOptions(options)
         options.documentUploader = documentUploader  // with --fail-rate's faults
         return options
     }

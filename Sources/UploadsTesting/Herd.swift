@@ -51,7 +51,9 @@ package enum Herd {
         /// The default options, the retry policy's generator seeded with
         /// `index`.
         package static func defaultOptions(_ index: Int) -> Outbox.Options {
-            Outbox.Options(retry: RetryPolicy(random: SeededRandomNumberGenerator(seed: UInt64(index) + 1)))
+            Outbox.Options(
+                publishing: PublishOptions(
+                    retry: RetryPolicy(random: SeededRandomNumberGenerator(seed: UInt64(index) + 1))))
         }
         /// Seeds when each outbox is told of the network.
         package var seed: UInt64 = 1

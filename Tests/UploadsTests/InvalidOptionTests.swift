@@ -82,11 +82,15 @@ struct InvalidOptionTests {
             change(&options)
             cases.append((options, error))
         }
-        refusing(Self.refused("maxConcurrentUploads", "must be at least 1, got 0")) {
-            $0.maxConcurrentUploads = 0
+        refusing(Self.refused("publishing.maxConcurrentUploads", "must be at least 1, got 0")) {
+            $0.publishing.maxConcurrentUploads = 0
         }
-        refusing(Self.refused("retry.attempts", "must be at least 1, got 0")) { $0.retry = RetryPolicy(attempts: 0) }
-        refusing(Self.refused("uploadTimeout", "must be above zero, got 0.0 seconds")) { $0.uploadTimeout = .zero }
+        refusing(Self.refused("publishing.retry.attempts", "must be at least 1, got 0")) {
+            $0.publishing.retry = RetryPolicy(attempts: 0)
+        }
+        refusing(Self.refused("publishing.uploadTimeout", "must be above zero, got 0.0 seconds")) {
+            $0.publishing.uploadTimeout = .zero
+        }
         refusing(Self.refused("maxBytesInFlight", "must be at least 1, got 0")) { $0.maxBytesInFlight = 0 }
         refusing(Self.refused("networkRetryDelay", "must be above zero, got 0.0 seconds")) {
             $0.networkRetryDelay = .zero

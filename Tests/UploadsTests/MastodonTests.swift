@@ -181,14 +181,16 @@ struct MastodonTests {
             let post = try Self.post(on: server, in: folder)
             let outboxFolder = folder.url.appendingPathComponent("outbox")
             let first = try Outbox(
-                folder: outboxFolder, uploader: server.mediaUploader, options: server.outboxOptions())
+                folder: outboxFolder, uploader: server.mediaUploader,
+                options: Outbox.Options(publishing: server.publishOptions()))
             let id = try first.add(post)
             try await withTimeLimit(.seconds(30)) {
                 for await posts in first.changes where posts.first?.state == .published { break }
             }
             first.close()
             let outbox = try Outbox(
-                folder: outboxFolder, uploader: server.mediaUploader, options: server.outboxOptions())
+                folder: outboxFolder, uploader: server.mediaUploader,
+                options: Outbox.Options(publishing: server.publishOptions()))
             #expect(outbox.entry(id)?.state == .published)
             outbox.close()
 

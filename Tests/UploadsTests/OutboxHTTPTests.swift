@@ -42,7 +42,7 @@ struct OutboxHTTPTests {
             try await server.setRule("normal/0.jpg", ["delay": 5.0])
             try await server.setRule("normal/1.jpg", ["delay": 60.0])
             // 100 kB photos, 150 kB in flight at most: one at a time.
-            let options = Outbox.Options(maxConcurrentUploads: 4, maxBytesInFlight: 150_000)
+            let options = Outbox.Options(publishing: PublishOptions(maxConcurrentUploads: 4), maxBytesInFlight: 150_000)
             let outbox = try Outbox(
                 folder: folder.url.appendingPathComponent("outbox"), uploader: URLSessionUploader(), options: options)
 

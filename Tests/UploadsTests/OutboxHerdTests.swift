@@ -34,7 +34,9 @@ struct OutboxHerdTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("UploadsTests-herd-\(UUID())")
         var configuration = Herd.Configuration(outboxes: 200, drainingIn: 5)
         configuration.options = { _ in
-            Outbox.Options(retry: RetryPolicy(random: AtTheCeiling()), networkWakeWindow: .zero, pushbackDelay: .zero)
+            Outbox.Options(
+                publishing: PublishOptions(retry: RetryPolicy(random: AtTheCeiling())), networkWakeWindow: .zero,
+                pushbackDelay: .zero)
         }
         configuration.limit = .seconds(20 * 60)
         let report = try Herd.run(configuration, in: folder)

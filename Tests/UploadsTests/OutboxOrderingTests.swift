@@ -28,7 +28,8 @@ struct OutboxOrderingTests {
             let folder = try TemporaryFolder()
             defer { folder.remove() }
             let uploader = InMemoryUploader(latency: .seconds(1))
-            let options = Outbox.Options(maxConcurrentUploads: 3, retry: RetryPolicy(attempts: 1))
+            let options = Outbox.Options(
+                publishing: PublishOptions(maxConcurrentUploads: 3, retry: RetryPolicy(attempts: 1)))
             let location = folder.url.appendingPathComponent("outbox")
             // Unsynced: a sync per record, 30 a seed, would take most of the
             // test's time, and orders, not disks, are its subject.

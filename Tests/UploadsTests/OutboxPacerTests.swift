@@ -25,7 +25,8 @@ struct OutboxPacerTests {
     private func pacer(window: Int = 4, pushbackDelay: Duration = .seconds(10)) -> OutboxPacer {
         OutboxPacer(
             options: Outbox.Options(
-                maxConcurrentUploads: window, retry: RetryPolicy(maximumRetryAfter: .seconds(120)),
+                publishing: PublishOptions(
+                    maxConcurrentUploads: window, retry: RetryPolicy(maximumRetryAfter: .seconds(120))),
                 pushbackDelay: pushbackDelay))
     }
 

@@ -138,8 +138,9 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                maxConcurrentUploads: 100,
-                retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: 5)),
+                publishing: PublishOptions(
+                    maxConcurrentUploads: 100,
+                    retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: 5))),
                 networkRetryDelay: .seconds(30)))
         for index in 0..<100 { try outbox.add(post("p\(index)", photos: 1)) }
         try queue.run()
@@ -166,7 +167,8 @@ struct OutboxPushbackTests {
                 try open(
                     server, name: "\(window)-\(index)",
                     Outbox.Options(
-                        retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: UInt64(index))),
+                        publishing: PublishOptions(
+                            retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: UInt64(index)))),
                         networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600),
                         networkWakeWindow: window))
             }
@@ -206,7 +208,7 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                maxConcurrentUploads: 4, retry: RetryPolicy(attempts: 3, random: Halfway()),
+                publishing: PublishOptions(maxConcurrentUploads: 4, retry: RetryPolicy(attempts: 3, random: Halfway())),
                 pushbackDelay: .seconds(10)))
         let a = try outbox.add(post("a", photos: 4))
         let b = try outbox.add(post("b", photos: 4))
@@ -247,7 +249,7 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 2, random: Halfway()),
+                publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 2, random: Halfway())),
                 networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .seconds(4)))
         let id = try outbox.add(post("a", photos: 1))
         // 503 at 1 s: held 2 + 2 s; the retry (after 2 + 1 s) goes at 5 s,
@@ -271,7 +273,9 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway()),
+                publishing: PublishOptions(
+                    maxConcurrentUploads: 1,
+                    retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway())),
                 pushbackDelay: .seconds(20)))
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(30))
@@ -288,7 +292,9 @@ struct OutboxPushbackTests {
         let second = try open(
             offline, name: "second",
             Outbox.Options(
-                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway()),
+                publishing: PublishOptions(
+                    maxConcurrentUploads: 1,
+                    retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway())),
                 pushbackDelay: .seconds(20)))
         let start = queue.now
         try second.add(post("b", photos: 1))
@@ -308,7 +314,9 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway()),
+                publishing: PublishOptions(
+                    maxConcurrentUploads: 1,
+                    retry: RetryPolicy(attempts: 4, initialDelay: .seconds(1), random: Halfway())),
                 networkWakeWindow: .zero, pushbackDelay: .seconds(20)))
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(5))
@@ -329,9 +337,8 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                retry: RetryPolicy(attempts: 3, initialDelay: .zero, random: Halfway()),
-                networkRetryDelay: .seconds(3600),
-                maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .zero))
+                publishing: PublishOptions(retry: RetryPolicy(attempts: 3, initialDelay: .zero, random: Halfway())),
+                networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .zero))
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(60))
         #expect(server.requests.count == 3, "the retries, then a wait for the network: no loop")
@@ -349,7 +356,8 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                retry: RetryPolicy(attempts: 2, initialDelay: .zero, random: Halfway()), pushbackDelay: .zero))
+                publishing: PublishOptions(retry: RetryPolicy(attempts: 2, initialDelay: .zero, random: Halfway())),
+                pushbackDelay: .zero))
         let id = try outbox.add(post("a", photos: 4))
         try queue.advance(by: .seconds(1.5))
         // The first 503 halved the window to 2; the three others, sent
@@ -368,8 +376,8 @@ struct OutboxPushbackTests {
         let outbox = try open(
             server,
             Outbox.Options(
-                retry: RetryPolicy(attempts: 1, random: Halfway()), networkRetryDelay: .seconds(3600),
-                maxNetworkRetryDelay: .seconds(3600), networkWakeWindow: .zero))
+                publishing: PublishOptions(retry: RetryPolicy(attempts: 1, random: Halfway())),
+                networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), networkWakeWindow: .zero))
         let id = try outbox.add(post("a", photos: 2))
         try queue.advance(by: .seconds(2))
         #expect(outbox.entry(id)?.state == .waitingForNetwork)
@@ -395,9 +403,9 @@ struct OutboxPushbackTests {
             let outbox = try open(
                 server, name: "\(window)",
                 Outbox.Options(
-                    retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: 9)),
-                    networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600),
-                    networkWakeWindow: window))
+                    publishing: PublishOptions(
+                        retry: RetryPolicy(attempts: 1, random: SeededRandomNumberGenerator(seed: 9))),
+                    networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), networkWakeWindow: window))
             let id = try outbox.add(post("a", photos: 4))
             try queue.advance(by: .seconds(5))
             #expect(outbox.entry(id)?.state == .waitingForNetwork)

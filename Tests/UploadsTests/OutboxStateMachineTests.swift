@@ -38,7 +38,8 @@ struct OutboxStateMachineTests {
         var machine = Machine(
             folder: URL(fileURLWithPath: "/outbox"),
             options: Outbox.Options(
-                maxConcurrentUploads: limit, maxBytesInFlight: budget, networkWakeWindow: wakeWindow))
+                publishing: PublishOptions(maxConcurrentUploads: limit), maxBytesInFlight: budget,
+                networkWakeWindow: wakeWindow))
         for record in records { _ = machine.load(record, weights: record.media.map { _ in 10 }) }
         return machine
     }

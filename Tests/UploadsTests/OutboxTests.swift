@@ -103,8 +103,9 @@ struct OutboxTests {
         writer: DurableFileWriter = .system
     ) throws -> Outbox {
         let options = Outbox.Options(
-            maxConcurrentUploads: maxConcurrentUploads, maxBytesInFlight: maxBytesInFlight, retry: retry,
-            networkRetryDelay: networkRetryDelay, maxNetworkRetryDelay: maxNetworkRetryDelay)
+            publishing: PublishOptions(maxConcurrentUploads: maxConcurrentUploads, retry: retry),
+            maxBytesInFlight: maxBytesInFlight, networkRetryDelay: networkRetryDelay,
+            maxNetworkRetryDelay: maxNetworkRetryDelay)
         return try Outbox(
             folder: folder.url.appendingPathComponent("outbox"), uploader: uploader, options: options, queue: queue,
             writer: writer)
@@ -201,7 +202,9 @@ struct OutboxTests {
         func open(_ media: InMemoryUploader) throws -> Outbox {
             try Outbox(
                 folder: folder.url.appendingPathComponent("outbox"), uploader: media,
-                options: Outbox.Options(retry: RetryPolicy(attempts: 1), documentUploader: documents), queue: queue,
+                options: Outbox.Options(
+                    publishing: PublishOptions(retry: RetryPolicy(attempts: 1), documentUploader: documents)),
+                queue: queue,
                 writer: .system)
         }
         let first = InMemoryUploader(latency: .seconds(1))
@@ -452,6 +455,28 @@ struct OutboxTests {
         outbox.close()
     }
 
+    @Test func everyFailedAttemptIsToldWithItsDestinationAsPublishingTellsIt() throws {
+        defer { folder.remove() }
+        let post = outboxPost("a", photos: 2, videos: 0)
+        let uploader = InMemoryUploader(latency: .seconds(1))
+        uploader.fail(post.media[1].destination, with: URLError(.notConnectedToInternet), times: 2)
+        let told = LockedValue<[String]>([])
+        var publishing = PublishOptions(retry: exactRetries(3, initial: .seconds(1), maximum: .seconds(2)))
+        publishing.onFailedAttempt = { destination, attempt in
+            told.withValue { $0.append("\(destination.lastPathComponent) \(attempt.number) \(attempt.nextRetryIn!)") }
+        }
+        let outbox = try Outbox(
+            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
+            options: Outbox.Options(publishing: publishing), queue: queue)
+        let id = try outbox.add(post)
+        try queue.advance(by: .seconds(60))
+
+        #expect(outbox.entry(id)?.state == .published)
+        let name = post.media[1].destination.lastPathComponent
+        #expect(told.value == ["\(name) 1 1.0 seconds", "\(name) 2 2.0 seconds"])
+        outbox.close()
+    }
+
     @Test func badInputIsRefusedWithATypedErrorAndNothingAdded() throws {
         defer { folder.remove() }
         let outbox = try open(InMemoryUploader())
@@ -474,11 +499,11 @@ struct OutboxTests {
             error?.localizedDescription
                 == "\(file.path)/outbox: cannot keep an outbox here: Not a directory")
         #expect(
-            throws: InvalidOptionError(option: "maxConcurrentUploads", reason: "must be at least 1, got 0")
+            throws: InvalidOptionError(option: "publishing.maxConcurrentUploads", reason: "must be at least 1, got 0")
         ) {
             try Outbox(
                 folder: folder.url.appendingPathComponent("other"), uploader: InMemoryUploader(),
-                options: Outbox.Options(maxConcurrentUploads: 0))
+                options: Outbox.Options(publishing: PublishOptions(maxConcurrentUploads: 0)))
         }
         outbox.close()
     }
@@ -722,7 +747,8 @@ struct OutboxTests {
         uploader.fail(post.media[0].destination, with: URLError(.notConnectedToInternet), times: 2)
         let outbox = try Outbox(
             folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
-            options: Outbox.Options(retry: RetryPolicy(attempts: 1), networkRetryDelay: .seconds(600)),
+            options: Outbox.Options(
+                publishing: PublishOptions(retry: RetryPolicy(attempts: 1)), networkRetryDelay: .seconds(600)),
             queue: ImmediateQueue())
         let id = try outbox.add(post)
         #expect(outbox.entry(id)?.state == .published, "the same path as on any queue, with no time passing")
@@ -790,7 +816,8 @@ struct OutboxTests {
 
         let uploader = InMemoryUploader()
         outbox = try Outbox(
-            folder: moved, uploader: uploader, options: Outbox.Options(retry: RetryPolicy(attempts: 1)), queue: queue)
+            folder: moved, uploader: uploader,
+            options: Outbox.Options(publishing: PublishOptions(retry: RetryPolicy(attempts: 1))), queue: queue)
         try queue.run()
         #expect(outbox.posts.map(\.state) == [.published])
         #expect(uploader.uploads.first?.bytes == patternedBytes(100, seed: 0))
@@ -803,7 +830,7 @@ struct OutboxTests {
             let uploader = InMemoryUploader()
             let outbox = try Outbox(
                 folder: folder.url.appendingPathComponent("round-\(round)"), uploader: uploader,
-                options: Outbox.Options(maxConcurrentUploads: 3))
+                options: Outbox.Options(publishing: PublishOptions(maxConcurrentUploads: 3)))
             let posts = (0..<8).map { outboxPost("\(round)-\($0)", photos: 2, videos: 1) }
             DispatchQueue.concurrentPerform(iterations: 32) { index in
                 // Each post is added four times, from four threads.

@@ -92,7 +92,8 @@ struct UploadFailureTests {
             let queue = TestQueue()
             let outbox = try Outbox(
                 folder: folder.url, uploader: InMemoryUploader(),
-                options: Outbox.Options(maxConcurrentUploads: 4, pushbackDelay: .seconds(10)), queue: queue)
+                options: Outbox.Options(
+                    publishing: PublishOptions(maxConcurrentUploads: 4), pushbackDelay: .seconds(10)), queue: queue)
             defer { outbox.close() }
             let gate = OutboxGate(outbox: outbox)
             for _ in 0..<OutboxPacer.transientRunLimit {
@@ -176,8 +177,8 @@ struct UploadFailureOutboxTests {
         try Outbox(
             folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
             options: Outbox.Options(
-                maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 1), networkRetryDelay: .seconds(3600),
-                maxNetworkRetryDelay: .seconds(3600), pushbackDelay: pushbackDelay),
+                publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 1)),
+                networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: pushbackDelay),
             queue: queue)
     }
 

@@ -69,6 +69,20 @@ struct UploadsDocExamplesTests {
         outbox.close()
     }
 
+    @Test func outboxOptionsExample() throws {
+        let temporary = try TemporaryFolder()
+        defer { temporary.remove() }
+        // BEGIN DOC
+        let options = Outbox.Options(
+            publishing: PublishOptions(maxConcurrentUploads: 2, retry: RetryPolicy(attempts: 4)),
+            maxBytesInFlight: 16 * 1024 * 1024)
+        // END DOC
+        let outbox = try Outbox(folder: temporary.url, uploader: InMemoryUploader(), options: options)
+        #expect(outbox.options.publishing.maxConcurrentUploads == 2 && outbox.options.publishing.retry.attempts == 4)
+        #expect(outbox.options.maxBytesInFlight == 16 * 1024 * 1024)
+        outbox.close()
+    }
+
     @Test func postAndInMemoryUploaderExamples() throws {
         let beach = Self.photo("beach")
         let sunset = Self.photo("sunset")

@@ -230,7 +230,8 @@ private func publishThroughReadmeOutbox(applicationSupport: URL, uploader: any U
     // BEGIN README: outbox example
     let outbox = try Outbox(
         folder: applicationSupport.appendingPathComponent("outbox"), uploader: uploader,
-        options: Outbox.Options(maxConcurrentUploads: 4, maxBytesInFlight: 64 * 1024 * 1024))
+        options: Outbox.Options(
+            publishing: PublishOptions(maxConcurrentUploads: 4), maxBytesInFlight: 64 * 1024 * 1024))
     let id = try outbox.add(post, priority: .high)  // on disk when it returns; the same post again is one entry
 
     for await posts in outbox.changes {  // the newest list, however fast the uploads report

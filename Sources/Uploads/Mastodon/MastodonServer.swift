@@ -24,7 +24,8 @@ import FoundationNetworking
 /// ```
 ///
 /// Publishing stays one job, and an ``Outbox`` publishes the same post
-/// with ``outboxOptions(_:)``: the media's IDs are their receipts, kept in
+/// with the same options (`Outbox.Options(publishing:
+/// server.publishOptions())`): the media's IDs are their receipts, kept in
 /// its journal, and the status is created once across kills and relaunches
 /// (the server keeps an `Idempotency-Key` for an hour).
 ///
@@ -124,17 +125,9 @@ public struct MastodonServer: Sendable {
     }
 
     /// `options`, with the status as the post's document and
-    /// ``statusUploader`` as its uploader.
+    /// ``statusUploader`` as its uploader: for publishing, and for an
+    /// ``Outbox`` (``Outbox/Options/publishing``).
     public func publishOptions(_ options: PublishOptions = PublishOptions()) -> PublishOptions {
-        var options = options
-        options.document = Self.status
-        options.documentUploader = statusUploader
-        return options
-    }
-
-    /// `options`, with the status as each post's document and
-    /// ``statusUploader`` as its uploader.
-    public func outboxOptions(_ options: Outbox.Options = Outbox.Options()) -> Outbox.Options {
         var options = options
         options.document = Self.status
         options.documentUploader = statusUploader

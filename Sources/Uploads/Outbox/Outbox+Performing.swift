@@ -69,14 +69,14 @@ extension Outbox {
             finish(start, .failure(error))
             return
         }
-        var attempts = UploadAttempts(retry: options.retry, timeout: options.uploadTimeout)
+        var attempts = options.publishing.attempts(for: media.destination)
         // Pausing and closing keep what is stored of a multipart upload.
         attempts.keepsStoredPartsWhenCancelled = true
         // A run before this one may have stored it and been killed before
         // recording it: the storages that can tell are asked first.
         attempts.checksStorageFirst = start.mayBeStored
         attempts.gate = OutboxGate(outbox: self)
-        let uploader = start.isDocument ? options.documentUploader ?? uploader : uploader
+        let uploader = start.isDocument ? options.publishing.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [machine] progress in
             machine.update { machine in machine.progressed(start, bytesSent: progress.bytesSent) }
         }
@@ -92,14 +92,7 @@ extension Outbox {
         let record = start.record
         guard start.isDocument else { return record.upload(start.index) }
         let receipts = record.media.compactMap { $0.receipt?.receipt }
-        var document: Media
-        if let build = options.document {
-            document = Media(
-                bytes: try build(record.post, receipts), destination: record.destination,
-                contentType: "application/json")
-        } else {
-            document = try record.post.document(receipts: receipts)
-        }
+        var document = try options.publishing.document(of: record.post, receipts: receipts)
         document.idempotencyKey = record.idempotencyKey
         let size = (try? document.byteCount()) ?? 0
         changing { $0.built(start, size: size) }

@@ -114,12 +114,28 @@ extension Outbox {
         }
     }
 
-    /// How an outbox uploads: how many uploads at once, which failures to
-    /// retry, how long an attempt may take, what a post's document says.
+    /// How an outbox uploads: each post as publishing would
+    /// (``publishing``), and what an outbox adds across posts: a budget of
+    /// bytes in flight, and how long posts wait for the network and for a
+    /// server that pushed back.
+    ///
+    /// ```swift
+    /// let options = Outbox.Options(
+    ///     publishing: PublishOptions(maxConcurrentUploads: 2, retry: RetryPolicy(attempts: 4)),
+    ///     maxBytesInFlight: 16 * 1024 * 1024)
+    /// ```
     public struct Options: Sendable {
-        /// The most uploads in flight at any moment, across every post; at
-        /// least 1.
-        public var maxConcurrentUploads: Int
+        /// How each upload goes, as ``Job/publishing(_:using:options:progress:)``
+        /// has it: its ``PublishOptions/maxConcurrentUploads`` counts the
+        /// uploads in flight across every post; its
+        /// ``PublishOptions/retry`` tries failed uploads again at once, and
+        /// an upload whose transient failures outlast it waits for the
+        /// network, while a permanent failure fails its post; its
+        /// ``PublishOptions/uploadTimeout``, ``PublishOptions/onFailedAttempt``,
+        /// ``PublishOptions/document`` and
+        /// ``PublishOptions/documentUploader`` (the outbox's uploader when
+        /// `nil`) are publishing's.
+        public var publishing: PublishOptions
         /// The most bytes in flight at any moment, across every post: an
         /// upload counts what its uploader can have in flight at once
         /// (``Uploader/bytesInFlight(uploading:size:)``: the whole file
@@ -129,54 +145,38 @@ extension Outbox {
         public var maxBytesInFlight: Int64
         /// The longest a post waiting for the network waits before it is
         /// tried again, the first time; each wait in a row doubles it. The
-        /// wait is drawn at random below it ("full jitter", from
-        /// ``retry``'s generator), so that phones cut off together do not
-        /// come back in step.
+        /// wait is drawn at random below it ("full jitter", from the
+        /// generator of ``publishing``'s ``PublishOptions/retry``), so
+        /// that phones cut off together do not come back in step.
         public var networkRetryDelay: Duration
         /// The longest wait before a post waiting for the network is tried
         /// again: the most its doubling ceiling reaches.
         public var maxNetworkRetryDelay: Duration
         /// How long ``Outbox/networkDidChange()`` may wait before it tries
         /// the waiting posts again: a moment drawn at random in this
-        /// window, from ``retry``'s generator, so that the phones an outage
-        /// cut off, which all see the network come back within seconds, do
-        /// not all send at once. Zero tries them at once.
+        /// window, from the retry policy's generator, so that the phones an
+        /// outage cut off, which all see the network come back within
+        /// seconds, do not all send at once. Zero tries them at once.
         public var networkWakeWindow: Duration
         /// How long, at most, the outbox sends nothing more to a host that
         /// pushed back (a `429` or `503`, or three transient failures in a
         /// row), on top of the `Retry-After` it asked for: a wait drawn at
-        /// random below it, from ``retry``'s generator, so that the phones a
-        /// server turned away together come back spread over it. Set it
-        /// near the time the app's backend takes to catch up after an
-        /// outage; zero honours `Retry-After` alone. A hold that transient
-        /// failures started ends when the outbox tries its waiting posts
-        /// after ``Outbox/networkDidChange()``: those failures may have
-        /// been the phone's network.
+        /// random below it, from the retry policy's generator, so that the
+        /// phones a server turned away together come back spread over it.
+        /// Set it near the time the app's backend takes to catch up after
+        /// an outage; zero honours `Retry-After` alone. A hold that
+        /// transient failures started ends when the outbox tries its
+        /// waiting posts after ``Outbox/networkDidChange()``: those
+        /// failures may have been the phone's network.
         public var pushbackDelay: Duration
-        /// Which failed uploads are tried again at once, how often, after
-        /// how long. An upload whose transient failures outlast it waits
-        /// for the network; a permanent failure fails its post.
-        public var retry: RetryPolicy
-        /// How long one attempt may take; no limit when `nil`.
-        public var uploadTimeout: Duration?
-        /// Builds a post's document from the receipts of its media;
-        /// ``Post/document(receipts:)`` when `nil`.
-        public var document: PublishOptions.DocumentBuilder?
-        /// The uploader of a post's document, when it is not the media's
-        /// (see ``PublishOptions/documentUploader``); the outbox's
-        /// uploader when `nil`.
-        public var documentUploader: (any Uploader)?
 
         /// Creates options.
         /// - Parameters:
-        ///   - maxConcurrentUploads: The most uploads at once, across
-        ///     posts; 4 by default.
+        ///   - publishing: How each upload goes: by default 4 uploads at
+        ///     once across posts, up to 3 attempts for transient failures
+        ///     only, no time limit, the default document.
         ///   - maxBytesInFlight: The most bytes in flight at once, across
         ///     posts; 64 MiB by default.
-        ///   - retry: The retry policy of each upload; by default up to 3
-        ///     attempts, for transient failures only.
-        ///   - uploadTimeout: The time limit of one attempt; none by
-        ///     default.
         ///   - networkRetryDelay: The first wait before a post waiting for
         ///     the network is tried again; 30 seconds by default.
         ///   - maxNetworkRetryDelay: The longest such wait; 15 minutes by
@@ -187,32 +187,20 @@ extension Outbox {
         ///   - pushbackDelay: The most the outbox waits, on top of a
         ///     `Retry-After`, before it sends again to a server that pushed
         ///     back; 4 minutes by default.
-        ///   - document: Builds a post's document; the default document by
-        ///     default.
-        ///   - documentUploader: Uploads a post's document; the outbox's
-        ///     uploader by default.
         public init(
-            maxConcurrentUploads: Int = 4,
+            publishing: PublishOptions = PublishOptions(),
             maxBytesInFlight: Int64 = 64 * 1024 * 1024,
-            retry: RetryPolicy = RetryPolicy(),
-            uploadTimeout: Duration? = nil,
             networkRetryDelay: Duration = .seconds(30),
             maxNetworkRetryDelay: Duration = .seconds(15 * 60),
             networkWakeWindow: Duration = .seconds(10),
-            pushbackDelay: Duration = .seconds(4 * 60),
-            document: PublishOptions.DocumentBuilder? = nil,
-            documentUploader: (any Uploader)? = nil
+            pushbackDelay: Duration = .seconds(4 * 60)
         ) {
-            self.documentUploader = documentUploader
-            self.maxConcurrentUploads = maxConcurrentUploads
+            self.publishing = publishing
             self.maxBytesInFlight = maxBytesInFlight
             self.networkRetryDelay = networkRetryDelay
             self.maxNetworkRetryDelay = maxNetworkRetryDelay
             self.networkWakeWindow = networkWakeWindow
             self.pushbackDelay = pushbackDelay
-            self.retry = retry
-            self.uploadTimeout = uploadTimeout
-            self.document = document
         }
     }
 }

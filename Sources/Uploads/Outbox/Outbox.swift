@@ -29,7 +29,7 @@ import JobKit
 /// ```
 ///
 /// Posts go by priority (``Priority``), then in the order they were added.
-/// At most ``Options/maxConcurrentUploads`` uploads are in flight across
+/// At most ``PublishOptions/maxConcurrentUploads`` uploads are in flight across
 /// every post; a post added with a higher priority does not interrupt
 /// them, it goes next. An upload that keeps failing in a way that can pass
 /// (no network) leaves its post waiting for the network
@@ -157,7 +157,7 @@ public final class Outbox: Sendable {
         for media in post.media {
             try uploader.validate(destination: media.destination)
         }
-        try (options.documentUploader ?? uploader).validate(destination: destination)
+        try (options.publishing.documentUploader ?? uploader).validate(destination: destination)
         let sizes = try post.media.map { media throws(UploadError) in try media.byteCount() }
         // One add at a time, and `close()` waits for the one in progress:
         // an add of a post being added finds it added (or not, if that
@@ -336,10 +336,7 @@ extension Outbox.Options {
     /// attempt or one byte in flight, a time limit that is not above zero,
     /// waits for the network that are not above zero or not in order.
     func validate() throws(InvalidOptionError) {
-        try InvalidOptionError.check(
-            maxConcurrentUploads >= 1, "maxConcurrentUploads", "must be at least 1, got \(maxConcurrentUploads)")
-        try InvalidOptionError.within("retry") { () throws(InvalidOptionError) in try retry.validate() }
-        try InvalidOptionError.check(timeLimit: uploadTimeout, "uploadTimeout")
+        try InvalidOptionError.within("publishing") { () throws(InvalidOptionError) in try publishing.validate() }
         try InvalidOptionError.check(
             maxBytesInFlight >= 1, "maxBytesInFlight", "must be at least 1, got \(maxBytesInFlight)")
         try InvalidOptionError.check(timeLimit: networkRetryDelay, "networkRetryDelay")

@@ -7,7 +7,7 @@ import JobKit
 /// Every request of the outbox's uploads (a whole upload, or one request
 /// of an uploader that retries each on its own) is admitted here first.
 /// Toward each host, at most `window` requests are in flight: the
-/// outbox's ``Outbox/Options/maxConcurrentUploads`` at first, halved at
+/// outbox's ``PublishOptions/maxConcurrentUploads`` at first, halved at
 /// each pushback, one more at each request sent after it and stored, as
 /// TCP opens and closes its window. What a request sent before the last
 /// pushback says is old news, and changes nothing but its slot.
@@ -104,8 +104,8 @@ struct OutboxPacer: Sendable {
     private let holdsWithoutRetryAfter: Bool
 
     init(options: Outbox.Options) {
-        maxWindow = options.maxConcurrentUploads
-        maximumRetryAfter = options.retry.maximumRetryAfter
+        maxWindow = options.publishing.maxConcurrentUploads
+        maximumRetryAfter = options.publishing.retry.maximumRetryAfter
         holdsWithoutRetryAfter = options.pushbackDelay > .zero
     }
 

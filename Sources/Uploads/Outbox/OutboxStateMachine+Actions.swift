@@ -49,8 +49,8 @@ extension OutboxStateMachine {
         func delay(_ options: Outbox.Options) -> Duration {
             switch self {
             case .wake(_, let waits): options.delayBeforeTry(afterWaits: waits)
-            case .notice: options.networkWakeWindow * options.retry.jitter()
-            case .hold(let hold): hold.asked + options.pushbackDelay * options.retry.jitter()
+            case .notice: options.networkWakeWindow * options.publishing.retry.jitter()
+            case .hold(let hold): hold.asked + options.pushbackDelay * options.publishing.retry.jitter()
             }
         }
     }
@@ -105,6 +105,6 @@ extension Outbox.Options {
         for _ in 1..<max(waits, 1) where ceiling < maxNetworkRetryDelay {
             ceiling *= 2
         }
-        return min(ceiling, maxNetworkRetryDelay) * retry.jitter()
+        return min(ceiling, maxNetworkRetryDelay) * publishing.retry.jitter()
     }
 }

@@ -95,7 +95,7 @@ extension OutboxStateMachine {
 
     /// The uploads that may start now, in the order posts go: each post's
     /// media, then its document once they are stored. At most
-    /// ``Outbox/Options/maxConcurrentUploads`` uploads and
+    /// ``PublishOptions/maxConcurrentUploads`` uploads and
     /// ``Outbox/Options/maxBytesInFlight`` bytes (each upload's weight) are
     /// in flight, but an upload heavier than the budget goes when nothing
     /// else is in flight. The first upload that does not fit stops the
@@ -104,7 +104,7 @@ extension OutboxStateMachine {
     /// stopping the rest.
     func plannedStarts() -> [Start] {
         guard !isClosed else { return [] }
-        let (limit, budget) = (options.maxConcurrentUploads, options.maxBytesInFlight)
+        let (limit, budget) = (options.publishing.maxConcurrentUploads, options.maxBytesInFlight)
         var running = posts.values.reduce(0) { $0 + $1.running.count }
         var runningByHost: [String: Int] = [:]
         for tracked in posts.values {

@@ -103,6 +103,14 @@ extension PublishOptions {
         return attempts
     }
 
+    /// The document of `post`, from the receipts of its media (photos
+    /// first): ``document``'s, or ``Post/document(receipts:)``.
+    func document(of post: Post, receipts: [UploadReceipt]) throws -> Media {
+        guard let build = document else { return try post.document(receipts: receipts) }
+        guard let destination = post.destination else { throw UploadError.missingDestination }
+        return Media(bytes: try build(post, receipts), destination: destination, contentType: "application/json")
+    }
+
     /// Throws when the options cannot work: fewer than one upload at once
     /// or one attempt, a time limit that is not above zero.
     func validate() throws(InvalidOptionError) {

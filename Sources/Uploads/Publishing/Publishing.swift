@@ -46,7 +46,7 @@ struct Publishing: Sendable {
             .then { [self] receipts in
                 let document: Media
                 do {
-                    document = try self.document(receipts, at: checked.destination)
+                    document = try options.document(of: post, receipts: receipts)
                 } catch {
                     return .failed(error)
                 }
@@ -72,13 +72,6 @@ struct Publishing: Sendable {
             merged.finish(index)
             return receipt
         }
-    }
-
-    /// The post's document, named after the media's `receipts`: the
-    /// options' own, or ``Post/document(receipts:)``.
-    private func document(_ receipts: [UploadReceipt], at destination: URL) throws -> Media {
-        guard let document = options.document else { return try post.document(receipts: receipts) }
-        return Media(bytes: try document(post, receipts), destination: destination, contentType: "application/json")
     }
 
     /// Checks every input before the first upload: the options, the post's
