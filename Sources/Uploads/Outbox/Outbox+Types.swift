@@ -125,7 +125,7 @@ extension Outbox {
     ///     maxBytesInFlight: 16 * 1024 * 1024)
     /// ```
     public struct Options: Sendable {
-        /// How each upload goes, as ``Job/publishing(_:using:options:progress:)``
+        /// How each upload goes, as `Job.publishing(_:using:options:progress:)`
         /// has it: its ``PublishOptions/maxConcurrentUploads`` counts the
         /// uploads in flight across every post; its
         /// ``PublishOptions/retry`` tries failed uploads again at once, and
