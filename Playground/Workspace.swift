@@ -61,7 +61,7 @@ struct Workspace {
                 destinationName = server.absoluteString
             } else if let backend = arguments.s3 {
                 // Its requests are retried, each on its own, by the run's
-                // policy, which it is handed in place of its own.
+                // policy, which it is handed.
                 uploader = try S3Uploader(
                     presigner: PresigningBackend(endpoint: backend),
                     manifestFolder: folder.appendingPathComponent("multipart", isDirectory: true)

@@ -54,7 +54,7 @@ enum ChecksumCase {
             let uploader = try S3Uploader(
                 presigner: PathPresigner(server: server.url),
                 manifestFolder: folder.appendingPathComponent("manifests"),
-                partSize: 8 * 1024 * 1024, maxConcurrentParts: 4, retry: .never, verifiesBytes: verifiesBytes)
+                partSize: 8 * 1024 * 1024, maxConcurrentParts: 4, verifiesBytes: verifiesBytes)
             let video = Video(file: file, destination: URL(string: "https://media.example.com/video.mp4")!)
             return Variant(name: name) { _ in
                 let done = Completion<Job<UploadReceipt>.Outcome>()

@@ -199,7 +199,7 @@ extension MultipartPartsTests {
     @Test func aRequestCancelledWhileItWaitsForItsURLCompletesAtOnceAndLeavesThePresignerToEnd() async throws {
         let presigner = HeldPresigner()
         let uploader = try S3Uploader(
-            presigner: presigner, manifestFolder: URL(fileURLWithPath: "/tmp"), retry: .never)
+            presigner: presigner, manifestFolder: URL(fileURLWithPath: "/tmp"))
         let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
         let handle = uploader.upload(
             Media(

@@ -23,7 +23,7 @@ extension S3Storage {
         ) async throws -> UploadReceipt {
             let uploader = try S3UploaderTests.uploader(s3, folder: folder, concurrentParts: 1)
             return try await withTimeLimit(.seconds(60)) {
-                try await uploader.upload(media, attempts: UploadAttempts(retry: uploader.retry), progress: progress)
+                try await uploader.upload(media, attempts: S3UploaderTests.attempts(), progress: progress)
                     .value
             }
         }
@@ -213,7 +213,7 @@ extension S3Storage {
                 presigner.listPageSize = nil
                 let uploader = try S3Uploader(
                     presigner: presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
-                    partSize: 5 * 1024 * 1024, maxConcurrentParts: 1, retry: .never, verifiesBytes: false)
+                    partSize: 5 * 1024 * 1024, maxConcurrentParts: 1, verifiesBytes: false)
                 #expect(!uploader.verifiesBytes)
 
                 _ = try await withTimeLimit(.seconds(60)) {

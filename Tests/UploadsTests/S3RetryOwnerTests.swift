@@ -23,12 +23,10 @@ extension S3Storage {
                 destination: URL(string: "https://media.example.com/posts/owner.json")!)
         }
 
-        /// An uploader whose own policy would try five times: publishing's
-        /// must be the one that counts.
+        /// An uploader, which has no policy of its own: publishing's is
+        /// the one that counts.
         static func uploader(_ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int) throws -> S3Uploader {
-            try S3UploaderTests.uploader(
-                s3, folder: folder, concurrentParts: concurrentParts,
-                retry: RetryPolicy(attempts: 5, initialDelay: .milliseconds(5)))
+            try S3UploaderTests.uploader(s3, folder: folder, concurrentParts: concurrentParts)
         }
 
         /// Publishing's options: three attempts, waits of milliseconds,
@@ -133,8 +131,8 @@ extension S3Storage {
                 ])
                 let told = LockedValue<[String]>([])
                 var options = Self.options(told: told)
-                // The uploader's own policy would retry a 500, and keep the
-                // upload; publishing's, which retried it, calls it final.
+                // The default policy would retry a 500, and keep the upload;
+                // publishing's, which retried it, calls it final.
                 options.retry.isRetryable = { _ in false }
                 let publishing = Job.publishing(
                     Self.post(file), using: try Self.uploader(s3, folder: folder, concurrentParts: 1), options: options)

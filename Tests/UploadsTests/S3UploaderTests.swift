@@ -22,11 +22,9 @@ extension S3Storage {
         /// Three parts of 5 MiB, the last one short.
         static let threePartSize = 2 * 5 * mebibyte + 123_457
 
-        /// An uploader with 5 MiB parts, a manifest folder of `folder`, and
-        /// retries that wait milliseconds.
+        /// An uploader with 5 MiB parts and a manifest folder of `folder`.
         static func uploader(
-            _ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int = 4, retry: RetryPolicy? = nil,
-            listPageSize: Int? = nil
+            _ s3: S3Fixture, folder: TemporaryFolder, concurrentParts: Int = 4, listPageSize: Int? = nil
         ) throws -> S3Uploader {
             var presigner = s3.presigner
             presigner.listPageSize = listPageSize
@@ -34,9 +32,14 @@ extension S3Storage {
                 presigner: presigner,
                 manifestFolder: folder.url.appendingPathComponent("manifests"),
                 partSize: Int64(5 * mebibyte),
-                maxConcurrentParts: concurrentParts,
-                retry: retry ?? RetryPolicy(attempts: 3, initialDelay: .milliseconds(20))
+                maxConcurrentParts: concurrentParts
             )
+        }
+
+        /// Each request tried up to three times, with waits of
+        /// milliseconds; or as `retry` says.
+        static func attempts(_ retry: RetryPolicy? = nil) -> UploadAttempts {
+            UploadAttempts(retry: retry ?? RetryPolicy(attempts: 3, initialDelay: .milliseconds(20)))
         }
 
         static func video(_ file: URL, key: String) -> Video {
@@ -65,7 +68,7 @@ extension S3Storage {
         /// 503, with no retries: the upload is left unfinished, to resume.
         static func leaveUnfinished(_ video: Video, s3: S3Fixture, folder: TemporaryFolder) async throws {
             try await s3.setRules([["operation": "uploadPart", "partNumber": 3, "status": 503]])
-            _ = try? await Job.uploading(video, using: uploader(s3, folder: folder, concurrentParts: 1, retry: .never))
+            _ = try? await Job.uploading(video, using: uploader(s3, folder: folder, concurrentParts: 1))
                 .value
             #expect(try await s3.uploads().count == 1)
         }
@@ -91,7 +94,9 @@ extension S3Storage {
         func anObjectTheStorageHoldsIsNotSentAgainWhenAskedFirst(size: Int) async throws {
             try await Self.withStorage(size: size) { s3, folder, file in
                 let video = Self.video(file, key: "videos/stored.mp4")
-                let first = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+                let first = try await Job.uploading(
+                    video, using: Self.uploader(s3, folder: folder), attempts: Self.attempts()
+                ).value
                 let sent = try await s3.requests().count
 
                 var attempts = UploadAttempts(retry: .never)
@@ -115,7 +120,8 @@ extension S3Storage {
         @Test func anotherObjectAtTheKeyIsReplacedWhenAskedFirst() async throws {
             try await Self.withStorage(size: 300_000) { s3, folder, file in
                 let video = Self.video(file, key: "videos/replaced.mp4")
-                _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+                _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder), attempts: Self.attempts())
+                    .value
                 try writePatternedFile(file, size: 300_001)
                 let sent = try await s3.requests().count
 
@@ -135,7 +141,8 @@ extension S3Storage {
                 let log = ProgressLog()
                 let receipt = try await withTimeLimit(.seconds(60)) {
                     try await Job.uploading(
-                        Self.video(file, key: "videos/surf.mp4"), using: Self.uploader(s3, folder: folder)
+                        Self.video(file, key: "videos/surf.mp4"), using: Self.uploader(s3, folder: folder),
+                        attempts: Self.attempts()
                     ) {
                         log.record($0)
                     }.value
@@ -178,11 +185,11 @@ extension S3Storage {
                 let uploader = try Self.uploader(s3, folder: folder)
                 let fromFile = try await Job.uploading(
                     Photo(file: file, destination: URL(string: "https://media.example.com/photos/a.jpg")!),
-                    using: uploader
+                    using: uploader, attempts: Self.attempts()
                 ).value
                 let fromMemory = try await Job.uploading(
                     Photo(bytes: bytes, destination: URL(string: "https://media.example.com/photos/b.jpg")!),
-                    using: uploader
+                    using: uploader, attempts: Self.attempts()
                 ).value
 
                 let requests = try await s3.requests()
@@ -210,7 +217,8 @@ extension S3Storage {
                 let log = ProgressLog()
                 _ = try await withTimeLimit(.seconds(60)) {
                     try await Job.uploading(
-                        Self.video(file, key: "videos/retried.mp4"), using: Self.uploader(s3, folder: folder)
+                        Self.video(file, key: "videos/retried.mp4"), using: Self.uploader(s3, folder: folder),
+                        attempts: Self.attempts()
                     ) {
                         log.record($0)
                     }.value
@@ -231,7 +239,8 @@ extension S3Storage {
                 let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
                 let handle = LockedValue<JobHandle?>(nil)
                 let job = Job.uploading(
-                    Self.video(file, key: "videos/cancelled.mp4"), using: try Self.uploader(s3, folder: folder)
+                    Self.video(file, key: "videos/cancelled.mp4"), using: try Self.uploader(s3, folder: folder),
+                    attempts: Self.attempts()
                 ) {
                     // Cancel once bytes of a part are on their way.
                     if $0.bytesSent > 0 { handle.value?.cancel() }
@@ -257,7 +266,8 @@ extension S3Storage {
                 try await s3.setRules([["operation": "createMultipartUpload", "hold": true]])
                 let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
                 let handle = Job.uploading(
-                    Self.video(file, key: "videos/early.mp4"), using: try Self.uploader(s3, folder: folder)
+                    Self.video(file, key: "videos/early.mp4"), using: try Self.uploader(s3, folder: folder),
+                    attempts: Self.attempts()
                 )
                 .perform { result in outcome.withValue { $0 = result } }
                 let creating = try await s3.wait(for: "createMultipartUpload", received: true)
@@ -287,7 +297,7 @@ extension S3Storage {
                 ])
                 let handle = Job.uploading(
                     Self.video(file, key: "videos/refused-then-cancelled.mp4"),
-                    using: try Self.uploader(s3, folder: folder, concurrentParts: 1)
+                    using: try Self.uploader(s3, folder: folder, concurrentParts: 1), attempts: Self.attempts()
                 ).perform { _ in }
                 let aborting = try await s3.wait(for: "abortMultipartUpload", received: true)
                 handle.cancel()
@@ -307,7 +317,8 @@ extension S3Storage {
                     ["operation": "completeMultipartUpload", "status": 200, "code": "InternalError", "times": 1]
                 ])
                 let receipt = try await Job.uploading(
-                    Self.video(file, key: "videos/completed-twice.mp4"), using: Self.uploader(s3, folder: folder)
+                    Self.video(file, key: "videos/completed-twice.mp4"), using: Self.uploader(s3, folder: folder),
+                    attempts: Self.attempts()
                 ).value
 
                 let completions = try await s3.requests().filter { $0.operation == "completeMultipartUpload" }
@@ -326,7 +337,7 @@ extension S3Storage {
                 let error = await #expect(throws: UploadError.self) {
                     try await Job.uploading(
                         Self.video(file, key: "videos/refused.mp4"),
-                        using: Self.uploader(s3, folder: folder, concurrentParts: 1)
+                        using: Self.uploader(s3, folder: folder, concurrentParts: 1), attempts: Self.attempts()
                     ).value
                 }
                 guard case .httpStatus(let receipt) = error else {
@@ -355,7 +366,8 @@ extension S3Storage {
                 ])
                 let error = await #expect(throws: UploadError.self) {
                     try await Job.uploading(
-                        Self.video(file, key: "videos/rejected.mp4"), using: Self.uploader(s3, folder: folder)
+                        Self.video(file, key: "videos/rejected.mp4"), using: Self.uploader(s3, folder: folder),
+                        attempts: Self.attempts()
                     ).value
                 }
                 #expect(error?.localizedDescription.contains("400 Bad Request (InvalidPart: ") == true)
@@ -375,7 +387,7 @@ extension S3Storage {
                 try await s3.setRules([["operation": "uploadPart", "partNumber": 3, "status": 503]])
                 let error = await #expect(throws: UploadError.self) {
                     try await Job.uploading(
-                        video, using: Self.uploader(s3, folder: folder, concurrentParts: 1, retry: .never)
+                        video, using: Self.uploader(s3, folder: folder, concurrentParts: 1)
                     ).value
                 }
                 #expect(error?.isTransient == true)
@@ -389,8 +401,9 @@ extension S3Storage {
                 // which reads the list of parts one part per page.
                 try await s3.reset()
                 let log = ProgressLog()
-                let receipt = try await Job.uploading(video, using: Self.uploader(s3, folder: folder, listPageSize: 1))
-                {
+                let receipt = try await Job.uploading(
+                    video, using: Self.uploader(s3, folder: folder, listPageSize: 1), attempts: Self.attempts()
+                ) {
                     log.record($0)
                 }.value
 
@@ -448,7 +461,8 @@ extension S3Storage {
                 try writePatternedFile(file, size: Self.threePartSize + 1_000_000)
 
                 let error = await #expect(throws: UploadError.self) {
-                    try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+                    try await Job.uploading(video, using: Self.uploader(s3, folder: folder), attempts: Self.attempts())
+                        .value
                 }
                 guard case .fileChanged(let changed, _) = error else {
                     Issue.record("expected fileChanged, got \(String(describing: error))")
@@ -462,7 +476,8 @@ extension S3Storage {
                 #expect(Self.manifests(folder).isEmpty)
 
                 try await s3.reset()
-                _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder)).value
+                _ = try await Job.uploading(video, using: Self.uploader(s3, folder: folder), attempts: Self.attempts())
+                    .value
                 #expect(try await s3.requests().first?.operation == "createMultipartUpload")
                 #expect(try await s3.object("videos/changed.mp4").sha256 == (try await sha256(of: file)))
             }

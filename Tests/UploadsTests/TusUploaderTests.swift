@@ -48,13 +48,17 @@ struct TusUploaderTests {
     }
 
     static func uploader(
-        _ workspace: Workspace, chunk: Int64 = 8 * 1024 * 1024, attempts: Int = 3,
-        createsUploads: Bool = true, verifiesBytes: Bool = true
+        _ workspace: Workspace, chunk: Int64 = 8 * 1024 * 1024, createsUploads: Bool = true,
+        verifiesBytes: Bool = true
     ) throws -> TusUploader {
         try TusUploader(
             manifestFolder: workspace.manifests, chunkSize: chunk, headers: ["Authorization": "Bearer s3cret"],
-            metadata: { _ in ["album": "Été 2026"] }, createsUploads: createsUploads,
-            retry: exactRetries(attempts, initial: .zero), verifiesBytes: verifiesBytes)
+            metadata: { _ in ["album": "Été 2026"] }, createsUploads: createsUploads, verifiesBytes: verifiesBytes)
+    }
+
+    /// Each request tried `count` times, with no wait between tries.
+    static func attempts(_ count: Int = 3) -> UploadAttempts {
+        UploadAttempts(retry: exactRetries(count, initial: .zero))
     }
 
     static func video(_ workspace: Workspace, to destination: URL) -> Video {
@@ -101,7 +105,7 @@ struct TusUploaderTests {
     static func leaveUnfinished(_ workspace: Workspace, at tus: TusFixture) async throws -> (Video, TusUploader) {
         try await tus.arm("cut", "PATCH", after: 500_000)
         let video = Self.video(workspace, to: tus.endpoint)
-        let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, attempts: 1, verifiesBytes: false)
+        let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, verifiesBytes: false)
         #expect(await Self.failure(of: Job.uploading(video, using: uploader)) != nil)
         #expect(workspace.manifestNames.count == 1, "kept for the next attempt")
         return (video, uploader)
@@ -115,7 +119,7 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: Self.largeSize)
             defer { workspace.folder.remove() }
             let receipt = try await Job.uploading(
-                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace)
+                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace), attempts: Self.attempts()
             ).value
 
             let stored = try await tus.stored(receipt.finalURL)
@@ -147,7 +151,8 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: 300_000, name: "photo.jpg")
             defer { workspace.folder.remove() }
             let photo = Photo(file: workspace.file, destination: tus.endpoint)
-            let receipt = try await Job.uploading(photo, using: Self.uploader(workspace)).value
+            let receipt = try await Job.uploading(photo, using: Self.uploader(workspace), attempts: Self.attempts())
+                .value
 
             #expect(try await tus.methods() == ["OPTIONS", "POST"])
             #expect(try await tus.requests().last?.bodyBytes == 300_000)
@@ -162,7 +167,8 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let receipt = try await Job.uploading(
-                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: 0)
+                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: 0),
+                attempts: Self.attempts()
             ).value
 
             let requests = try await tus.requests()
@@ -180,7 +186,10 @@ struct TusUploaderTests {
             defer { workspace.folder.remove() }
             let bytes = patternedBytes(2_500_000, seed: 3)
             let media = Media(bytes: bytes, destination: tus.endpoint, contentType: "application/octet-stream")
-            let receipt = try await Self.uploader(workspace, chunk: Self.mebibyte).upload(media).value
+            let receipt = try await Self.uploader(workspace, chunk: Self.mebibyte).upload(
+                media, attempts: Self.attempts()
+            )
+            .value
 
             #expect(try await tus.methods() == ["OPTIONS", "POST", "PATCH", "PATCH", "PATCH"])
             let file = try workspace.folder.file("expected", bytes: bytes)
@@ -201,7 +210,8 @@ struct TusUploaderTests {
             // Without a checksum, which makes resumable-upload discard the
             // bytes of a PATCH cut short: the server keeps what reached it.
             let receipt = try await Job.uploading(
-                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, verifiesBytes: false)
+                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, verifiesBytes: false),
+                attempts: Self.attempts()
             ).value
 
             // After the cut, the server is asked before any byte goes again,
@@ -228,7 +238,8 @@ struct TusUploaderTests {
             defer { workspace.folder.remove() }
             try await tus.arm("corrupt", "PATCH", nth: 2)
             let receipt = try await Job.uploading(
-                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: Self.mebibyte)
+                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: Self.mebibyte),
+                attempts: Self.attempts()
             ).value
 
             let patches = try await tus.requests().filter { $0.method == "PATCH" }
@@ -249,7 +260,8 @@ struct TusUploaderTests {
             try await tus.arm("corrupt", "PATCH", nth: 3)
             let error = await Self.failure(
                 of: Job.uploading(
-                    Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace, chunk: Self.mebibyte)))
+                    Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace, chunk: Self.mebibyte),
+                    attempts: Self.attempts()))
 
             guard case .httpStatus(let receipt) = error as? UploadError else {
                 Issue.record("expected a refusal, got \(String(describing: error))")
@@ -274,7 +286,8 @@ struct TusUploaderTests {
             // first and answers the second 409.
             try await tus.arm("duplicate", "PATCH")
             let receipt = try await Job.uploading(
-                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: Self.mebibyte)
+                Self.video(workspace, to: tus.endpoint), using: Self.uploader(workspace, chunk: Self.mebibyte),
+                attempts: Self.attempts()
             ).value
 
             let requests = try await tus.requests()
@@ -297,13 +310,15 @@ struct TusUploaderTests {
             try await tus.arm("cut", "PATCH", after: 5_000_000)
             let video = Self.video(workspace, to: tus.endpoint)
             let error = await Self.failure(
-                of: Job.uploading(video, using: try Self.uploader(workspace, attempts: 1, verifiesBytes: false)))
+                of: Job.uploading(video, using: try Self.uploader(workspace, verifiesBytes: false)))
             #expect((error as? UploadError)?.isTransient == true, "a lost connection: \(String(describing: error))")
             #expect(workspace.manifestNames.count == 1, "kept for the next attempt")
 
             // As the app would after a relaunch: a new uploader, the same
             // folder.
-            let receipt = try await Job.uploading(video, using: Self.uploader(workspace, verifiesBytes: false)).value
+            let receipt = try await Job.uploading(
+                video, using: Self.uploader(workspace, verifiesBytes: false), attempts: Self.attempts()
+            ).value
             // As after any cut, the server's first HEAD may not see the bytes
             // it kept yet (see aPatchCutMidBodyGoesOnFromTheServersOffset).
             let requests = try await tus.requests()
@@ -326,7 +341,7 @@ struct TusUploaderTests {
             // and the upload does not know.
             try await tus.arm("lose", "PATCH", nth: 3)
             let video = Self.video(workspace, to: tus.endpoint)
-            let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, attempts: 1)
+            let uploader = try Self.uploader(workspace, chunk: Self.mebibyte)
             #expect(await Self.failure(of: Job.uploading(video, using: uploader)) != nil)
 
             let receipt = try await Job.uploading(video, using: uploader).value
@@ -343,7 +358,7 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let video = Self.video(workspace, to: tus.endpoint)
-            let first = try await Job.uploading(video, using: Self.uploader(workspace)).value
+            let first = try await Job.uploading(video, using: Self.uploader(workspace), attempts: Self.attempts()).value
             #expect(workspace.unfinishedManifestNames.isEmpty)
             #expect(workspace.manifestNames.count == 1, "kept, marked finished")
 
@@ -356,7 +371,8 @@ struct TusUploaderTests {
             #expect(found.finalURL == first.finalURL)
 
             // Not asked to check: the same file again is another upload.
-            let another = try await Job.uploading(video, using: Self.uploader(workspace)).value
+            let another = try await Job.uploading(video, using: Self.uploader(workspace), attempts: Self.attempts())
+                .value
             #expect(another.finalURL != first.finalURL)
             #expect(try await tus.methods().suffix(3) == ["OPTIONS", "POST", "PATCH"])
 
@@ -420,7 +436,9 @@ struct TusUploaderTests {
             defer { workspace.folder.remove() }
             let handle = LockedValue<JobHandle?>(nil)
             let outcome = LockedValue<Job<UploadReceipt>.Outcome?>(nil)
-            let job = Job.uploading(Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace)) {
+            let job = Job.uploading(
+                Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace), attempts: Self.attempts()
+            ) {
                 // Cancel once bytes of the first PATCH are on their way.
                 if $0.bytesSent > 0 { handle.value?.cancel() }
             }
@@ -444,7 +462,7 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let uploader = try Self.uploader(workspace, chunk: Self.mebibyte)
-            var attempts = UploadAttempts(retry: exactRetries(3, initial: .zero))
+            var attempts = Self.attempts()
             attempts.keepsStoredPartsWhenCancelled = true
             let video = Self.video(workspace, to: tus.endpoint)
             let handle = LockedValue<JobHandle?>(nil)
@@ -458,7 +476,7 @@ struct TusUploaderTests {
             #expect(throws: CancellationError.self) { try cancelled.get() }
             #expect(workspace.manifestNames.count == 1, "kept to resume")
 
-            _ = try await uploader.upload(video.media).value
+            _ = try await uploader.upload(video.media, attempts: Self.attempts()).value
             let methods = try await tus.methods()
             #expect(!methods.contains("DELETE"))
             #expect(methods.filter { $0 == "POST" }.count == 1, "resumed, not created again: \(methods)")
@@ -492,7 +510,9 @@ struct TusUploaderTests {
             // The app's backend made it, as Vimeo's API does.
             let uploadURL = try await tus.createUpload(length: 2_000_000)
             let uploader = try Self.uploader(workspace, createsUploads: false)
-            let receipt = try await Job.uploading(Self.video(workspace, to: uploadURL), using: uploader).value
+            let receipt = try await Job.uploading(
+                Self.video(workspace, to: uploadURL), using: uploader, attempts: Self.attempts()
+            ).value
 
             #expect(try await tus.methods() == ["POST", "OPTIONS", "HEAD", "PATCH"])
             #expect(receipt.finalURL == uploadURL)
@@ -510,7 +530,9 @@ struct TusUploaderTests {
             let workspace = try Workspace(size: 3_000_000)
             defer { workspace.folder.remove() }
             let error = await Self.failure(
-                of: Job.uploading(Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace)))
+                of: Job.uploading(
+                    Self.video(workspace, to: tus.endpoint), using: try Self.uploader(workspace),
+                    attempts: Self.attempts()))
 
             guard case .httpStatus(let receipt) = error as? UploadError else {
                 Issue.record("expected a refusal, got \(String(describing: error))")
@@ -534,7 +556,9 @@ struct TusUploaderTests {
                 try await server.setRule("files", ["status": refusal])
             }
             let error = await Self.failure(
-                of: Job.uploading(Self.video(workspace, to: server.url("files")), using: try Self.uploader(workspace)))
+                of: Job.uploading(
+                    Self.video(workspace, to: server.url("files")), using: try Self.uploader(workspace),
+                    attempts: Self.attempts()))
 
             guard case .invalidDestination(_, let reason) = error as? UploadError else {
                 Issue.record("expected an invalid destination, got \(String(describing: error))")
@@ -552,7 +576,8 @@ struct TusUploaderTests {
         let missing = workspace.folder.url.appendingPathComponent("gone.mp4")
         // Nothing listens there: a request would fail otherwise.
         let video = Video(file: missing, destination: URL(string: "http://127.0.0.1:9/files/")!)
-        let error = await Self.failure(of: Job.uploading(video, using: try Self.uploader(workspace)))
+        let error = await Self.failure(
+            of: Job.uploading(video, using: try Self.uploader(workspace), attempts: Self.attempts()))
         #expect(error as? UploadError == .fileNotFound(missing))
     }
 }

@@ -14,8 +14,8 @@ extension Job where Success == UploadReceipt {
     ///   - photo: The photo.
     ///   - uploader: Where it goes: a server, a folder, memory.
     ///   - attempts: How the upload is retried, by the uploader alone; when
-    ///     `nil`, as the uploader does by itself: not at all, or, for an
-    ///     uploader that retries each request, as its own `retry` says.
+    ///     `nil`, not at all: one attempt, or for an uploader that sends
+    ///     several requests (multipart, tus), one attempt at each.
     ///   - progress: Called as bytes go out, one call at a time, from any
     ///     thread, with the most bytes any attempt has sent: never
     ///     backwards, even when the upload is retried.
@@ -38,8 +38,8 @@ extension Job where Success == UploadReceipt {
     ///   - video: The video.
     ///   - uploader: Where it goes: a server, a folder, memory.
     ///   - attempts: How the upload is retried, by the uploader alone; when
-    ///     `nil`, as the uploader does by itself: not at all, or, for an
-    ///     uploader that retries each request, as its own `retry` says.
+    ///     `nil`, not at all: one attempt, or for an uploader that sends
+    ///     several requests (multipart, tus), one attempt at each.
     ///   - progress: Called as bytes go out, one call at a time, from any
     ///     thread, with the most bytes any attempt has sent: never
     ///     backwards, even when the upload is retried.

@@ -52,10 +52,10 @@ import FoundationNetworking
 ///   nothing around it.
 /// - An uploader that sends several requests per upload (a multipart or a
 ///   tus upload) retries each request of an upload (a part, the creation,
-///   the completion) on its own, with the policy it is handed, or its own
-///   `retry` when it is handed none (`Job.uploading(video, using: uploader)`).
-///   Whether an upload that failed is kept to resume is judged by that
-///   same policy.
+///   the completion) on its own, with the policy it is handed; handed none
+///   (`Job.uploading(video, using: uploader)`), it tries each request
+///   once, as every uploader tries its upload once. Whether an upload that
+///   failed is kept to resume is judged by that same policy.
 /// - Other uploaders (``URLSessionUploader``, ``DirectoryUploader``) retry
 ///   nothing themselves: publishing retries their whole upload.
 /// - Outside publishing, hand the uploader the policy, and it retries as

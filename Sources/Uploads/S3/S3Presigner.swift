@@ -163,8 +163,8 @@ public protocol S3Presigner: Sendable {
     ///     presigner's to map to a bucket and key (its path, say).
     /// - Throws: Whatever stops it from signing. The request fails with it,
     ///   and is tried again if the policy that retries the request
-    ///   (publishing's ``PublishOptions/retry``, else the uploader's
-    ///   ``S3Uploader/retry``) counts it as retryable (a `URLError` that can
+    ///   (publishing's ``PublishOptions/retry``, or the attempts the upload
+    ///   is handed) counts it as retryable (a `URLError` that can
     ///   pass is, by default). A multipart upload that fails with an error
     ///   that policy does not retry is aborted; throw a retryable one when
     ///   the backend is only unreachable.

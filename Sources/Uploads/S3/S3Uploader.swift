@@ -28,12 +28,14 @@ import FoundationNetworking
 /// memory, go up in one `PUT`. The receipt carries the object's `ETag` and
 /// its location.
 ///
-/// Every request is retried by one policy: the one it is handed through
-/// ``upload(_:attempts:progress:)`` (by publishing, its
+/// Every request is retried on its own, by the policy the upload is handed
+/// through ``upload(_:attempts:progress:)`` (by publishing, its
 /// ``PublishOptions/retry``; by `Job.uploading(video, using: uploader,
-/// attempts:)`, yours), or ``retry`` for an upload made without one. Its jobs retry inside: hand them a
-/// policy rather than wrapping them in `retry(_:)`, which would send each
-/// failing request again as many times over.
+/// attempts:)`, yours); an upload made without one
+/// (``upload(_:progress:)``) tries each request once, as every uploader
+/// does. Its jobs retry inside: hand them a policy rather than wrapping
+/// them in `retry(_:)`, which would send each failing request again as
+/// many times over.
 ///
 /// A multipart upload can resume, in this process or in the next one after
 /// the app was killed: its state is kept in a small manifest in
@@ -95,11 +97,6 @@ public final class S3Uploader: Uploader, Sendable {
     public let partSize: Int64
     /// The most parts sent at once.
     public let maxConcurrentParts: Int
-    /// How each request (a part, the creation, completion or listing of an
-    /// upload, a small object's `PUT`) is retried on its own, when the
-    /// upload is made without a policy of its own
-    /// (``upload(_:progress:)``); publishing hands its own instead.
-    public let retry: RetryPolicy
     /// Whether each request with a body carries its `Content-MD5` and the
     /// storage's MD5 `ETag`s are checked; on by default.
     ///
@@ -124,9 +121,6 @@ public final class S3Uploader: Uploader, Sendable {
     ///     to the size that fits.
     ///   - maxConcurrentParts: The most parts sent at once, at least 1; 4
     ///     by default.
-    ///   - retry: How each request is retried on its own, in uploads made
-    ///     without a policy; transient errors only, 3 attempts, by
-    ///     default.
     ///   - verifiesBytes: Whether requests carry `Content-MD5` and the
     ///     storage's `ETag`s are checked; `true` by default (see
     ///     ``verifiesBytes``).
@@ -140,7 +134,6 @@ public final class S3Uploader: Uploader, Sendable {
         multipartThreshold: Int64 = 8 * 1024 * 1024,
         partSize: Int64 = 8 * 1024 * 1024,
         maxConcurrentParts: Int = 4,
-        retry: RetryPolicy = RetryPolicy(),
         verifiesBytes: Bool = true,
         configuration: URLSessionConfiguration = .ephemeral
     ) throws(InvalidOptionError) {
@@ -154,7 +147,6 @@ public final class S3Uploader: Uploader, Sendable {
         self.multipartThreshold = multipartThreshold
         self.partSize = partSize
         self.maxConcurrentParts = maxConcurrentParts
-        self.retry = retry
         client = S3Client(
             presigner: presigner, http: HTTPClient(configuration: configuration), verifiesBytes: verifiesBytes)
     }
@@ -196,18 +188,19 @@ public final class S3Uploader: Uploader, Sendable {
     }
 
     /// A job that uploads `media` to the object its destination names, as
-    /// one `PUT` or as a multipart upload, each request retried as
-    /// ``retry`` says, and finishes with a receipt carrying the object's
-    /// `ETag` and location.
+    /// one `PUT` or as a multipart upload, each request tried once, and
+    /// finishes with a receipt carrying the object's `ETag` and location.
+    /// A multipart upload that fails in a way that can pass keeps its
+    /// manifest, for the next upload of the file to resume.
     ///
     /// Each performance of the job resumes the multipart upload of the same
     /// file and destination that an earlier one left, if there is one.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        transfer(media, attempts: UploadAttempts(retry: retry), progress: progress)
+        transfer(media, attempts: UploadAttempts(retry: .never), progress: progress)
     }
 
     /// A job that uploads `media` as ``upload(_:progress:)`` does, with
-    /// each request retried as `attempts` says instead of ``retry``, and
+    /// each request retried as `attempts` says, and
     /// each attempt of a request limited to its time limit. Publishing
     /// uploads with this, and retries nothing around it.
     public func upload(

@@ -36,9 +36,11 @@ import FoundationNetworking
 /// The receipt is the server's answer to the last request, its
 /// ``UploadReceipt/location`` the upload's URL.
 ///
-/// Every request is retried on its own, by one policy: the one handed
+/// Every request is retried on its own, by the policy the upload is handed
 /// through ``upload(_:attempts:progress:)`` (by publishing, its
-/// ``PublishOptions/retry``), or ``retry`` for an upload made without one.
+/// ``PublishOptions/retry``); an upload made without one
+/// (``upload(_:progress:)``) tries each request once, as every uploader
+/// does.
 /// A `PATCH` that failed may have left some of its bytes on the server, so
 /// the attempt after it asks the server's offset (`HEAD`) first and sends
 /// from there: no `PATCH` goes out at an offset the server does not hold.
@@ -94,10 +96,6 @@ public final class TusUploader: Uploader, Sendable {
     /// Whether each medium's destination is a creation endpoint (`true`)
     /// or the URL of an upload handed out in advance (`false`).
     public let createsUploads: Bool
-    /// How each request is retried on its own, when the upload is made
-    /// without a policy of its own (``upload(_:progress:)``); publishing
-    /// hands its own instead.
-    public let retry: RetryPolicy
     /// Whether each `PATCH` carries the SHA-1 of its bytes where the server
     /// announces the checksum extension with `sha1`; on by default.
     public let verifiesBytes: Bool
@@ -129,8 +127,6 @@ public final class TusUploader: Uploader, Sendable {
     ///   - createsUploads: `true` (the default) when each medium's
     ///     destination is a creation endpoint; `false` when it is the URL
     ///     of an upload handed out in advance.
-    ///   - retry: How each request is retried on its own, in uploads made
-    ///     without a policy; transient errors only, 3 attempts, by default.
     ///   - verifiesBytes: Whether `PATCH`es carry their SHA-1 where the
     ///     server takes it; `true` by default.
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
@@ -143,7 +139,6 @@ public final class TusUploader: Uploader, Sendable {
         headers: [String: String] = [:],
         metadata: @escaping @Sendable (Media) -> [String: String] = { _ in [:] },
         createsUploads: Bool = true,
-        retry: RetryPolicy = RetryPolicy(),
         verifiesBytes: Bool = true,
         configuration: URLSessionConfiguration = .ephemeral
     ) throws(InvalidOptionError) {
@@ -154,7 +149,6 @@ public final class TusUploader: Uploader, Sendable {
         self.headers = headers
         self.metadata = metadata
         self.createsUploads = createsUploads
-        self.retry = retry
         self.verifiesBytes = verifiesBytes
         client = TusClient(http: HTTPClient(configuration: configuration), headers: headers)
     }
@@ -196,18 +190,19 @@ public final class TusUploader: Uploader, Sendable {
         }
     }
 
-    /// A job that uploads `media` through tus, each request retried as
-    /// ``retry`` says, and finishes with the server's last answer, whose
-    /// location is the upload's URL.
+    /// A job that uploads `media` through tus, each request tried once,
+    /// and finishes with the server's last answer, whose location is the
+    /// upload's URL. An upload that fails in a way that can pass keeps its
+    /// manifest, for the next upload of the file to resume.
     ///
     /// Each performance of the job resumes the upload of the same file and
     /// destination that an earlier one left, if there is one.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        transfer(media, attempts: UploadAttempts(retry: retry), progress: progress)
+        transfer(media, attempts: UploadAttempts(retry: .never), progress: progress)
     }
 
     /// A job that uploads `media` as ``upload(_:progress:)`` does, with
-    /// each request retried as `attempts` says instead of ``retry``, and
+    /// each request retried as `attempts` says, and
     /// each attempt of a request limited to its time limit. Publishing
     /// uploads with this, and retries nothing around it.
     public func upload(
