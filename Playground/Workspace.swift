@@ -85,15 +85,15 @@ struct Workspace {
                 directoryUploader = directory
                 destinationName = root.path
             }
+            if arguments.failRate > 0 {
+                uploader = try FaultInjectingUploader(
+                    wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
+                documentUploader = try documentUploader.map {
+                    try FaultInjectingUploader(wrapping: $0, failureRate: arguments.failRate, seed: arguments.seed &+ 1)
+                }
+            }
         } catch {
             fail("cannot make the uploader: \(error.localizedDescription)", code: 1)
-        }
-        if arguments.failRate > 0 {
-            uploader = FaultInjectingUploader(
-                wrapping: uploader, failureRate: arguments.failRate, seed: arguments.seed)
-            documentUploader = documentUploader.map {
-                FaultInjectingUploader(wrapping: $0, failureRate: arguments.failRate, seed: arguments.seed &+ 1)
-            }
         }
         if arguments.outbox != nil {
             checkOutboxSettings(in: folder, destination: destinationName, scale: arguments.scale)

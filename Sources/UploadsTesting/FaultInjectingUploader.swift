@@ -28,18 +28,22 @@ public final class FaultInjectingUploader: Uploader, Sendable {
     /// forwards the others to `base`.
     /// - Parameters:
     ///   - base: The uploader to forward to.
-    ///   - failureRate: The share of attempts that fail, clamped to 0...1.
+    ///   - failureRate: The share of attempts that fail, from 0 to 1.
     ///   - seed: Seeds the choice of failing attempts.
     ///   - fault: The error a failing attempt fails with; a 503 by default.
+    /// - Throws: `InvalidOptionError` when `failureRate` is outside 0...1.
     public init(
         wrapping base: any Uploader,
         failureRate: Double,
         seed: UInt64 = 0x5EED,
         fault: @escaping @Sendable (Media) -> any Error = FaultInjectingUploader.serviceUnavailable
-    ) {
+    ) throws(InvalidOptionError) {
+        guard (0...1).contains(failureRate) else {
+            throw InvalidOptionError(option: "failureRate", reason: "must be from 0 to 1, got \(failureRate)")
+        }
         self.base = base
         self.fault = fault
-        self.failureRate = min(max(failureRate, 0), 1)
+        self.failureRate = failureRate
         generator = Lock(SeededRandomNumberGenerator(seed: seed))
     }
 

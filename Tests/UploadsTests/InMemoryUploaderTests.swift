@@ -69,8 +69,8 @@ struct InMemoryUploaderTests {
 
 @Suite("FaultInjectingUploader", .timeLimit(.minutes(1)))
 struct FaultInjectingUploaderTests {
-    private func failures(rate: Double, seed: UInt64, count: Int = 200) -> [Bool] {
-        let uploader = FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: rate, seed: seed)
+    private func failures(rate: Double, seed: UInt64, count: Int = 200) throws -> [Bool] {
+        let uploader = try FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: rate, seed: seed)
         return (0..<count).map { index in
             let recorder = OutcomeRecorder()
             uploader.upload(Media(bytes: Data(), destination: destination("\(index)"), contentType: "text/plain"))
@@ -80,27 +80,27 @@ struct FaultInjectingUploaderTests {
         }
     }
 
-    @Test func failsAboutTheGivenShareOfAttempts() {
-        #expect(!failures(rate: 0, seed: 1).contains(true))
-        #expect(!failures(rate: 1, seed: 1).contains(false))
-        let half = failures(rate: 0.5, seed: 1).filter { $0 }.count
+    @Test func failsAboutTheGivenShareOfAttempts() throws {
+        #expect(try !failures(rate: 0, seed: 1).contains(true))
+        #expect(try !failures(rate: 1, seed: 1).contains(false))
+        let half = try failures(rate: 0.5, seed: 1).filter { $0 }.count
         #expect((60...140).contains(half))
     }
 
-    @Test func theSameSeedFailsTheSameAttempts() {
-        #expect(failures(rate: 0.3, seed: 42) == failures(rate: 0.3, seed: 42))
-        #expect(failures(rate: 0.3, seed: 42) != failures(rate: 0.3, seed: 43))
+    @Test func theSameSeedFailsTheSameAttempts() throws {
+        #expect(try failures(rate: 0.3, seed: 42) == failures(rate: 0.3, seed: 42))
+        #expect(try failures(rate: 0.3, seed: 42) != failures(rate: 0.3, seed: 43))
     }
 
-    @Test func forwardsTheAttemptsThatDoNotFail() {
+    @Test func forwardsTheAttemptsThatDoNotFail() throws {
         let base = InMemoryUploader()
-        let uploader = FaultInjectingUploader(wrapping: base, failureRate: 0)
+        let uploader = try FaultInjectingUploader(wrapping: base, failureRate: 0)
         uploader.upload(Media(bytes: Data("x".utf8), destination: destination("x"), contentType: "text/plain"))
             .perform(on: ImmediateQueue()) { _ in }
         #expect(base.uploads.map(\.bytes) == [Data("x".utf8)])
     }
 
-    @Test func anInjectedFaultNamesTheMediumsFileNameWhenItHasOne() {
+    @Test func anInjectedFaultNamesTheMediumsFileNameWhenItHasOne() throws {
         var media = Media(
             bytes: Data("x".utf8), destination: URL(string: "https://social.example/api/v2/media")!,
             contentType: "image/jpeg")

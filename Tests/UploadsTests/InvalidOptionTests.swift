@@ -13,7 +13,7 @@ struct InvalidOptionTests {
     /// A folder no uploader or outbox here may create.
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("JobKit-never-\(UUID().uuidString)")
 
-    static let neverReady = MediaProcessing(statusURL: { _ in nil }, isReady: { _ in true })
+    static let readyAtOnce = MediaProcessing(statusURL: { _ in nil }, isReady: { _ in true })
 
     static func refused(_ option: String, _ reason: String) -> InvalidOptionError {
         InvalidOptionError(option: option, reason: reason)
@@ -29,6 +29,9 @@ struct InvalidOptionTests {
         #expect(throws: Self.refused("maxConcurrentParts", "must be at least 1, got 0")) {
             try S3Uploader(presigner: presigner, manifestFolder: folder, maxConcurrentParts: 0)
         }
+        #expect(throws: Self.refused("multipartThreshold", "must not be negative, got -1")) {
+            try S3Uploader(presigner: presigner, manifestFolder: folder, multipartThreshold: -1)
+        }
         let smallest = try S3Uploader(
             presigner: presigner, manifestFolder: folder, partSize: S3Uploader.minimumPartSize, maxConcurrentParts: 1)
         #expect(smallest.partSize == S3Uploader.minimumPartSize && smallest.maxConcurrentParts == 1)
@@ -39,7 +42,12 @@ struct InvalidOptionTests {
         #expect(throws: Self.refused("chunkSize", "must not be negative, got -1")) {
             try TusUploader(manifestFolder: folder, chunkSize: -1)
         }
-        #expect(try TusUploader(manifestFolder: folder, chunkSize: 0).chunkSize == 0, "the rest of the file")
+        #expect(throws: Self.refused("creationWithUploadLimit", "must not be negative, got -1")) {
+            try TusUploader(manifestFolder: folder, creationWithUploadLimit: -1)
+        }
+        let whole = try TusUploader(manifestFolder: folder, chunkSize: 0, creationWithUploadLimit: 0)
+        #expect(
+            whole.chunkSize == 0 && whole.creationWithUploadLimit == 0, "the rest of the file; no creation-with-upload")
     }
 
     @Test func aDirectoryUploaderRefusesAChunkOrASpeedBelowOne() throws {
@@ -55,11 +63,11 @@ struct InvalidOptionTests {
     }
 
     @Test func aFormUploaderAndAMastodonServerRefuseWaitsThatCannotBeMade() throws {
-        var noTime = Self.neverReady
+        var noTime = Self.readyAtOnce
         noTime.timeLimit = .zero
-        var backwards = Self.neverReady
+        var backwards = Self.readyAtOnce
         backwards.firstWait = .seconds(-1)
-        var negativeCeiling = Self.neverReady
+        var negativeCeiling = Self.readyAtOnce
         negativeCeiling.maximumWait = .seconds(-1)
         let cases = [
             (noTime, Self.refused("processing.timeLimit", "must be above zero, got 0.0 seconds")),
@@ -72,7 +80,16 @@ struct InvalidOptionTests {
                 try MastodonServer(url: URL(string: "https://social.example")!, token: "t", processing: processing)
             }
         }
-        #expect(try MultipartFormUploader(processing: Self.neverReady).processing != nil)
+        #expect(try MultipartFormUploader(processing: Self.readyAtOnce).processing != nil)
+    }
+
+    @Test func aFaultInjectingUploaderRefusesARateOutsideZeroToOne() throws {
+        for rate in [-0.1, 1.5, .nan] {
+            #expect(throws: InvalidOptionError.self) {
+                try FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: rate)
+            }
+        }
+        #expect(try FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: 1).failureRate == 1)
     }
 
     @Test func anOutboxRefusesOptionsThatCannotWorkBeforeItTouchesItsFolder() throws {

@@ -156,7 +156,7 @@ extension ProgressClosureTests {
     /// post completes once, with its progress one call at a time, never
     /// backwards, and at 100% exactly when it was published. CI runs it
     /// under Thread Sanitizer too.
-    @Test func aChaosOfFaultsAndCancelsAcross120PostsKeepsEachPostsProgressInOrder() async {
+    @Test func aChaosOfFaultsAndCancelsAcross120PostsKeepsEachPostsProgressInOrder() async throws {
         let posts = 120
         let probes = (0..<posts).map { index in
             ProgressProbe(index % 3 == 0 ? .cancelsThePublishing : .takesASnapshot)
@@ -165,7 +165,7 @@ extension ProgressClosureTests {
         let done = DispatchGroup()
         var handles: [JobHandle] = []
         for (index, probe) in probes.enumerated() {
-            let uploader = FaultInjectingUploader(
+            let uploader = try FaultInjectingUploader(
                 wrapping: ThreadedProgressUploader(steps: 20), failureRate: 0.3, seed: UInt64(index))
             let publishing = Job.publishing(
                 samplePost(photoSizes: [3_000, 5_000, 7_000], destination: destination("posts/\(index).json")),

@@ -283,17 +283,17 @@ struct PublishingTests {
     }
 
     @Test(arguments: [
-        (PublishOptions(maxConcurrentUploads: 0), "maxConcurrentUploads must be at least 1, got 0"),
-        (PublishOptions(retry: RetryPolicy(attempts: 0)), "retry.attempts must be at least 1, got 0"),
-        (PublishOptions(uploadTimeout: .zero), "uploadTimeout must be above zero, got 0.0 seconds"),
+        (PublishOptions(maxConcurrentUploads: 0), "maxConcurrentUploads", "must be at least 1, got 0"),
+        (PublishOptions(retry: RetryPolicy(attempts: 0)), "retry.attempts", "must be at least 1, got 0"),
+        (PublishOptions(uploadTimeout: .zero), "uploadTimeout", "must be above zero, got 0.0 seconds"),
     ])
-    func optionsBelowOneAreRefused(options: PublishOptions, message: String) throws {
+    func optionsBelowOneAreRefused(options: PublishOptions, option: String, reason: String) throws {
         let uploader = InMemoryUploader()
         let recorder = OutcomeRecorder()
         Job.publishing(samplePost(photoSizes: [10]), using: uploader, options: options)
             .perform(on: ImmediateQueue(), then: recorder.handler)
 
-        #expect((recorder.error as? InvalidOptionError)?.description == message)
+        #expect(recorder.error as? InvalidOptionError == InvalidOptionError(option: option, reason: reason))
         #expect(uploader.startedDestinations.isEmpty)
     }
 }

@@ -86,7 +86,7 @@ struct RetryOwnerTests {
     @Test func aFaultInjectingUploaderHandsTheAttemptsOnSoTheUploaderBelowStaysTheOnlyOwner() throws {
         let queue = TestQueue()
         let base = SelfRetryingUploader()
-        let uploader = FaultInjectingUploader(wrapping: base, failureRate: 1)
+        let uploader = try FaultInjectingUploader(wrapping: base, failureRate: 1)
         let post = samplePost(photoSizes: [10])
         let told = LockedValue<[Int]>([])
         let requests = LockedValue<[String?]>([])
@@ -116,7 +116,7 @@ struct RetryOwnerTests {
 
     @Test func anInjectedURLErrorNamesTheDestinationAsAnyNetworkFailureDoes() throws {
         let queue = TestQueue()
-        let uploader = FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: 1) { _ in
+        let uploader = try FaultInjectingUploader(wrapping: InMemoryUploader(), failureRate: 1) { _ in
             URLError(.notConnectedToInternet)
         }
         let photo = Photo(bytes: Data(count: 10), destination: destination("offline.jpg"))
@@ -130,10 +130,12 @@ struct RetryOwnerTests {
     }
 
     @Test(arguments: [
-        (UploadAttempts(retry: RetryPolicy(attempts: 0)), "retry.attempts must be at least 1, got 0"),
-        (UploadAttempts(timeout: .zero), "timeout must be above zero, got 0.0 seconds"),
+        (UploadAttempts(retry: RetryPolicy(attempts: 0)), "retry.attempts", "must be at least 1, got 0"),
+        (UploadAttempts(timeout: .zero), "timeout", "must be above zero, got 0.0 seconds"),
     ])
-    func attemptsThatCannotBeMadeFailBeforeAnythingIsSent(attempts: UploadAttempts, message: String) throws {
+    func attemptsThatCannotBeMadeFailBeforeAnythingIsSent(
+        attempts: UploadAttempts, option: String, reason: String
+    ) throws {
         let queue = TestQueue()
         let uploader = InMemoryUploader()
         let photo = Photo(bytes: Data(count: 10), destination: destination("a.jpg"))
@@ -141,7 +143,7 @@ struct RetryOwnerTests {
         uploader.upload(photo.media, attempts: attempts).perform(on: queue, then: recorder.handler)
         try queue.run()
 
-        #expect((recorder.error as? InvalidOptionError)?.description == message)
+        #expect(recorder.error as? InvalidOptionError == InvalidOptionError(option: option, reason: reason))
         #expect(uploader.startedDestinations.isEmpty)
     }
 

@@ -383,7 +383,9 @@ extension S3Storage {
         @Test func aTransientFailureKeepsTheUploadAndTheNextAttemptSendsOnlyTheMissingParts() async throws {
             try await Self.withStorage { s3, folder, file in
                 let video = Self.video(file, key: "videos/resumed.mp4")
-                // Parts go one at a time; the third meets a server that is down.
+                // Parts go one at a time; the third meets a server that is
+                // down, and is sent once: an upload made without attempts
+                // tries each request once.
                 try await s3.setRules([["operation": "uploadPart", "partNumber": 3, "status": 503]])
                 let error = await #expect(throws: UploadError.self) {
                     try await Job.uploading(
@@ -392,6 +394,7 @@ extension S3Storage {
                 }
                 #expect(error?.isTransient == true)
                 let first = try await s3.requests()
+                #expect(first.filter { $0.operation == "uploadPart" }.count == 3, "parts 1, 2 and 3, each once")
                 #expect(
                     !first.contains { $0.operation == "abortMultipartUpload" }, "a transient failure aborts nothing")
                 #expect(try await s3.uploads().count == 1)

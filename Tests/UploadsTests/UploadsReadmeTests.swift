@@ -116,7 +116,7 @@ private func uploadReadmeVideo(presignEndpoint: URL, applicationSupport: URL, su
         manifestFolder: applicationSupport.appendingPathComponent("uploads"),
         partSize: 8 * 1024 * 1024, maxConcurrentParts: 4)
     let surf = Video(file: surfMovie, destination: URL(string: "https://media.example.com/posts/1/surf.mp4")!)
-    let receipt = try await Job.uploading(surf, using: uploader) { progress in
+    let receipt = try await Job.uploading(surf, using: uploader, attempts: UploadAttempts()) { progress in
         print("\(Int(progress.fractionCompleted * 100))%")
     }.value
     print("stored as \(receipt.finalURL), ETag \(receipt.etag ?? "none")")
@@ -194,7 +194,7 @@ private func uploadThroughReadmeTus(applicationSupport: URL, tusEndpoint: URL, s
     // BEGIN README: tus example
     let uploader = try TusUploader(manifestFolder: applicationSupport.appendingPathComponent("tus"))
     let clip = Video(file: surfMovie, destination: tusEndpoint)  // such as https://tus.example.com/files/
-    let receipt = try await Job.uploading(clip, using: uploader).value
+    let receipt = try await Job.uploading(clip, using: uploader, attempts: UploadAttempts()).value
     print("stored at \(receipt.finalURL)")
     // END README
     return receipt

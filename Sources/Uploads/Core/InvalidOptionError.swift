@@ -4,7 +4,8 @@ import Foundation
 /// smaller than the storage takes, a time limit that is not above zero.
 ///
 /// Options are checked where they are made, and nothing is clamped or
-/// changed to fit: every uploader's initializer throws it, and so does
+/// changed to fit: the initializer of every uploader that takes such an
+/// option throws it, and so does
 /// ``Outbox/init(folder:uploader:options:queue:)``. Options whose
 /// properties can change after they are made (``PublishOptions``,
 /// ``UploadAttempts``) are checked where they are handed over: the
@@ -20,10 +21,10 @@ import Foundation
 public struct InvalidOptionError: Error, Hashable, Sendable {
     /// The option, named as the code that sets it names it:
     /// `partSize`, `retry.attempts`, `publishing.maxConcurrentUploads`.
-    public var option: String
+    public let option: String
     /// What the option must be, and what it was: "must be at least 1,
     /// got 0".
-    public var reason: String
+    public let reason: String
 
     /// Creates the error of `option`, which must be as `reason` says.
     public init(option: String, reason: String) {
@@ -48,11 +49,11 @@ extension InvalidOptionError {
         guard holds else { throw InvalidOptionError(option: option, reason: reason()) }
     }
 
-    /// Throws the error of `option`, a time limit, when it is not above
-    /// zero; `nil`, no limit, passes.
-    static func check(timeLimit: Duration?, _ option: String) throws(InvalidOptionError) {
-        guard let timeLimit else { return }
-        try check(timeLimit > .zero, option, "must be above zero, got \(timeLimit)")
+    /// Throws the error of `option`, a duration, when it is not above
+    /// zero; `nil` (no limit) passes.
+    static func check(positive duration: Duration?, _ option: String) throws(InvalidOptionError) {
+        guard let duration else { return }
+        try check(duration > .zero, option, "must be above zero, got \(duration)")
     }
 
     /// Runs `checks`, each option they name named within `owner`:

@@ -67,7 +67,7 @@ extension Job where Success == UploadReceipt {
     ///     default, which names each medium by its destination.
     ///   - uploader: Where it goes: a server, a folder, memory.
     ///   - attempts: How the upload is retried, by the uploader alone; when
-    ///     `nil`, as the uploader does by itself.
+    ///     `nil`, not at all.
     ///   - progress: Called as bytes go out, one call at a time, from any
     ///     thread, with the most bytes any attempt has sent: never
     ///     backwards, even when the upload is retried.
@@ -87,7 +87,7 @@ extension Job where Success == UploadReceipt {
     }
 
     /// `uploader`'s upload of `media`, named and metered, retried as
-    /// `attempts` say or as the uploader does by itself.
+    /// `attempts` say, or tried once.
     private static func upload(
         _ media: Media,
         using uploader: any Uploader,

@@ -159,7 +159,7 @@ public struct UploadAttempts: Sendable {
     /// time limit that is not above zero.
     func validate() throws(InvalidOptionError) {
         try InvalidOptionError.within("retry") { () throws(InvalidOptionError) in try retry.validate() }
-        try InvalidOptionError.check(timeLimit: timeout, "timeout")
+        try InvalidOptionError.check(positive: timeout, "timeout")
     }
 }
 

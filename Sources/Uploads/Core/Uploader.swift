@@ -29,7 +29,9 @@ import JobKit
 /// both methods, ``bytesInFlight(uploading:size:)`` and
 /// ``discardResumableUpload(of:)``.
 public protocol Uploader: Sendable {
-    /// A job that uploads `media` to its destination.
+    /// A job that uploads `media` to its destination, in one attempt: each
+    /// request it sends is sent once. Retries are handed to an upload
+    /// through ``upload(_:attempts:progress:)``.
     ///
     /// - Parameters:
     ///   - media: What to upload and where.

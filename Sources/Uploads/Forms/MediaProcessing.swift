@@ -100,7 +100,7 @@ public struct MediaProcessing: Sendable {
     func validate() throws(InvalidOptionError) {
         try InvalidOptionError.check(firstWait >= .zero, "firstWait", "must not be negative, got \(firstWait)")
         try InvalidOptionError.check(maximumWait >= .zero, "maximumWait", "must not be negative, got \(maximumWait)")
-        try InvalidOptionError.check(timeLimit: timeLimit, "timeLimit")
+        try InvalidOptionError.check(positive: timeLimit, "timeLimit")
     }
 
     /// A job that waits until the medium that `receipt` answered, sent

@@ -339,7 +339,7 @@ extension Outbox.Options {
         try InvalidOptionError.within("publishing") { () throws(InvalidOptionError) in try publishing.validate() }
         try InvalidOptionError.check(
             maxBytesInFlight >= 1, "maxBytesInFlight", "must be at least 1, got \(maxBytesInFlight)")
-        try InvalidOptionError.check(timeLimit: networkRetryDelay, "networkRetryDelay")
+        try InvalidOptionError.check(positive: networkRetryDelay, "networkRetryDelay")
         try InvalidOptionError.check(
             maxNetworkRetryDelay >= networkRetryDelay, "maxNetworkRetryDelay",
             "must be at least networkRetryDelay (\(networkRetryDelay)), got \(maxNetworkRetryDelay)")

@@ -7,7 +7,9 @@ import FoundationNetworking
 
 /// How `Job.publishing(_:using:options:progress:)` uploads a
 /// post: how many media at once, which failures to retry, how long each
-/// attempt may take, and what the post's document says.
+/// attempt may take, and what the post's document says; and, as an
+/// outbox's ``Outbox/Options/publishing``, how an ``Outbox`` uploads each
+/// of its posts.
 ///
 /// ```swift
 /// let options = PublishOptions(
@@ -19,13 +21,15 @@ import FoundationNetworking
 ///     })
 /// ```
 public struct PublishOptions: Sendable {
-    /// The most media uploads running at any moment; at least 1.
+    /// The most media uploads running at any moment; at least 1. In an
+    /// outbox, the most uploads in flight across every post, documents
+    /// included.
     public var maxConcurrentUploads: Int
     /// Which failed uploads are tried again, how often, after how long.
     /// Each upload, the post's own included, is retried on its own, by
     /// its uploader and nowhere else (see "Who retries what" in
     /// ``RetryPolicy``): an ``S3Uploader`` retries each request of a
-    /// multipart upload with this policy, in place of its own.
+    /// multipart upload with this policy.
     public var retry: RetryPolicy
     /// How long one attempt may take before it is cancelled and fails with
     /// ``UploadError/timedOut(_:after:)`` (which is retried); no limit when
@@ -117,6 +121,6 @@ extension PublishOptions {
         try InvalidOptionError.check(
             maxConcurrentUploads >= 1, "maxConcurrentUploads", "must be at least 1, got \(maxConcurrentUploads)")
         try InvalidOptionError.within("retry") { () throws(InvalidOptionError) in try retry.validate() }
-        try InvalidOptionError.check(timeLimit: uploadTimeout, "uploadTimeout")
+        try InvalidOptionError.check(positive: uploadTimeout, "uploadTimeout")
     }
 }

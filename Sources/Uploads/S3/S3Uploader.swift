@@ -126,8 +126,9 @@ public final class S3Uploader: Uploader, Sendable {
     ///     ``verifiesBytes``).
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
     ///     default.
-    /// - Throws: ``InvalidOptionError`` when `partSize` is below
-    ///   ``minimumPartSize`` or `maxConcurrentParts` below 1.
+    /// - Throws: ``InvalidOptionError`` when `multipartThreshold` is
+    ///   negative, `partSize` below ``minimumPartSize`` or
+    ///   `maxConcurrentParts` below 1.
     public init(
         presigner: some S3Presigner,
         manifestFolder: URL,
@@ -137,6 +138,8 @@ public final class S3Uploader: Uploader, Sendable {
         verifiesBytes: Bool = true,
         configuration: URLSessionConfiguration = .ephemeral
     ) throws(InvalidOptionError) {
+        try InvalidOptionError.check(
+            multipartThreshold >= 0, "multipartThreshold", "must not be negative, got \(multipartThreshold)")
         try InvalidOptionError.check(
             partSize >= Self.minimumPartSize, "partSize",
             "must be at least \(Self.minimumPartSize) bytes (5 MiB, S3's smallest part), got \(partSize)")

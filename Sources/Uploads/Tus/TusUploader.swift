@@ -131,7 +131,8 @@ public final class TusUploader: Uploader, Sendable {
     ///     server takes it; `true` by default.
     ///   - configuration: The `URLSession`'s configuration; ephemeral by
     ///     default.
-    /// - Throws: ``InvalidOptionError`` when `chunkSize` is negative.
+    /// - Throws: ``InvalidOptionError`` when `chunkSize` or
+    ///   `creationWithUploadLimit` is negative.
     public init(
         manifestFolder: URL,
         chunkSize: Int64 = 8 * 1024 * 1024,
@@ -143,6 +144,9 @@ public final class TusUploader: Uploader, Sendable {
         configuration: URLSessionConfiguration = .ephemeral
     ) throws(InvalidOptionError) {
         try InvalidOptionError.check(chunkSize >= 0, "chunkSize", "must not be negative, got \(chunkSize)")
+        try InvalidOptionError.check(
+            creationWithUploadLimit >= 0, "creationWithUploadLimit",
+            "must not be negative, got \(creationWithUploadLimit)")
         self.manifestFolder = manifestFolder
         self.chunkSize = chunkSize
         self.creationWithUploadLimit = creationWithUploadLimit
