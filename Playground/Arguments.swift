@@ -166,8 +166,10 @@ struct Arguments {
                 arguments.workFolder = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--speed":
                 let text = try value()
-                guard let speed = Double(text), speed >= 0 else {
-                    throw UsageError(description: "--speed needs a number of MB/s, 0 or more, got '\(text)'")
+                // Past a terabyte a second, the speed no longer counts bytes
+                // as an `Int` does.
+                guard let speed = Double(text), (0...1_000_000).contains(speed) else {
+                    throw UsageError(description: "--speed needs a number of MB/s from 0 to 1000000, got '\(text)'")
                 }
                 arguments.megabytesPerSecond = speed
             case "--scale":

@@ -432,6 +432,7 @@ struct PlaygroundTests {
         ["--mastodon", "mastodon.social", "--token", "t"], ["--mastodon", "http://127.0.0.1:9", "--token", ""],
         ["--mastodon", "http://127.0.0.1:9", "--token", "t", "--server", "http://127.0.0.1:9"],
         ["--tus", "tus.example.com/files/"], ["--tus", "http://127.0.0.1:9/files/", "--s3", "http://127.0.0.1:9"],
+        ["--speed", "-1"], ["--speed", "1e300"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) async throws {
         let run = try await playground(arguments, fast: false)
