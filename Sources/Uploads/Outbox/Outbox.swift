@@ -153,12 +153,7 @@ public final class Outbox: Sendable {
     ///   written, ``OutboxError/closed(_:)``. Nothing is added then.
     @discardableResult
     public func add(_ post: Post, priority: Priority = .normal) throws -> PostID {
-        guard let destination = post.destination else { throw UploadError.missingDestination }
-        for media in post.media {
-            try uploader.validate(destination: media.destination)
-        }
-        try (options.publishing.documentUploader ?? uploader).validate(destination: destination)
-        let sizes = try post.media.map { media throws(UploadError) in try media.byteCount() }
+        let (destination, sizes) = try options.publishing.check(post, uploadingWith: uploader)
         // One add at a time, and `close()` waits for the one in progress:
         // an add of a post being added finds it added (or not, if that
         // add failed), and none writes into a folder another outbox owns.

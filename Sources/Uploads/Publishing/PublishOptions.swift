@@ -107,6 +107,23 @@ extension PublishOptions {
         return attempts
     }
 
+    /// Checks `post` before its first upload with `uploader`: its
+    /// destination, every destination against the uploader that sends to
+    /// it (``documentUploader`` for the document's), every medium's bytes;
+    /// and finds its destination and its media's sizes. Publishing checks
+    /// a post so, and so does an outbox that adds one.
+    func check(_ post: Post, uploadingWith uploader: any Uploader) throws(UploadError) -> (
+        destination: URL, sizes: [Int64]
+    ) {
+        guard let destination = post.destination else { throw .missingDestination }
+        for media in post.media {
+            try uploader.validate(destination: media.destination)
+        }
+        try (documentUploader ?? uploader).validate(destination: destination)
+        let sizes = try post.media.map { media throws(UploadError) in try media.byteCount() }
+        return (destination, sizes)
+    }
+
     /// The document of `post`, from the receipts of its media (photos
     /// first): ``document``'s, or ``Post/document(receipts:)``.
     func document(of post: Post, receipts: [UploadReceipt]) throws -> Media {

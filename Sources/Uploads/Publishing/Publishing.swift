@@ -79,13 +79,7 @@ struct Publishing: Sendable {
     /// medium's bytes.
     private func check() throws -> Checked {
         try options.validate()
-        guard let destination = post.destination else { throw UploadError.missingDestination }
-        for media in post.media {
-            try uploader.validate(destination: media.destination)
-        }
-        try documentUploader.validate(destination: destination)
-        let media = post.media
-        let sizes = try media.map { media throws(UploadError) in try media.byteCount() }
-        return Checked(destination: destination, media: media, sizes: sizes)
+        let (destination, sizes) = try options.check(post, uploadingWith: uploader)
+        return Checked(destination: destination, media: post.media, sizes: sizes)
     }
 }
