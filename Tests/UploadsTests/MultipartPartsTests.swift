@@ -59,38 +59,39 @@ struct MultipartPartsTests {
     // MARK: - Manifest
 
     @Test func aManifestIsFoundAgainOnlyForItsFileAndDestination() throws {
+        typealias Manifest = ManifestFile<MultipartManifest>
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = folder.url.appendingPathComponent("surf.mp4")
         let destination = URL(string: "https://media.example.com/videos/surf.mp4")!
-        let location = MultipartManifest.location(in: folder.url, file: file, destination: destination)
-        var manifest = MultipartManifest(
-            file: file.standardizedFileURL.path, destination: destination.absoluteString, fileSize: 12,
-            fileModified: 1_700_000_000.25, uploadID: "upload-1", partSize: S3Uploader.minimumPartSize)
-        manifest.parts = [1: "\"etag-1\"", 2: "\"etag-2\""]
+        let location = Manifest.location(in: folder.url, file: file, destination: destination)
+        var manifest = Manifest(
+            file: file, destination: destination, identity: FileIdentity(size: 12, modified: 1_700_000_000.25),
+            manifest: MultipartManifest(uploadID: "upload-1", partSize: S3Uploader.minimumPartSize))
+        manifest.manifest.parts = [1: "\"etag-1\"", 2: "\"etag-2\""]
         try manifest.save(to: location)
 
-        #expect(MultipartManifest.load(from: location, file: file, destination: destination) == manifest)
+        #expect(Manifest.load(from: location, file: file, destination: destination) == manifest)
         let elsewhere = URL(string: "https://media.example.com/videos/other.mp4")!
-        #expect(MultipartManifest.location(in: folder.url, file: file, destination: elsewhere) != location)
-        #expect(MultipartManifest.load(from: location, file: file, destination: elsewhere) == nil)
+        #expect(Manifest.location(in: folder.url, file: file, destination: elsewhere) != location)
+        #expect(Manifest.load(from: location, file: file, destination: elsewhere) == nil)
         #expect(folder.files() == [location.lastPathComponent], "nothing beside it: written atomically, renamed")
 
-        MultipartManifest.remove(at: location, ifItNames: "a newer upload")
+        Manifest.remove(at: location, ifItNames: "a newer upload")
         #expect(folder.files() == [location.lastPathComponent], "another upload's manifest is left alone")
-        MultipartManifest.remove(at: location, ifItNames: "upload-1")
+        Manifest.remove(at: location, ifItNames: "upload-1")
         #expect(folder.files().isEmpty)
 
         for unusable in [
-            { (manifest: inout MultipartManifest) in manifest.version = 99 },
-            { $0.partSize = 0 },
-            { $0.partSize = S3Uploader.minimumPartSize - 1 },
+            { (manifest: inout Manifest) in manifest.version = 99 },
+            { $0.manifest.partSize = 0 },
+            { $0.manifest.partSize = S3Uploader.minimumPartSize - 1 },
             { $0.fileSize = S3Uploader.minimumPartSize * Int64(S3Uploader.maximumPartCount) + 1 },
         ] {
             var changed = manifest
             unusable(&changed)
             try changed.save(to: location)
-            #expect(MultipartManifest.load(from: location, file: file, destination: destination) == nil)
+            #expect(Manifest.load(from: location, file: file, destination: destination) == nil)
         }
     }
 
@@ -98,8 +99,9 @@ struct MultipartPartsTests {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let blocker = try folder.file("not-a-folder", bytes: Data("x".utf8))
-        let manifest = MultipartManifest(
-            file: "/f", destination: "https://d/f", fileSize: 1, fileModified: 0, uploadID: "u", partSize: 1)
+        let manifest = ManifestFile(
+            file: URL(fileURLWithPath: "/f"), destination: URL(string: "https://d/f")!,
+            identity: FileIdentity(size: 1, modified: 0), manifest: MultipartManifest(uploadID: "u", partSize: 1))
         #expect {
             try manifest.save(to: blocker.appendingPathComponent("m.json"))
         } throws: { error in

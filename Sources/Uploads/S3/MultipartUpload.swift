@@ -5,8 +5,10 @@ import JobKit
 /// resume or create the upload, send the parts the storage lacks, complete
 /// it; abort it when it is cancelled or fails for good.
 ///
-/// It makes its calls with an ``S3Client``, each retried by the upload's
-/// ``RequestRetries``, and knows nothing of the uploader that made it.
+/// It holds S3's requests, each made with an ``S3Client`` and retried by
+/// the upload's ``RequestRetries``; what it shares with tus (the manifest,
+/// keeping or discarding on a cancel or a failure, settling) is its
+/// ``ResumableLifecycle``'s. It knows nothing of the uploader that made it.
 final class MultipartUpload: Sendable {
     /// How the uploader wants its multipart uploads made.
     struct Options: Sendable {
@@ -34,39 +36,13 @@ final class MultipartUpload: Sendable {
         var length: Int64
     }
 
-    /// The state shared by the steps and the cancel handler. The
-    /// manifest's writes are decided under its lock, in order, and made
-    /// outside it (see ``Handoff``).
-    private struct State: Sendable {
-        /// The upload's ID once it is known: created, or read from a
-        /// manifest.
-        var uploadID: String?
-        /// The manifest as it is to be on disk, its last write decided.
-        var manifest: MultipartManifest?
-        /// The job was cancelled.
-        var cancelled = false
-        /// Set once the upload is finished or discarded, so that nothing
-        /// else aborts it or writes its manifest.
-        var settled = false
-        /// The manifest's next write.
-        var write: ManifestWrite?
-    }
-
-    /// A change to the manifest's file.
-    private enum ManifestWrite: Sendable {
-        case save(MultipartManifest)
-        /// Removes the manifest if it still names this upload.
-        case remove(uploadID: String)
-    }
-
     private let client: S3Client
     private let options: Options
-    private let retries: RequestRetries
     private let media: Media
     private let file: URL
-    private let manifestLocation: URL
     private let progress: @Sendable (UploadProgress) -> Void
-    private let state: Handoff<State, ManifestWrite?>
+    private let lifecycle: ResumableLifecycle<MultipartManifest>
+    private var retries: RequestRetries { lifecycle.retries }
 
     init(
         client: S3Client,
@@ -78,29 +54,11 @@ final class MultipartUpload: Sendable {
     ) {
         self.client = client
         self.options = options
-        self.retries = retries
         self.media = media
         self.file = file
-        manifestLocation = MultipartManifest.location(
-            in: options.manifestFolder, file: file, destination: media.destination)
         self.progress = progress
-        let take: @Sendable (inout State) -> ManifestWrite? = { state in
-            defer { state.write = nil }
-            return state.write
-        }
-        state = Handoff(State(), take: take) { [manifestLocation] write in
-            switch write {
-            case .save(let manifest):
-                // A manifest that cannot be written costs nothing but
-                // this note: on resuming, the storage's own list of parts
-                // is what counts.
-                try? manifest.save(to: manifestLocation)
-            case .remove(let uploadID):
-                MultipartManifest.remove(at: manifestLocation, ifItNames: uploadID)
-            case nil:
-                break
-            }
-        }
+        lifecycle = ResumableLifecycle(
+            folder: options.manifestFolder, file: file, destination: media.destination, retries: retries)
     }
 
     /// A job that runs the upload.
@@ -117,41 +75,22 @@ final class MultipartUpload: Sendable {
             controller.fail(with: error)
             return
         }
-        let queue = controller.queue
-        let keeps = retries.attempts.keepsStoredPartsWhenCancelled
-        controller.onCancel { [self] in
-            // The steps in flight are cancelled with the job; the upload, if
-            // it has an ID yet, is then discarded in the background, unless
-            // it is kept for a later upload to resume with its manifest.
-            // (One still being created is discarded once its ID comes back:
-            // it holds no part yet.)
-            state.update { state in
-                state.cancelled = true
-                return false
-            }
-            if !keeps { discard()?.perform(on: queue) { _ in } }
-        }
+        lifecycle.begin(controller, discarding: abort)
         let upload = prepare(identity).then { [self] plan in
             sendParts(plan, identity).then { [self] etags in complete(plan.uploadID, etags, identity) }
         }
         controller.perform(upload) { [self] outcome in
             switch outcome {
             case .success:
-                settle { controller.complete(with: outcome) }
-            case .failure(let error)
-            where UploadFailure(error) == .cancelled || retries.attempts.retry.isRetryable(error):
-                // Cancelled: `onCancel` discards it. Retryable by the policy
-                // that retried it: kept, for the next attempt to resume,
-                // once the manifest's writes in flight are made.
-                state.afterActions { controller.complete(with: outcome) }
-            case .failure:
-                // For good: discarded before the job fails. Not a child of
-                // the job, so that a cancel now cannot stop the abort.
-                guard let discard = discard() else {
-                    controller.complete(with: outcome)
-                    return
+                lifecycle.settle { settled in
+                    if settled {
+                        controller.complete(with: outcome)
+                    } else {
+                        controller.fail(with: CancellationError())
+                    }
                 }
-                discard.perform(on: queue) { _ in controller.complete(with: outcome) }
+            case .failure(let error):
+                lifecycle.end(controller, failingWith: error, discarding: abort)
             }
         }
     }
@@ -161,15 +100,10 @@ final class MultipartUpload: Sendable {
     /// The upload to send parts to: the one the manifest names, with the
     /// parts the storage holds, or a new one.
     private func prepare(_ identity: FileIdentity) -> Job<Plan> {
-        guard let manifest = MultipartManifest.load(from: manifestLocation, file: file, destination: media.destination)
-        else { return create(identity) }
-        state.update { state in
-            state.uploadID = manifest.uploadID
-            state.manifest = manifest
-            return false
-        }
-        let began = FileIdentity(size: manifest.fileSize, modified: manifest.fileModified)
-        if let change = began.change(to: identity, of: file) {
+        guard let left = lifecycle.manifestLeft() else { return create(identity) }
+        let manifest = left.manifest
+        lifecycle.resume(manifest.uploadID, manifest: left)
+        if let change = left.identity.change(to: identity, of: file) {
             return .failed(change)
         }
         let parts = Self.parts(size: identity.size, partSize: manifest.partSize)
@@ -185,18 +119,7 @@ final class MultipartUpload: Sendable {
             guard case .httpStatus(let receipt) = error as? UploadError, receipt.status == 404 else {
                 return .failed(error)
             }
-            retries.forgetFailure()
-            let goesOn = state.update { state in
-                // Cancelled meanwhile: the old upload is being discarded,
-                // and no new one is made.
-                guard !state.cancelled, !state.settled else { return (false, actOn: false) }
-                state.uploadID = nil
-                state.manifest = nil
-                state.write = .remove(uploadID: manifest.uploadID)
-                return (true, actOn: true)
-            }
-            guard goesOn else { return .failed(CancellationError()) }
-            return afterManifestWrites().then { [self] in create(identity) }
+            return lifecycle.startOver().then { [self] in create(identity) }
         }
     }
 
@@ -211,46 +134,20 @@ final class MultipartUpload: Sendable {
         let partSize = max(options.partSize, Self.ceilingDivision(identity.size, S3Client.maximumPartCount))
         let creation = retries.retrying(
             client.createMultipartUpload(media.destination, contentType: media.contentType), for: media,
-            stopping: { [self] in state.read(\.cancelled) })
+            stopping: { [lifecycle] in lifecycle.isCancelled })
         return Job { [self] controller in
-            let queue = controller.queue
-            creation.perform(on: queue) { [self] outcome in
+            creation.perform(on: controller.queue) { [self] outcome in
                 controller.complete(
-                    with: Result { try adopt(outcome.get(), identity, partSize: partSize, queue: queue) })
+                    with: Result {
+                        let uploadID = try outcome.get()
+                        let manifest = lifecycle.newManifest(
+                            MultipartManifest(uploadID: uploadID, partSize: partSize), identity: identity)
+                        try lifecycle.adopt(uploadID, manifest: manifest, discarding: abort)
+                        return Plan(
+                            uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
+                    })
             }
         }
-    }
-
-    /// Takes on the upload `uploadID` just created: saves its manifest, or
-    /// discards it if the job was cancelled meanwhile.
-    private func adopt(
-        _ uploadID: String, _ identity: FileIdentity, partSize: Int64, queue: any JobQueue
-    ) throws -> Plan {
-        let manifest = MultipartManifest(
-            file: file.standardizedFileURL.path, destination: media.destination.absoluteString,
-            fileSize: identity.size, fileModified: identity.modified, uploadID: uploadID, partSize: partSize)
-        // The first manifest is written here, before the upload is taken
-        // on: nothing else writes it until then, and a manifest that
-        // cannot be written fails the upload, which is then discarded.
-        let saved = Result { () throws(UploadError) in try manifest.save(to: manifestLocation) }
-        let cancelled = state.update { state in
-            guard !state.cancelled else {
-                // Cancelled while it was created: discarded here, whatever
-                // an earlier discard settled.
-                state.settled = true
-                state.write = .remove(uploadID: uploadID)
-                return (true, actOn: true)
-            }
-            state.uploadID = uploadID
-            if case .success = saved { state.manifest = manifest }
-            return (false, actOn: false)
-        }
-        if cancelled {
-            abort(uploadID).perform(on: queue) { _ in }
-            throw CancellationError()
-        }
-        try saved.get()
-        return Plan(uploadID: uploadID, parts: Self.parts(size: identity.size, partSize: partSize), stored: [:])
     }
 
     /// Every part the storage holds of `uploadID`, page after page, each
@@ -320,56 +217,13 @@ final class MultipartUpload: Sendable {
 
     /// Notes in the manifest that `part` is stored, with its ETag.
     private func record(part: Int, etag: String) {
-        state.update { state in
-            guard !state.settled, var manifest = state.manifest else { return false }
-            manifest.parts[part] = etag
-            state.manifest = manifest
-            state.write = .save(manifest)
-            return true
-        }
+        lifecycle.update { $0.parts[part] = etag }
     }
 
-    /// The upload is finished: removes its manifest, then runs `then`.
-    private func settle(then: @escaping @Sendable () -> Void) {
-        state.update { state in
-            state.settled = true
-            guard let uploadID = state.uploadID else { return false }
-            state.write = .remove(uploadID: uploadID)
-            return true
-        }
-        state.afterActions(then)
-    }
-
-    /// A job that finishes once the manifest's writes decided so far are
-    /// made.
-    private func afterManifestWrites() -> Job<Void> {
-        Job { [state] controller in state.afterActions { controller.finish() } }
-    }
-
-    /// Discards the upload: removes its manifest (so that no later
-    /// performance resumes it) and returns a job that aborts it; `nil` when
-    /// there is nothing to discard or it was already settled.
-    private func discard() -> Job<Void>? {
-        let uploadID: String? = state.update { state in
-            guard !state.settled, let uploadID = state.uploadID else { return (nil, actOn: false) }
-            state.settled = true
-            state.write = .remove(uploadID: uploadID)
-            return (uploadID, actOn: true)
-        }
-        return uploadID.map(abort)
-    }
-
-    /// A job that aborts `uploadID` once the manifest's writes decided so
-    /// far are made, in one attempt, whatever the answer. An abort that
-    /// fails leaves the parts to the storage's lifecycle rules.
+    /// A job that aborts `uploadID`, in one attempt: the lifecycle's
+    /// discard.
     private func abort(_ uploadID: String) -> Job<Void> {
-        var abort = client.abortMultipartUpload(media.destination, uploadID: uploadID).attempt
-        if let limit = retries.attempts.timeout {
-            // A failed upload completes once its abort did: never later than
-            // the time limit of an attempt.
-            abort = abort.timeout(after: limit)
-        }
-        return afterManifestWrites().then { [abort] in abort.recover { _ in } }
+        client.abortMultipartUpload(media.destination, uploadID: uploadID).attempt
     }
 
     // MARK: - Arithmetic

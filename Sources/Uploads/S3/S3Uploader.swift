@@ -168,16 +168,10 @@ public final class S3Uploader: Uploader, Sendable {
     /// fails leaves the parts to the bucket's lifecycle rules).
     public func discardResumableUpload(of media: Media) -> Job<Void> {
         guard case .file(let file) = media.content else { return .succeeded }
-        let location = MultipartManifest.location(in: manifestFolder, file: file, destination: media.destination)
-        return Job { [client] controller in
-            guard let manifest = MultipartManifest.load(from: location, file: file, destination: media.destination)
-            else {
-                controller.finish()
-                return
-            }
-            MultipartManifest.remove(at: location, ifItNames: manifest.uploadID)
-            let abort = client.abortMultipartUpload(media.destination, uploadID: manifest.uploadID).attempt
-            controller.perform(abort.recover { _ in }) { controller.complete(with: $0) }
+        return ManifestFile<MultipartManifest>.discard(
+            in: manifestFolder, file: file, destination: media.destination
+        ) { [client] found in
+            client.abortMultipartUpload(media.destination, uploadID: found.manifest.uploadID).attempt
         }
     }
 
@@ -262,8 +256,9 @@ public final class S3Uploader: Uploader, Sendable {
             isMultipart = false
         case .file(let file):
             // A multipart upload with a manifest is resumed as it is.
-            let location = MultipartManifest.location(in: manifestFolder, file: file, destination: media.destination)
-            if MultipartManifest.load(from: location, file: file, destination: media.destination) != nil {
+            let location = ManifestFile<MultipartManifest>.location(
+                in: manifestFolder, file: file, destination: media.destination)
+            if ManifestFile<MultipartManifest>.load(from: location, file: file, destination: media.destination) != nil {
                 return .succeeded(nil)
             }
             let partSize = max(partSize, MultipartUpload.ceilingDivision(size, Self.maximumPartCount))

@@ -6,10 +6,13 @@ import JobKit
 /// lacks, one `PATCH` at a time; terminate it when it is cancelled or
 /// fails for good.
 ///
-/// Each request is retried by the upload's ``RequestRetries``. A `PATCH`
-/// that failed may have left some of its bytes on the server, so the
-/// attempt after it asks the server's offset (`HEAD`) before sending: no
-/// `PATCH` goes out at an offset the server does not hold.
+/// It holds tus's requests, each retried by the upload's
+/// ``RequestRetries``; what it shares with S3's multipart uploads (the
+/// manifest, keeping or discarding on a cancel or a failure, settling) is
+/// its ``ResumableLifecycle``'s. A `PATCH` that failed may have left some
+/// of its bytes on the server, so the attempt after it asks the server's
+/// offset (`HEAD`) before sending: no `PATCH` goes out at an offset the
+/// server does not hold.
 final class TusUpload: Sendable {
     /// How the uploader wants its uploads made.
     struct Options: Sendable {
@@ -33,12 +36,10 @@ final class TusUpload: Sendable {
         var removeStaleManifests: @Sendable () -> Void
     }
 
-    /// The state shared by the steps and the cancel handler.
+    /// What the requests learnt of the upload on the server.
     private struct State: Sendable {
         /// What the server announced.
         var server = TusClient.Server.core
-        /// The upload's URL, once it is known.
-        var uploadURL: URL?
         /// The bytes the server holds, as its last answer said.
         var offset: Int64 = 0
         /// A request that may have changed the offset failed: the server is
@@ -46,14 +47,6 @@ final class TusUpload: Sendable {
         var uncertain = false
         /// The last answer of the server about the upload.
         var lastAnswer: UploadReceipt?
-        /// The job was cancelled.
-        var cancelled = false
-        /// Set once the upload is finished or discarded, so that nothing
-        /// else terminates it or removes its manifest.
-        var settled = false
-        /// The upload is one the manifest names as finished: never
-        /// terminated, whatever happens to this performance.
-        var isFinishedUpload = false
     }
 
     /// Why the loop of `PATCH`es goes on after a refusal, and how often it
@@ -70,19 +63,18 @@ final class TusUpload: Sendable {
     private let client: TusClient
     private let server: Job<TusClient.Server>
     private let options: Options
-    private let retries: RequestRetries
     private let media: Media
     private let size: Int64
     private let filename: String
-    /// What the manifest names as the upload's source: the file, or for
-    /// bytes in memory with an `Idempotency-Key` (an outbox's post
-    /// document) a path made of the key; `nil` for other bytes.
-    private let source: URL?
-    /// The manifest's place; `nil` without a source, and for upload URLs
-    /// handed out, which have nothing to remember.
-    private let manifestLocation: URL?
     private let progress: @Sendable (UploadProgress) -> Void
     private let state = Lock(State())
+    /// The upload's manifest is kept under what it names as the upload's
+    /// source: the file, or for bytes in memory with an `Idempotency-Key`
+    /// (an outbox's post document) a path made of the key. Other bytes,
+    /// and upload URLs handed out, which have nothing to remember, keep
+    /// none.
+    private let lifecycle: ResumableLifecycle<TusManifest>
+    private var retries: RequestRetries { lifecycle.retries }
 
     init(
         client: TusClient,
@@ -96,18 +88,13 @@ final class TusUpload: Sendable {
         self.client = client
         self.server = server
         self.options = options
-        self.retries = retries
         self.media = media
         self.size = size
         filename = media.filename ?? media.defaultFilename
-        source = TusManifest.source(of: media)
-        if let source, options.createsUploads {
-            manifestLocation = TusManifest.location(
-                in: options.manifestFolder, file: source, destination: media.destination)
-        } else {
-            manifestLocation = nil
-        }
         self.progress = progress
+        lifecycle = ResumableLifecycle(
+            folder: options.manifestFolder, file: options.createsUploads ? TusManifest.source(of: media) : nil,
+            destination: media.destination, retries: retries)
     }
 
     /// A job that runs the upload.
@@ -124,15 +111,7 @@ final class TusUpload: Sendable {
             controller.fail(with: error)
             return
         }
-        let queue = controller.queue
-        let keeps = retries.attempts.keepsStoredPartsWhenCancelled
-        controller.onCancel { [self] in
-            // The request in flight is cancelled with the job; the upload is
-            // then terminated in the background, unless it is kept for a
-            // later upload to resume with its manifest.
-            state.withLock { $0.cancelled = true }
-            if !keeps { discard()?.perform(on: queue) { _ in } }
-        }
+        lifecycle.begin(controller, discarding: terminate)
         let prepared = retries.retrying(HTTPCall(name: "OPTIONS", attempt: server), for: media).then { [self] server in
             state.withLock { $0.server = server }
             return prepare(identity)
@@ -141,27 +120,11 @@ final class TusUpload: Sendable {
             switch outcome {
             case .success:
                 report(state.withLock { $0.offset })
-                next(controller, Refusals())
+                next(controller, Refusals(), identity)
             case .failure(let error):
-                end(controller, with: error)
+                lifecycle.end(controller, failingWith: error, discarding: terminate)
             }
         }
-    }
-
-    /// Ends the upload with `error`: keeps it to resume when the error is a
-    /// cancel or one that the policy retries; terminates it otherwise.
-    private func end(_ controller: Job<UploadReceipt>.Controller, with error: any Error) {
-        guard UploadFailure(error) != .cancelled, !retries.attempts.retry.isRetryable(error) else {
-            controller.fail(with: error)
-            return
-        }
-        // For good: terminated before the job fails. Not a child of the
-        // job, so that a cancel now cannot stop it.
-        guard let discard = discard() else {
-            controller.fail(with: error)
-            return
-        }
-        discard.perform(on: controller.queue) { _ in controller.fail(with: error) }
     }
 
     // MARK: - Steps
@@ -170,37 +133,34 @@ final class TusUpload: Sendable {
     /// manifest names (at the offset its server holds), or a new one.
     private func prepare(_ identity: FileIdentity) -> Job<Void> {
         guard options.createsUploads else {
-            state.withLock { $0.uploadURL = media.destination }
+            lifecycle.resume(media.destination, manifest: nil)
             return retries.retrying(HTTPCall(name: "HEAD", attempt: ask(media.destination)), for: media)
         }
-        guard let manifestLocation, let source,
-            let manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination)
-        else { return create() }
-        let began = FileIdentity(size: manifest.fileSize, modified: manifest.fileModified)
-        let sameBytes = began == identity && manifest.bytesSHA1 == bytesSHA1
-        if manifest.finished == true {
-            // An upload of these bytes that finished, the server's copy of
-            // them, never terminated here: found when asked to check first,
-            // else (or for other bytes) this upload is another.
-            guard retries.attempts.checksStorageFirst, sameBytes else { return create() }
-            state.withLock { $0.isFinishedUpload = true }
+        guard let left = lifecycle.manifestLeft() else { return create(identity) }
+        let manifest = left.manifest
+        let sameBytes = left.identity == identity && manifest.bytesSHA1 == bytesSHA1
+        // An upload of these bytes that finished, the server's copy of them,
+        // never terminated here: found when asked to check first, else (or
+        // for other bytes) this upload is another.
+        if manifest.isFinished, !(retries.attempts.checksStorageFirst && sameBytes) {
+            return create(identity)
         }
-        state.withLock { $0.uploadURL = manifest.uploadURL }
-        if case .file(let file) = media.content, let change = began.change(to: identity, of: file) {
+        lifecycle.resume(manifest.uploadURL, manifest: left)
+        if case .file(let file) = media.content, let change = left.identity.change(to: identity, of: file) {
             return .failed(change)
         }
         if !sameBytes {
             // Other bytes under the same key: another upload.
-            return startOver(manifest.uploadURL)
+            return startOver(identity)
         }
         if let expires = manifest.expires, expires <= Date().timeIntervalSince1970 {
-            return startOver(manifest.uploadURL)
+            return startOver(identity)
         }
         let head = HTTPCall(name: "HEAD", attempt: ask(manifest.uploadURL))
         return retries.retrying(head, for: media).recover { [self] error in
             // Gone, or another upload than this medium's: a new one.
             guard Self.isGone(error) || error is OtherLength else { return .failed(error) }
-            return startOver(manifest.uploadURL)
+            return startOver(identity)
         }
     }
 
@@ -215,7 +175,7 @@ final class TusUpload: Sendable {
     private func ask(_ uploadURL: URL) -> Job<Void> {
         client.head(uploadURL, destination: media.destination, filename: filename).map { [self] answer in
             if let length = answer.length, length != size {
-                guard manifestLocation == nil else { throw OtherLength() }
+                guard lifecycle.location == nil else { throw OtherLength() }
                 throw UploadError.invalidAnswer(
                     media.destination, reason: "its upload of \(filename) is \(length) bytes long, not \(size)")
             }
@@ -227,28 +187,22 @@ final class TusUpload: Sendable {
         }
     }
 
-    /// Forgets the upload at `old`, which the server no longer has (or
-    /// discards), and creates a new one.
-    private func startOver(_ old: URL) -> Job<Void> {
-        retries.forgetFailure()
-        let goesOn = state.withLock { state in
-            guard !state.cancelled, !state.settled else { return false }
-            state.uploadURL = nil
-            state.offset = 0
-            state.uncertain = false
-            return true
+    /// Forgets the upload taken on, which the server no longer has (or
+    /// which holds other bytes), and creates a new one.
+    private func startOver(_ identity: FileIdentity) -> Job<Void> {
+        lifecycle.startOver().then { [self] in
+            state.withLock { state in
+                state.offset = 0
+                state.uncertain = false
+            }
+            return create(identity)
         }
-        guard goesOn else { return .failed(CancellationError()) }
-        if let manifestLocation {
-            TusManifest.remove(at: manifestLocation, ifItNames: old)
-        }
-        return create()
     }
 
     /// Creates the upload, with the whole medium in the same request when
     /// it is small and the server offers creation-with-upload, and saves
     /// its manifest.
-    private func create() -> Job<Void> {
+    private func create(_ identity: FileIdentity) -> Job<Void> {
         let server = state.withLock { $0.server }
         // Not where what is stored is kept to resume (an outbox's uploads):
         // there the upload's URL is on disk before any byte goes, so that a
@@ -265,51 +219,28 @@ final class TusUpload: Sendable {
                 destination: media.destination, filename: filename, progress: { [self] in report($0.bytesSent) })
             return retries.retrying(
                 HTTPCall(name: "create upload", attempt: creation), for: media,
-                stopping: { [self] in state.withLock { $0.cancelled } })
+                stopping: { [lifecycle] in lifecycle.isCancelled })
         }
         .mapError { TusClient.explaining($0, of: "POST", from: server) }
-        .map { [self] created in try adopt(created, sentBody: body != nil) }
-    }
-
-    /// Takes on the upload just created: saves its manifest, or terminates
-    /// it if the job was cancelled meanwhile.
-    private func adopt(_ created: TusClient.Created, sentBody: Bool) throws {
-        var saved: Result<Void, UploadError> = .success(())
-        if let manifestLocation, let source {
-            saved = Result {
-                () throws(UploadError) in
-                let identity = try identity()
-                try TusManifest(
-                    file: source.standardizedFileURL.path, destination: media.destination.absoluteString,
-                    fileSize: identity.size, fileModified: identity.modified, uploadURL: created.uploadURL,
-                    expires: created.expires?.timeIntervalSince1970, bytesSHA1: bytesSHA1
-                ).save(to: manifestLocation)
+        .map { [self] created in
+            let manifest = lifecycle.newManifest(
+                TusManifest(
+                    uploadURL: created.uploadURL, expires: created.expires?.timeIntervalSince1970,
+                    bytesSHA1: bytesSHA1),
+                identity: identity)
+            try lifecycle.adopt(created.uploadURL, manifest: manifest, discarding: terminate)
+            state.withLock { state in
+                state.offset = created.offset ?? 0
+                // A body whose answer did not say how much of it was taken.
+                state.uncertain = body != nil && created.offset == nil
+                state.lastAnswer = created.receipt
             }
         }
-        let cancelled = state.withLock { state in
-            guard !state.cancelled else { return true }
-            state.uploadURL = created.uploadURL
-            state.offset = created.offset ?? 0
-            // A body whose answer did not say how much of it was taken.
-            state.uncertain = sentBody && created.offset == nil
-            state.lastAnswer = created.receipt
-            return false
-        }
-        if cancelled {
-            // Cancelled while it was created: no discard saw its URL.
-            state.withLock { $0.settled = true }
-            if let manifestLocation {
-                TusManifest.remove(at: manifestLocation, ifItNames: created.uploadURL)
-            }
-            terminate(created.uploadURL)?.perform(on: DispatchQueue.global()) { _ in }
-            throw CancellationError()
-        }
-        try saved.get()
     }
 
     /// Sends the next `PATCH`, or finishes once the server holds the whole
     /// medium; goes on after a refusal that `refusals` still allows.
-    private func next(_ controller: Job<UploadReceipt>.Controller, _ refusals: Refusals) {
+    private func next(_ controller: Job<UploadReceipt>.Controller, _ refusals: Refusals, _ identity: FileIdentity) {
         let (offset, uncertain) = state.withLock { ($0.offset, $0.uncertain) }
         guard uncertain || offset < size else {
             settle(controller)
@@ -318,10 +249,10 @@ final class TusUpload: Sendable {
         let send = Job<Void> { [self] controller in controller.perform(sendChunk()) { controller.complete(with: $0) } }
         let attempt = retries.retrying(
             HTTPCall(name: "PATCH at \(offset)", attempt: send), for: media,
-            stopping: { [self] in state.withLock { $0.cancelled } })
+            stopping: { [lifecycle] in lifecycle.isCancelled })
         controller.perform(attempt) { [self] outcome in
             guard case .failure(let error) = outcome else {
-                next(controller, Refusals(recreated: refusals.recreated))
+                next(controller, Refusals(recreated: refusals.recreated), identity)
                 return
             }
             var refusals = refusals
@@ -331,27 +262,26 @@ final class TusUpload: Sendable {
                 // its own.
                 refusals.conflicts += 1
                 retries.forgetFailure()
-                next(controller, refusals)
+                next(controller, refusals, identity)
             } else if status == 460, refusals.checksums < 1 {
                 // The bytes changed on the way: sent again, once.
                 refusals.checksums += 1
                 retries.forgetFailure()
-                next(controller, refusals)
+                next(controller, refusals, identity)
             } else if Self.isGone(error), options.createsUploads, !refusals.recreated {
                 // The server no longer has the upload (it expired): a new
                 // one, sent from the start.
                 refusals.recreated = true
-                let old = state.withLock { $0.uploadURL }
-                let created = old.map(startOver) ?? create()
+                let created = lifecycle.handle != nil ? startOver(identity) : create(identity)
                 controller.perform(created) { [self, refusals] outcome in
                     if case .failure(let error) = outcome {
-                        end(controller, with: error)
+                        lifecycle.end(controller, failingWith: error, discarding: terminate)
                     } else {
-                        next(controller, refusals)
+                        next(controller, refusals, identity)
                     }
                 }
             } else {
-                end(controller, with: error)
+                lifecycle.end(controller, failingWith: error, discarding: terminate)
             }
         }
     }
@@ -359,8 +289,8 @@ final class TusUpload: Sendable {
     /// One attempt at the next `PATCH`: asks the server's offset first when
     /// it is uncertain, then sends a chunk from it, if any is left.
     private func sendChunk() -> Job<Void> {
-        let (uploadURL, uncertain) = state.withLock { ($0.uploadURL, $0.uncertain) }
-        guard let uploadURL else { return .failed(CancellationError()) }
+        let uncertain = state.withLock { $0.uncertain }
+        guard let uploadURL = lifecycle.handle else { return .failed(CancellationError()) }
         let asked: Job<Void> =
             uncertain
             ? ask(uploadURL).mapError { [self] error in
@@ -397,67 +327,32 @@ final class TusUpload: Sendable {
     /// stale ones), then completes `controller` with the last answer,
     /// naming the upload's URL.
     private func settle(_ controller: Job<UploadReceipt>.Controller) {
-        let settled = state.withLock { state -> (uploadURL: URL?, answer: UploadReceipt?)? in
-            // Cancelled as the last answer came: the discard that the cancel
-            // made stands.
-            guard !state.settled, !state.cancelled else { return nil }
-            state.settled = true
-            return (state.uploadURL, state.lastAnswer)
+        lifecycle.settle { [self] settled in
+            guard settled else {
+                controller.fail(with: CancellationError())
+                return
+            }
+            if lifecycle.location != nil {
+                options.removeStaleManifests()
+            }
+            var receipt =
+                state.withLock { $0.lastAnswer } ?? UploadReceipt(destination: media.destination, status: 204)
+            receipt.filename = filename
+            if let uploadURL = lifecycle.handle {
+                receipt.headers["location"] = uploadURL.absoluteString
+            }
+            controller.finish(with: receipt)
         }
-        guard let (uploadURL, answer) = settled else {
-            controller.fail(with: CancellationError())
-            return
-        }
-        if let manifestLocation, let uploadURL, let source,
-            var manifest = TusManifest.load(from: manifestLocation, file: source, destination: media.destination),
-            manifest.uploadURL == uploadURL
-        {
-            // Kept, so that an upload that checks the storage first finds it
-            // stored: after a kill before the app recorded the receipt, the
-            // outbox's next run sends nothing of it. Not saved: asked again.
-            manifest.finished = true
-            try? manifest.save(to: manifestLocation)
-            options.removeStaleManifests()
-        }
-        var receipt = answer ?? UploadReceipt(destination: media.destination, status: 204)
-        receipt.filename = filename
-        if let uploadURL {
-            receipt.headers["location"] = uploadURL.absoluteString
-        }
-        controller.finish(with: receipt)
     }
 
-    /// Discards the upload: removes its manifest (so that no later
-    /// performance resumes it) and returns a job that terminates it; `nil`
-    /// when there is nothing to discard or it was already settled.
-    private func discard() -> Job<Void>? {
-        let discarded = state.withLock { state -> (uploadURL: URL, isFinished: Bool)? in
-            guard !state.settled, let uploadURL = state.uploadURL else { return nil }
-            state.settled = true
-            return (uploadURL, state.isFinishedUpload)
-        }
-        guard let (uploadURL, isFinished) = discarded else { return nil }
-        // A finished upload is the server's copy of the medium: its manifest
-        // stays, and the upload too.
-        if isFinished { return nil }
-        if let manifestLocation {
-            TusManifest.remove(at: manifestLocation, ifItNames: uploadURL)
-        }
-        return terminate(uploadURL)
-    }
-
-    /// A job that terminates the upload at `uploadURL` in one attempt,
-    /// whatever the answer, where the server offers termination and the
+    /// A job that terminates the upload at `uploadURL` in one attempt (the
+    /// lifecycle's discard), where the server offers termination and the
     /// upload is one this uploader created; `nil` otherwise.
     private func terminate(_ uploadURL: URL) -> Job<Void>? {
         guard options.createsUploads, state.withLock({ $0.server.extensions.contains("termination") }) else {
             return nil
         }
-        var terminate = client.terminate(uploadURL, destination: media.destination, filename: filename)
-        if let limit = retries.attempts.timeout {
-            terminate = terminate.timeout(after: limit)
-        }
-        return terminate.recover { _ in }
+        return client.terminate(uploadURL, destination: media.destination, filename: filename)
     }
 
     // MARK: - Bytes

@@ -173,24 +173,13 @@ public final class TusUploader: Uploader, Sendable {
     /// server answered. An upload that finished is left to the server.
     public func discardResumableUpload(of media: Media) -> Job<Void> {
         guard createsUploads, let file = TusManifest.source(of: media) else { return .succeeded }
-        let location = TusManifest.location(in: manifestFolder, file: file, destination: media.destination)
         let filename = media.filename ?? media.defaultFilename
-        return Job { [self] controller in
-            guard let manifest = TusManifest.load(from: location, file: file, destination: media.destination) else {
-                controller.finish()
-                return
-            }
-            TusManifest.remove(at: location, ifItNames: manifest.uploadURL)
-            // A finished upload is the server's copy of the medium: kept.
-            guard manifest.finished != true else {
-                controller.finish()
-                return
-            }
-            let discard = server(for: media.destination, filename: filename).then { [client] server in
+        return ManifestFile<TusManifest>.discard(in: manifestFolder, file: file, destination: media.destination) {
+            [self] found in
+            server(for: media.destination, filename: filename).then { [client] server in
                 guard server.extensions.contains("termination") else { return Job<Void>.succeeded }
-                return client.terminate(manifest.uploadURL, destination: media.destination, filename: filename)
+                return client.terminate(found.manifest.uploadURL, destination: media.destination, filename: filename)
             }
-            controller.perform(discard.recover { _ in }) { controller.complete(with: $0) }
         }
     }
 
