@@ -25,6 +25,42 @@ extension StreamingDigest {
     }
 }
 
+/// A Merkle–Damgård digest (MD5, SHA-1): a state of 32-bit words, which
+/// each block of 64 bytes is hashed into, and the bytes not hashed yet.
+protocol BlockDigest: StreamingDigest {
+    /// The bytes fed in and not hashed yet.
+    var blocks: DigestBlocks { get set }
+    /// The state, in the order the digest writes it.
+    var words: [UInt32] { get }
+    /// Whether the message's length in the padding, and the words of the
+    /// digest, are big-endian (SHA-1) rather than little-endian (MD5).
+    static var isBigEndian: Bool { get }
+    /// Hashes the block of 64 bytes at `block` into the state.
+    mutating func compress(_ block: UnsafeRawPointer)
+}
+
+extension BlockDigest {
+    /// Feeds `bytes` in, hashing each whole block.
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        // Taken out while it feeds this digest's blocks, so that its bytes
+        // are not copied.
+        var blocks = DigestBlocks()
+        swap(&blocks, &self.blocks)
+        blocks.feed(bytes) { compress($0) }
+        self.blocks = blocks
+    }
+
+    /// The digest of every byte fed in: the padding fed in, then the state.
+    consuming func digest() -> Data {
+        blocks.padding(bigEndianLength: Self.isBigEndian).withUnsafeBytes { feed($0) }
+        var digest = Data(capacity: words.count * 4)
+        for word in words {
+            withUnsafeBytes(of: Self.isBigEndian ? word.bigEndian : word.littleEndian) { digest.append(contentsOf: $0) }
+        }
+        return digest
+    }
+}
+
 /// The bytes of a Merkle–Damgård digest (MD5, SHA-1) not yet hashed:
 /// pieces of any size cut into blocks of 64, and the padding that ends the
 /// last one.

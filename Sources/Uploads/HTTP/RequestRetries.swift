@@ -50,35 +50,3 @@ final class RequestRetries: Sendable {
                 number: givenUp?.number ?? 1, error: error, nextRetryIn: nil, request: givenUp?.request))
     }
 }
-
-extension Uploader {
-    /// A job that uploads `media` with the upload `upload` makes of it,
-    /// given its size and the retries of its requests, once the media and
-    /// `attempts` are checked; its failure told to `attempts` once, with
-    /// no wait: the upload of an uploader whose requests are each retried
-    /// on their own (``S3Uploader``, ``TusUploader``).
-    func uploadRetryingEachRequest(
-        _ media: Media,
-        attempts: UploadAttempts,
-        upload: @escaping @Sendable (_ size: Int64, _ retries: RequestRetries) -> Job<UploadReceipt>
-    ) -> Job<UploadReceipt> {
-        Job { [self] controller in
-            let retries = RequestRetries(attempts)
-            let size: Int64
-            do {
-                try attempts.validate()
-                size = try checkedSize(of: media)
-            } catch {
-                retries.reportFailure(error)
-                controller.fail(with: error)
-                return
-            }
-            controller.perform(upload(size, retries)) { outcome in
-                if case .failure(let error) = outcome, !controller.isCompleted {
-                    retries.reportFailure(error)
-                }
-                controller.complete(with: outcome)
-            }
-        }
-    }
-}

@@ -13,7 +13,7 @@ import Foundation
 /// md5.update(Data("jumps over the lazy dog".utf8))
 /// let contentMD5 = md5.finalize().base64EncodedString()  // "nhB9nTcrtoJr2B01QqQZ1g=="
 /// ```
-package struct MD5: StreamingDigest {
+package struct MD5: BlockDigest {
     /// The digest's length in bytes.
     package static let byteCount = 16
 
@@ -21,33 +21,26 @@ package struct MD5: StreamingDigest {
     private var b0: UInt32 = 0xefcd_ab89
     private var c0: UInt32 = 0x98ba_dcfe
     private var d0: UInt32 = 0x1032_5476
-    private var blocks = DigestBlocks()
+    var blocks = DigestBlocks()
+    static let isBigEndian = false
 
     /// A digest of no bytes yet.
     package init() {}
 
     /// Feeds `bytes` in.
     package mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        // Taken out while it feeds this digest's blocks, so that its bytes
-        // are not copied.
-        var blocks = DigestBlocks()
-        swap(&blocks, &self.blocks)
-        blocks.feed(bytes) { compress($0) }
-        self.blocks = blocks
+        feed(bytes)
     }
 
     /// The digest of every byte fed in: 16 bytes.
     package consuming func finalize() -> Data {
-        blocks.padding(bigEndianLength: false).withUnsafeBytes { update($0) }
-        var digest = Data(capacity: Self.byteCount)
-        for word in [a0, b0, c0, d0] {
-            withUnsafeBytes(of: word.littleEndian) { digest.append(contentsOf: $0) }
-        }
-        return digest
+        digest()
     }
 
+    var words: [UInt32] { [a0, b0, c0, d0] }
+
     /// Runs one block of 64 bytes at `block` through the four rounds.
-    private mutating func compress(_ block: UnsafeRawPointer) {
+    mutating func compress(_ block: UnsafeRawPointer) {
         @inline(__always) func word(_ index: Int) -> UInt32 {
             UInt32(littleEndian: block.loadUnaligned(fromByteOffset: index &* 4, as: UInt32.self))
         }

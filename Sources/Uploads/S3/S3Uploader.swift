@@ -81,7 +81,7 @@ import FoundationNetworking
 /// part fails transiently and is sent again. A time limit on the whole
 /// upload (`timeout(after:)`) cancels it when it runs out, which aborts it:
 /// give a large video a generous one, or none.
-public final class S3Uploader: Uploader, Sendable {
+public final class S3Uploader: ResumableUploader, Sendable {
     /// S3's smallest part, except the last: 5 MiB.
     public static let minimumPartSize = S3Client.minimumPartSize
     /// S3's largest number of parts in one upload.
@@ -193,7 +193,7 @@ public final class S3Uploader: Uploader, Sendable {
     /// Each performance of the job resumes the multipart upload of the same
     /// file and destination that an earlier one left, if there is one.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        transfer(media, attempts: UploadAttempts(retry: .never), progress: progress)
+        uploadTryingEachRequestOnce(media, progress: progress)
     }
 
     /// A job that uploads `media` as ``upload(_:progress:)`` does, with
@@ -205,32 +205,31 @@ public final class S3Uploader: Uploader, Sendable {
         attempts: UploadAttempts,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        .metered(media, progress: progress) { transfer(media, attempts: attempts, progress: $0) }
+        uploadRetryingEachRequest(media, attempts: attempts, progress: progress)
     }
 
-    /// The upload of `media`, each request retried as `attempts` says; its
-    /// failure told to `attempts` once, with no wait.
-    private func transfer(
+    /// The upload of `media`, as one `PUT` or as a multipart upload, unless
+    /// the storage holds it already and the attempts ask to check first.
+    func transfer(
         _ media: Media,
-        attempts: UploadAttempts,
+        size: Int64,
+        retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        uploadRetryingEachRequest(media, attempts: attempts) { [self] size, retries in
-            let upload: Job<UploadReceipt> =
-                if case .file(let file) = media.content, size >= multipartThreshold {
-                    MultipartUpload(
-                        client: client, options: multipartOptions, media: media, file: file, retries: retries,
-                        progress: progress
-                    ).job
-                } else {
-                    putObject(media, size: size, retries: retries, progress: progress)
-                }
-            guard attempts.checksStorageFirst else { return upload }
-            return storedObject(media, size: size, timeout: attempts.timeout).then { stored in
-                guard let stored else { return upload }
-                progress(UploadProgress(bytesSent: size, bytesTotal: size))
-                return .succeeded(stored)
+        let upload: Job<UploadReceipt> =
+            if case .file(let file) = media.content, size >= multipartThreshold {
+                MultipartUpload(
+                    client: client, options: multipartOptions, media: media, file: file, retries: retries,
+                    progress: progress
+                ).job
+            } else {
+                putObject(media, size: size, retries: retries, progress: progress)
             }
+        guard retries.attempts.checksStorageFirst else { return upload }
+        return storedObject(media, size: size, timeout: retries.attempts.timeout).then { stored in
+            guard let stored else { return upload }
+            progress(UploadProgress(bytesSent: size, bytesTotal: size))
+            return .succeeded(stored)
         }
     }
 

@@ -14,7 +14,7 @@ import Foundation
 /// sha1.update(Data("jumps over the lazy dog".utf8))
 /// let checksum = sha1.finalize().base64EncodedString()  // "L9ThxnotKPzthJ7hu3bnORuT6xI="
 /// ```
-package struct SHA1: StreamingDigest {
+package struct SHA1: BlockDigest {
     /// The digest's length in bytes.
     package static let byteCount = 20
 
@@ -23,35 +23,28 @@ package struct SHA1: StreamingDigest {
     private var h2: UInt32 = 0x98ba_dcfe
     private var h3: UInt32 = 0x1032_5476
     private var h4: UInt32 = 0xc3d2_e1f0
-    private var blocks = DigestBlocks()
+    var blocks = DigestBlocks()
+    static let isBigEndian = true
 
     /// A digest of no bytes yet.
     package init() {}
 
     /// Feeds `bytes` in.
     package mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        // Taken out while it feeds this digest's blocks, so that its bytes
-        // are not copied.
-        var blocks = DigestBlocks()
-        swap(&blocks, &self.blocks)
-        blocks.feed(bytes) { compress($0) }
-        self.blocks = blocks
+        feed(bytes)
     }
 
     /// The digest of every byte fed in: 20 bytes.
     package consuming func finalize() -> Data {
-        blocks.padding(bigEndianLength: true).withUnsafeBytes { update($0) }
-        var digest = Data(capacity: Self.byteCount)
-        for word in [h0, h1, h2, h3, h4] {
-            withUnsafeBytes(of: word.bigEndian) { digest.append(contentsOf: $0) }
-        }
-        return digest
+        digest()
     }
+
+    var words: [UInt32] { [h0, h1, h2, h3, h4] }
 
     /// Runs one block of 64 bytes at `block` through the 80 steps
     /// (RFC 3174, section 6.1, method 1): four rounds of twenty, each with
     /// its function and constant.
-    private mutating func compress(_ block: UnsafeRawPointer) {
+    mutating func compress(_ block: UnsafeRawPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { buffer in
             // A pointer, not the buffer: no bounds check on each word in
             // debug builds.

@@ -83,7 +83,7 @@ import FoundationNetworking
 /// Media in memory are sent the same way. Those with an `Idempotency-Key`
 /// (an ``Outbox``'s post document, whose key lasts across launches) keep a
 /// manifest under their key; others resume within one upload only.
-public final class TusUploader: Uploader, Sendable {
+public final class TusUploader: ResumableUploader, Sendable {
     /// Where the manifests of uploads in progress are kept.
     public let manifestFolder: URL
     /// The bytes of each `PATCH`; 0 sends the rest of the file in one.
@@ -191,7 +191,7 @@ public final class TusUploader: Uploader, Sendable {
     /// Each performance of the job resumes the upload of the same file and
     /// destination that an earlier one left, if there is one.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        transfer(media, attempts: UploadAttempts(retry: .never), progress: progress)
+        uploadTryingEachRequestOnce(media, progress: progress)
     }
 
     /// A job that uploads `media` as ``upload(_:progress:)`` does, with
@@ -203,23 +203,21 @@ public final class TusUploader: Uploader, Sendable {
         attempts: UploadAttempts,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        .metered(media, progress: progress) { transfer(media, attempts: attempts, progress: $0) }
+        uploadRetryingEachRequest(media, attempts: attempts, progress: progress)
     }
 
-    /// The upload of `media`, each request retried as `attempts` says; its
-    /// failure told to `attempts` once, with no wait.
-    private func transfer(
+    /// The upload of `media` through tus.
+    func transfer(
         _ media: Media,
-        attempts: UploadAttempts,
+        size: Int64,
+        retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        uploadRetryingEachRequest(media, attempts: attempts) { [self] size, retries in
-            TusUpload(
-                client: client,
-                server: server(for: media.destination, filename: media.filename ?? media.defaultFilename),
-                options: options(for: media), media: media, size: size, retries: retries, progress: progress
-            ).job
-        }
+        TusUpload(
+            client: client,
+            server: server(for: media.destination, filename: media.filename ?? media.defaultFilename),
+            options: options(for: media), media: media, size: size, retries: retries, progress: progress
+        ).job
     }
 
     /// How the upload of `media` is made.
