@@ -66,7 +66,7 @@ final class AheadDigests: Sendable {
     private func hashNext() {
         DispatchQueue.global(qos: .utility).async { [self] in
             let index = state.withLock { $0.next }
-            let result = Result { () throws(UploadError) in try bodies[index].digest() }
+            let result = Result { () throws(UploadError) in try bodies[index].digest(MD5.self) }
             let (waiters, starts) = state.withLock { state in
                 state.next += 1
                 state.hashing = false

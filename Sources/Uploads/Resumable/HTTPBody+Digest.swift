@@ -2,9 +2,9 @@ import Foundation
 import JobKit
 
 extension HTTPBody {
-    /// The body's MD5 (or other `Digest`), found on the calling thread
+    /// The body's `Digest` (MD5, SHA-1), found on the calling thread
     /// (which waits for the disk).
-    func digest<Digest: StreamingDigest>(_: Digest.Type = MD5.self) throws(UploadError) -> Data {
+    func digest<Digest: StreamingDigest>(_: Digest.Type) throws(UploadError) -> Data {
         switch self {
         case .empty: Digest.digest(of: Data())
         case .data(let data): Digest.digest(of: data)
