@@ -25,8 +25,9 @@ struct ResumableLifecycleTests {
         let queue = TestQueue()
         let folder: TemporaryFolder
         let lifecycle: ResumableLifecycle<Manifest>
-        /// Each discard's upload, and whether it ran on ``queue``.
-        let discards = LockedValue<[(handle: Manifest.Handle, onTheJobsQueue: Bool)]>([])
+        /// Each discard's upload, whether it ran on ``queue``, and whether
+        /// the manifest was removed when it started.
+        let discards = LockedValue<[(handle: Manifest.Handle, onTheJobsQueue: Bool, manifestGone: Bool)]>([])
         /// How long a discard takes to answer; `nil`: it never does.
         let discardTakes: Duration?
         /// The controllers of the jobs and discards that have not answered
@@ -44,7 +45,8 @@ struct ResumableLifecycleTests {
         /// The request that discards `handle`, recording it.
         @Sendable func discard(_ handle: Manifest.Handle) -> Job<Void>? {
             Job { [self] controller in
-                discards.withValue { $0.append((handle, (controller.queue as? TestQueue) === queue)) }
+                let record = (handle, (controller.queue as? TestQueue) === queue, onDisk == nil)
+                discards.withValue { $0.append(record) }
                 guard let discardTakes else {
                     unanswered.withValue { $0.append(controller) }
                     return
@@ -113,7 +115,6 @@ struct ResumableLifecycleTests {
 
     @Test func anUploadCreatedAfterItsJobWasCancelledIsDiscardedOnTheJobsQueue() throws {
         let harness = try Harness<TusManifest>()
-        let outcome = LockedValue<Job<String>.Outcome?>(nil)
         let job = harness.job { controller in
             // The creation's answer comes a second later.
             controller.queue.enqueue(after: .seconds(1)) {
@@ -123,12 +124,11 @@ struct ResumableLifecycleTests {
                 #expect(throws: CancellationError.self) { try adopted.get() }
             }
         }
-        let handle = job.perform(on: harness.queue) { outcome.setValue($0) }
+        let handle = job.perform(on: harness.queue) { _ in }
         try harness.queue.run()
         handle.cancel()
 
         try harness.queue.advance(by: .seconds(1))
-        #expect(throws: CancellationError.self) { try outcome.value?.get() }
         #expect(harness.discards.value.map(\.handle) == [Self.uploadURL])
         #expect(harness.discards.value.allSatisfy { $0.onTheJobsQueue }, "not on a queue of its own")
         #expect(harness.onDisk == nil, "its manifest, written first, is removed")
@@ -144,11 +144,11 @@ struct ResumableLifecycleTests {
         #expect(harness.onDisk?.manifest.uploadID == "upload-1")
 
         handle.cancel()
-        #expect(harness.onDisk == nil, "removed before the abort is sent")
         #expect(harness.discards.value.isEmpty, "sent when the queue runs, not on the cancelling thread")
         try harness.queue.run()
         #expect(harness.discards.value.map(\.handle) == ["upload-1"])
         #expect(harness.discards.value.allSatisfy { $0.onTheJobsQueue })
+        #expect(harness.discards.value.allSatisfy { $0.manifestGone }, "removed before the abort is sent")
     }
 
     @Test func aCancelThatKeepsWhatIsStoredDiscardsNothing() throws {
@@ -245,16 +245,31 @@ struct ResumableLifecycleTests {
         #expect(harness.onDisk?.manifest == TusManifest(uploadURL: Self.uploadURL, finished: true))
     }
 
-    @Test func aCancelAsTheLastAnswerCameLeavesAKeptManifestAsItWas() throws {
+    /// Takes on the upload `manifest` names, cancels its job with attempts
+    /// that keep what is stored, then settles it, as when the cancel comes
+    /// with the last answer: whether it settled, and the harness.
+    static func settleAfterACancelThatKeeps<Manifest: ResumableManifest>(
+        _ manifest: Manifest
+    ) throws -> (settled: Bool?, harness: Harness<Manifest>) {
         var attempts = UploadAttempts()
         attempts.keepsStoredPartsWhenCancelled = true
-        let harness = try Harness<TusManifest>(attempts: attempts)
-        try harness.cancelAfterAdopting(Self.tus)
+        let harness = try Harness<Manifest>(attempts: attempts)
+        try harness.cancelAfterAdopting(manifest)
         let settled = LockedValue<Bool?>(nil)
         harness.lifecycle.settle { settled.setValue($0) }
+        return (settled.value, harness)
+    }
 
-        #expect(settled.value == false)
-        #expect(harness.onDisk?.manifest == TusManifest(uploadURL: Self.uploadURL), "not marked finished")
+    @Test func aCancelAsTheLastAnswerCameLeavesAKeptManifestAsItWas() throws {
+        let (settled, harness) = try Self.settleAfterACancelThatKeeps(Self.tus)
+        #expect(settled == false)
+        #expect(harness.onDisk?.manifest == Self.tus, "not marked finished")
+    }
+
+    @Test func aCancelAsTheLastAnswerCameStillSettlesAnUploadTheServerMadeIntoItsObject() throws {
+        let (settled, harness) = try Self.settleAfterACancelThatKeeps(Self.multipart)
+        #expect(settled == true)
+        #expect(harness.onDisk == nil, "nothing is left to resume")
     }
 
     // MARK: - The manifest's writes
@@ -294,36 +309,45 @@ struct ResumableLifecycleTests {
         #expect(harness.onDisk == newer, "neither written over nor removed")
     }
 
-    /// A manifest as the version before `ManifestFile` wrote it: read, and
-    /// written again to the byte.
-    @Test(arguments: [
-        #"{"destination":"https:\/\/media.example.com\/videos\/surf.mp4","file":"\/tmp\/surf.mp4","fileModified":1700000000.25,"fileSize":12,"partSize":5242880,"parts":{"1":"\"etag-1\""},"uploadID":"upload-1","version":1}"#,
-        #"{"bytesSHA1":"abc","destination":"https:\/\/media.example.com\/videos\/surf.mp4","expires":1700000100,"file":"\/tmp\/surf.mp4","fileModified":1700000000.25,"fileSize":12,"finished":true,"uploadURL":"https:\/\/tus.example.com\/files\/1","version":1}"#,
-    ])
-    func aManifestOfTheFormatBeforeIsReadAndWrittenAlike(json: String) throws {
+    /// A manifest as the version before `ManifestFile` wrote it (each JSON
+    /// here is that version's output): read, and written again to the
+    /// byte.
+    static func expectReadAndWrittenAlike<Manifest: ResumableManifest>(
+        _ json: String, as expected: Manifest
+    ) throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let file = URL(fileURLWithPath: "/tmp/surf.mp4")
         let location = folder.url.appendingPathComponent("manifest.json")
         try Data(json.utf8).write(to: location)
 
-        if json.contains("uploadID") {
-            let read = try #require(
-                ManifestFile<MultipartManifest>.load(from: location, file: file, destination: Self.destination))
-            #expect(
-                read.manifest == MultipartManifest(uploadID: "upload-1", partSize: 5 << 20, parts: [1: "\"etag-1\""]))
-            #expect(read.identity == Self.identity)
-            try read.save(to: location)
-        } else {
-            let read = try #require(
-                ManifestFile<TusManifest>.load(from: location, file: file, destination: Self.destination))
-            #expect(
-                read.manifest
-                    == TusManifest(
-                        uploadURL: Self.uploadURL, expires: 1_700_000_100,
-                        bytesSHA1: "abc", finished: true))
-            try read.save(to: location)
-        }
+        let read = try #require(
+            ManifestFile<Manifest>.load(
+                from: location, file: URL(fileURLWithPath: "/tmp/surf.mp4"), destination: destination))
+        #expect(read.manifest == expected)
+        #expect(read.identity == identity)
+        try read.save(to: location)
         #expect(String(decoding: try Data(contentsOf: location), as: UTF8.self) == json)
+    }
+
+    @Test func aMultipartManifestOfTheFormatBeforeIsReadAndWrittenAlike() throws {
+        var expected = Self.multipart
+        expected.parts = [1: "\"etag-1\""]
+        try Self.expectReadAndWrittenAlike(
+            #"{"destination":"https:\/\/media.example.com\/videos\/surf.mp4","file":"\/tmp\/surf.mp4","fileModified":1700000000.25,"fileSize":12,"partSize":5242880,"parts":{"1":"\"etag-1\""},"uploadID":"upload-1","version":1}"#,
+            as: expected)
+    }
+
+    @Test(arguments: [
+        (
+            #"{"bytesSHA1":"abc","destination":"https:\/\/media.example.com\/videos\/surf.mp4","expires":1700000100,"file":"\/tmp\/surf.mp4","fileModified":1700000000.25,"fileSize":12,"finished":true,"uploadURL":"https:\/\/tus.example.com\/files\/1","version":1}"#,
+            TusManifest(uploadURL: uploadURL, expires: 1_700_000_100, bytesSHA1: "abc", finished: true)
+        ),
+        (
+            #"{"destination":"https:\/\/media.example.com\/videos\/surf.mp4","file":"\/tmp\/surf.mp4","fileModified":1700000000.25,"fileSize":12,"uploadURL":"https:\/\/tus.example.com\/files\/1","version":1}"#,
+            tus
+        ),
+    ])
+    func aTusManifestOfTheFormatBeforeIsReadAndWrittenAlike(json: String, expected: TusManifest) throws {
+        try Self.expectReadAndWrittenAlike(json, as: expected)
     }
 }

@@ -14,6 +14,11 @@ protocol ResumableManifest: Codable, Sendable, Hashable {
     /// ignored.
     static var currentVersion: Int { get }
 
+    /// Whether the server keeps an upload once it holds the whole file
+    /// (tus), rather than making it into its object (S3): a cancel that
+    /// comes as the last answer does then still discard it.
+    static var serverKeepsFinishedUploads: Bool { get }
+
     /// The upload it is the manifest of.
     var handle: Handle { get }
     /// Whether the server held the whole file when it was written: the
@@ -29,6 +34,7 @@ protocol ResumableManifest: Codable, Sendable, Hashable {
 }
 
 extension ResumableManifest {
+    static var serverKeepsFinishedUploads: Bool { false }
     var isFinished: Bool { false }
     func onceFinished() -> Self? { nil }
     func isUsable(forFileOf size: Int64) -> Bool { true }

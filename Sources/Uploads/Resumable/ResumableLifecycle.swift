@@ -145,11 +145,11 @@ final class ResumableLifecycle<Manifest: ResumableManifest>: Sendable {
         retries.forgetFailure()
         let goesOn = state.update { state in
             guard !state.cancelled, !state.settled else { return (false, actOn: false) }
-            let old = state.handle
+            guard let old = state.handle else { return (true, actOn: false) }
             state.handle = nil
             state.manifest = nil
-            state.write = old.map(Write.remove)
-            return (true, actOn: old != nil)
+            state.write = .remove(old)
+            return (true, actOn: true)
         }
         guard goesOn else { return .failed(CancellationError()) }
         return afterManifestWrites()
@@ -204,19 +204,23 @@ final class ResumableLifecycle<Manifest: ResumableManifest>: Sendable {
     /// ``ResumableManifest/onceFinished()`` says, then `body` runs with
     /// `true`. It runs at once with `false` when the upload was settled
     /// already (a discard stands), or the job was cancelled as the last
-    /// answer came while its manifest stays: it is left as it was.
+    /// answer came and the server keeps finished uploads: the cancel then
+    /// stands, and its manifest is left as it was.
     func settle(then body: @escaping @Sendable (_ settled: Bool) -> Void) {
         let settled = state.update { state in
-            guard !state.settled else { return (false, actOn: false) }
-            if var manifest = state.manifest, let finished = manifest.manifest.onceFinished() {
-                guard !state.cancelled else { return (false, actOn: false) }
-                manifest.manifest = finished
-                state.write = .replace(manifest)
-            } else {
-                state.write = state.handle.map(Write.remove)
+            guard !state.settled, !(state.cancelled && Manifest.serverKeepsFinishedUploads) else {
+                return (false, actOn: false)
             }
             state.settled = true
-            return (true, actOn: state.write != nil)
+            if var manifest = state.manifest, let finished = manifest.manifest.onceFinished() {
+                manifest.manifest = finished
+                state.write = .replace(manifest)
+            } else if let handle = state.handle {
+                state.write = .remove(handle)
+            } else {
+                return (true, actOn: false)
+            }
+            return (true, actOn: true)
         }
         if settled {
             state.afterActions { body(true) }

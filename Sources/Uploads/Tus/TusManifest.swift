@@ -12,6 +12,7 @@ import Foundation
 struct TusManifest: ResumableManifest {
     static let prefix = "tus"
     static let currentVersion = 1
+    static let serverKeepsFinishedUploads = true
 
     /// Where the upload is.
     var uploadURL: URL
