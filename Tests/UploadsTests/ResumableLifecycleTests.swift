@@ -91,13 +91,12 @@ struct ResumableLifecycleTests {
             lifecycle.location.flatMap { ManifestFile<Manifest>.read(from: $0) }
         }
 
-        /// A job that begins the lifecycle, then runs `body` with its
-        /// controller, which is kept: the job completes only as `body` or
+        /// A job of the lifecycle that runs `body` with its controller, which is kept: the job completes only as `body` or
         /// the lifecycle says.
         func job(_ body: @escaping @Sendable (Job<String>.Controller) throws -> Void) -> Job<String> {
-            Job { [self] controller in
+            lifecycle.job(identity: { ResumableLifecycleTests.identity }, discarding: discard) {
+                [self] controller, _ in
                 unanswered.withValue { $0.append(controller) }
-                lifecycle.begin(controller, discarding: discard)
                 do {
                     try body(controller)
                 } catch {

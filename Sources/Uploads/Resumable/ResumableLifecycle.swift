@@ -90,9 +90,31 @@ final class ResumableLifecycle<Manifest: ResumableManifest>: Sendable {
     /// The upload, once it is known.
     var handle: Handle? { state.read(\.handle) }
 
+    /// A job that takes the file's `identity` (failing at once with its
+    /// error, when the file cannot be read), begins the lifecycle, then
+    /// runs `body` with its controller and the identity: one performance
+    /// of the upload.
+    func job<Success>(
+        identity: @escaping @Sendable () throws(UploadError) -> FileIdentity,
+        discarding request: @escaping Discard,
+        _ body: @escaping @Sendable (Job<Success>.Controller, FileIdentity) -> Void
+    ) -> Job<Success> {
+        Job { [self] controller in
+            let found: FileIdentity
+            do {
+                found = try identity()
+            } catch {
+                controller.fail(with: error)
+                return
+            }
+            begin(controller, discarding: request)
+            body(controller, found)
+        }
+    }
+
     /// Begins the performance `controller` reports: a cancel discards the
     /// upload with `request`, unless its attempts keep what is stored.
-    func begin<Success>(_ controller: Job<Success>.Controller, discarding request: @escaping Discard) {
+    private func begin<Success>(_ controller: Job<Success>.Controller, discarding request: @escaping Discard) {
         let keeps = retries.attempts.keepsStoredPartsWhenCancelled
         state.update { state in
             state.queue = controller.queue

@@ -63,19 +63,14 @@ final class MultipartUpload: Sendable {
 
     /// A job that runs the upload.
     var job: Job<UploadReceipt> {
-        Job { [self] controller in start(controller) }
+        lifecycle.job(identity: { [file] () throws(UploadError) in try FileIdentity.of(file) }, discarding: abort) {
+            [self] controller, identity in start(controller, identity)
+        }
     }
 
-    /// Runs the upload and reports its outcome to `controller`.
-    private func start(_ controller: Job<UploadReceipt>.Controller) {
-        let identity: FileIdentity
-        do {
-            identity = try FileIdentity.of(file)
-        } catch {
-            controller.fail(with: error)
-            return
-        }
-        lifecycle.begin(controller, discarding: abort)
+    /// Runs the upload of the file as it is at `identity`, and reports its
+    /// outcome to `controller`.
+    private func start(_ controller: Job<UploadReceipt>.Controller, _ identity: FileIdentity) {
         let upload = prepare(identity).then { [self] plan in
             sendParts(plan, identity).then { [self] etags in complete(plan.uploadID, etags, identity) }
         }

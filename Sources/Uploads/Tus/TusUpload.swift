@@ -99,19 +99,14 @@ final class TusUpload: Sendable {
 
     /// A job that runs the upload.
     var job: Job<UploadReceipt> {
-        Job { [self] controller in start(controller) }
+        lifecycle.job(identity: { [self] () throws(UploadError) in try identity() }, discarding: terminate) {
+            [self] controller, identity in start(controller, identity)
+        }
     }
 
-    /// Runs the upload and reports its outcome to `controller`.
-    private func start(_ controller: Job<UploadReceipt>.Controller) {
-        let identity: FileIdentity
-        do {
-            identity = try self.identity()
-        } catch {
-            controller.fail(with: error)
-            return
-        }
-        lifecycle.begin(controller, discarding: terminate)
+    /// Runs the upload of the medium as it is at `identity`, and reports
+    /// its outcome to `controller`.
+    private func start(_ controller: Job<UploadReceipt>.Controller, _ identity: FileIdentity) {
         let prepared = retries.retrying(HTTPCall(name: "OPTIONS", attempt: server), for: media).then { [self] server in
             state.withLock { $0.server = server }
             return prepare(identity)
