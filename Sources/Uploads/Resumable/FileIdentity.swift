@@ -14,6 +14,15 @@ struct FileIdentity: Sendable, Hashable {
         return FileIdentity(size: size, modified: modified)
     }
 
+    /// The identity of `media`'s file now, or for bytes in memory their
+    /// size, with no date.
+    static func of(_ media: Media) throws(UploadError) -> FileIdentity {
+        switch media.content {
+        case .file(let file): try of(file)
+        case .bytes(let data): FileIdentity(size: Int64(data.count), modified: 0)
+        }
+    }
+
     /// ``UploadError/fileChanged(_:reason:)`` when `now`, the identity of
     /// `file` now, is not this one, which it had when its upload began.
     func change(to now: FileIdentity, of file: URL) -> UploadError? {

@@ -267,4 +267,18 @@ struct TusClient: Sendable {
     static func expires(in receipt: UploadReceipt) -> Date? {
         receipt.header("Upload-Expires").flatMap(HTTPDate.parse)
     }
+
+    /// The status of `error` when it is an ``UploadError/httpStatus(_:)``.
+    static func status(of error: any Error) -> Int? {
+        guard case .httpStatus(let receipt) = error as? UploadError else { return nil }
+        return receipt.status
+    }
+
+    /// Whether `error` says the server no longer has the upload: `404`,
+    /// `410`, or `403` (which some servers answer for an upload they
+    /// discarded).
+    static func isGone(_ error: any Error) -> Bool {
+        guard let status = status(of: error) else { return false }
+        return status == 404 || status == 410 || status == 403
+    }
 }

@@ -99,7 +99,8 @@ final class TusUpload: Sendable {
 
     /// A job that runs the upload.
     var job: Job<UploadReceipt> {
-        lifecycle.job(identity: { [self] () throws(UploadError) in try identity() }, discarding: terminate) {
+        lifecycle.job(identity: { [media] () throws(UploadError) in try FileIdentity.of(media) }, discarding: terminate)
+        {
             [self] controller, identity in start(controller, identity)
         }
     }
@@ -154,7 +155,7 @@ final class TusUpload: Sendable {
         let head = HTTPCall(name: "HEAD", attempt: ask(manifest.uploadURL))
         return retries.retrying(head, for: media).recover { [self] error in
             // Gone, or another upload than this medium's: a new one.
-            guard Self.isGone(error) || error is OtherLength else { return .failed(error) }
+            guard TusClient.isGone(error) || error is OtherLength else { return .failed(error) }
             return startOver(identity)
         }
     }
@@ -251,7 +252,7 @@ final class TusUpload: Sendable {
                 return
             }
             var refusals = refusals
-            let status = (error as? UploadError).flatMap(Self.status)
+            let status = TusClient.status(of: error)
             if status == 409, refusals.conflicts < 3 {
                 // Another offset than the server's: ask it, and go on from
                 // its own.
@@ -263,7 +264,7 @@ final class TusUpload: Sendable {
                 refusals.checksums += 1
                 retries.forgetFailure()
                 next(controller, refusals, identity)
-            } else if Self.isGone(error), options.createsUploads, !refusals.recreated {
+            } else if TusClient.isGone(error), options.createsUploads, !refusals.recreated {
                 // The server no longer has the upload (it expired): a new
                 // one, sent from the start.
                 refusals.recreated = true
@@ -360,15 +361,6 @@ final class TusUpload: Sendable {
         return SHA1.digest(of: data).hex
     }
 
-    /// The size and modification date of the medium's file, or the size of
-    /// its bytes in memory.
-    private func identity() throws(UploadError) -> FileIdentity {
-        switch media.content {
-        case .file(let file): try FileIdentity.of(file)
-        case .bytes(let data): FileIdentity(size: Int64(data.count), modified: 0)
-        }
-    }
-
     /// `length` bytes of the medium from `offset`.
     private func body(from offset: Int64, length: Int64) -> HTTPBody {
         switch media.content {
@@ -394,21 +386,5 @@ final class TusUpload: Sendable {
     /// Reports `bytes` sent of the medium.
     private func report(_ bytes: Int64) {
         progress(UploadProgress(bytesSent: bytes, bytesTotal: size))
-    }
-
-    // MARK: - Answers
-
-    /// The status of an ``UploadError/httpStatus(_:)``.
-    private static func status(_ error: UploadError) -> Int? {
-        guard case .httpStatus(let receipt) = error else { return nil }
-        return receipt.status
-    }
-
-    /// Whether `error` says the server no longer has the upload: `404`,
-    /// `410`, or `403` (which some servers answer for an upload they
-    /// discarded).
-    private static func isGone(_ error: any Error) -> Bool {
-        guard let status = (error as? UploadError).flatMap(status) else { return false }
-        return status == 404 || status == 410 || status == 403
     }
 }
