@@ -271,6 +271,41 @@ struct ResumableLifecycleTests {
         #expect(harness.onDisk == nil, "nothing is left to resume")
     }
 
+    @Test func aCancelAsTheLastAnswerCameStandsForATusUploadThatKeepsNoManifest() throws {
+        // With attempts that keep, the cancel is seen and nothing is
+        // discarded: the state a cancel that discards is in between its
+        // two steps.
+        var attempts = UploadAttempts()
+        attempts.keepsStoredPartsWhenCancelled = true
+        let harness = try Harness<TusManifest>(attempts: attempts)
+        let handle = harness.job { _ in harness.lifecycle.resume(Self.uploadURL, manifest: nil) }
+            .perform(on: harness.queue) { _ in }
+        try harness.queue.run()
+        handle.cancel()
+        let settled = LockedValue<Bool?>(nil)
+        harness.lifecycle.settle { settled.setValue($0) }
+
+        #expect(settled.value == false, "left to the cancel, which discards it unless it keeps")
+    }
+
+    @Test func aFileThatCannotBeReadFailsTheJobBeforeTheLifecycleBegins() throws {
+        let harness = try Harness<MultipartManifest>()
+        let missing = UploadError.fileNotFound(URL(fileURLWithPath: "/nowhere/surf.mp4"))
+        let ran = LockedValue(false)
+        let job: Job<String> = harness.lifecycle.job(
+            identity: { () throws(UploadError) in throw missing }, discarding: harness.discard
+        ) { _, _ in ran.setValue(true) }
+        let outcome = LockedValue<Job<String>.Outcome?>(nil)
+        let handle = job.perform(on: harness.queue) { outcome.setValue($0) }
+        try harness.queue.run()
+        handle.cancel()
+        try harness.queue.run()
+
+        #expect(throws: missing) { try outcome.value?.get() }
+        #expect(!ran.value)
+        #expect(harness.discards.value.isEmpty)
+    }
+
     // MARK: - The manifest's writes
 
     @Test func startingOverRemovesTheManifestBeforeTheNextCreation() throws {

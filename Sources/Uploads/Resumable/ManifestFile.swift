@@ -15,8 +15,10 @@ protocol ResumableManifest: Codable, Sendable, Hashable {
     static var currentVersion: Int { get }
 
     /// Whether the server keeps an upload once it holds the whole file
-    /// (tus), rather than making it into its object (S3): a cancel that
-    /// comes as the last answer does then still discard it.
+    /// (tus), rather than making it into its object (S3). A cancel that
+    /// comes with the last answer then wins over settling: the upload is
+    /// discarded, or, with attempts that keep what is stored, left as it
+    /// was, its manifest not marked finished.
     static var serverKeepsFinishedUploads: Bool { get }
 
     /// The upload it is the manifest of.

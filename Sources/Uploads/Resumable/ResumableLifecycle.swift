@@ -17,7 +17,10 @@ import JobKit
 /// - **Discarded**: failed for good, or cancelled without keeping. The
 ///   manifest is removed (so that no later performance resumes it), then
 ///   the upload is discarded on the server (S3's abort, tus's termination)
-///   in one attempt, on the job's queue, before the job fails.
+///   in one attempt, on the job's queue. A failure fails the job once that
+///   is done; a cancel has completed it already. An upload its manifest
+///   names as finished (the server's copy of the file) is never
+///   discarded: it stays, and so does its manifest.
 ///
 /// The manifest's writes are decided under one lock, in order, and made
 /// outside it, one at a time (see ``Handoff``); a request that must follow
@@ -161,8 +164,9 @@ final class ResumableLifecycle<Manifest: ResumableManifest>: Sendable {
     /// A job that forgets the upload taken on, which the server no longer
     /// has (or which holds other bytes), once its manifest is removed:
     /// the protocol then creates a new one. It fails with
-    /// `CancellationError` when the job was cancelled meanwhile: the old
-    /// upload is then being discarded, and no new one is made.
+    /// `CancellationError` when the job was cancelled meanwhile: no new one
+    /// is made (and the old one is discarded, unless the attempts keep
+    /// what is stored).
     func startOver() -> Job<Void> {
         retries.forgetFailure()
         let goesOn = state.update { state in
