@@ -51,6 +51,7 @@ struct ResumableLifecycleTests {
                     unanswered.withValue { $0.append(controller) }
                     return
                 }
+                // allowed: Job.sleep on the harness's TestQueue, whose clock is virtual
                 controller.perform(.sleep(for: discardTakes)) { controller.complete(with: $0) }
             }
         }

@@ -300,7 +300,7 @@ final class ResumableLifecycle<Manifest: ResumableManifest>: Sendable {
 
     /// A job that finishes once the manifest's writes decided so far are
     /// made.
-    func afterManifestWrites() -> Job<Void> {
+    private func afterManifestWrites() -> Job<Void> {
         Job { [state] controller in state.afterActions { controller.finish() } }
     }
 

@@ -63,9 +63,8 @@ final class MultipartUpload: Sendable {
 
     /// A job that runs the upload.
     var job: Job<UploadReceipt> {
-        lifecycle.job(identity: { [file] () throws(UploadError) in try FileIdentity.of(file) }, discarding: abort) {
-            [self] controller, identity in start(controller, identity)
-        }
+        lifecycle.job(
+            identity: { [file] () throws(UploadError) in try FileIdentity.of(file) }, discarding: abort, start)
     }
 
     /// Runs the upload of the file as it is at `identity`, and reports its

@@ -99,10 +99,8 @@ final class TusUpload: Sendable {
 
     /// A job that runs the upload.
     var job: Job<UploadReceipt> {
-        lifecycle.job(identity: { [media] () throws(UploadError) in try FileIdentity.of(media) }, discarding: terminate)
-        {
-            [self] controller, identity in start(controller, identity)
-        }
+        lifecycle.job(
+            identity: { [media] () throws(UploadError) in try FileIdentity.of(media) }, discarding: terminate, start)
     }
 
     /// Runs the upload of the medium as it is at `identity`, and reports
@@ -268,8 +266,7 @@ final class TusUpload: Sendable {
                 // The server no longer has the upload (it expired): a new
                 // one, sent from the start.
                 refusals.recreated = true
-                let created = lifecycle.handle != nil ? startOver(identity) : create(identity)
-                controller.perform(created) { [self, refusals] outcome in
+                controller.perform(startOver(identity)) { [self, refusals] outcome in
                     if case .failure(let error) = outcome {
                         lifecycle.end(controller, failingWith: error, discarding: terminate)
                     } else {
