@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// No test blocks one of Swift's cooperative threads (one per core), which
@@ -59,7 +60,7 @@ struct BlockingWaitCoverageTests {
     }
 
     @Test func noTestFileBlocksOutsideTestSupport() throws {
-        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let tests = PackageFolder.file("Tests")
         let files = try #require(FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil))
             .compactMap { $0 as? URL }
             .filter { $0.pathExtension == "swift" && !$0.path.contains("/TestSupport/") }

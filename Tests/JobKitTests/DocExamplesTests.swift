@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 // The examples of the doc comments and DocC articles, verbatim, each
@@ -729,8 +730,7 @@ extension JobKitTestingDocExamplesTests {
 
 @Suite("Doc comment examples compile", .timeLimit(.minutes(1)))
 struct DocExamplesCompileTests {
-    static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = PackageFolder.root
 
     /// The files where examples are compiled: the articles the README links
     /// to show its examples too, in full, and more of them.

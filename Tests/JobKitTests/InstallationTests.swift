@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// README.md's Installation section against Package.swift, on every
@@ -11,8 +12,7 @@ import Testing
 /// and fails on a Mac; and the prose lists the libraries and platforms by hand.
 @Suite("README installation", .timeLimit(.minutes(1)))
 struct InstallationTests {
-    private let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    private let root = PackageFolder.root
 
     @Test func namesEveryLibraryOfThePackageAndNoOther() throws {
         let section = try installationSection()

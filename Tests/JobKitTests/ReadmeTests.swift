@@ -90,7 +90,7 @@ struct ReadmeTests {
     // END README
 
     private static let here = URL(fileURLWithPath: #filePath)
-    private static let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    private static let root = PackageFolder.root
 
     private func readme() throws -> String {
         try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A test that can only fail by hanging must fail instead, so every test of
@@ -7,7 +8,7 @@ import Testing
 @Suite("Every test has a time limit", .timeLimit(.minutes(1)))
 struct TimeLimitCoverageTests {
     @Test func everyTestIsInASuiteWithATimeLimit() throws {
-        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let tests = PackageFolder.file("Tests")
         let files = try #require(FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil))
             .compactMap { $0 as? URL }
             .filter { $0.pathExtension == "swift" }

@@ -157,8 +157,7 @@ final class FixtureServer: Sendable {
 /// process's, and reads the port it prints alone on its first line once
 /// listening (within 30 seconds), off Swift's cooperative threads.
 func startNodeFixture(_ script: String, environment: [String: String] = [:]) async throws -> FixtureProcess {
-    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/\(script)").path
+    let path = PackageFolder.file("Tests/UploadsTests/Fixtures/\(script)").path
     let node = try ChildProcess(
         URL(fileURLWithPath: "/usr/bin/env"), ["node", path], environment: environment, input: .pipe)
     let port = await FixtureProcess.firstLine(of: node, seconds: 30)

@@ -271,8 +271,7 @@ func python3CanRun(_ statement: String) async -> Bool {
 func startPythonFixture(
     _ script: String, seconds: Int, installCommand: String
 ) async throws -> FixtureProcess {
-    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/\(script)").path
+    let path = PackageFolder.file("Tests/UploadsTests/Fixtures/\(script)").path
     let python = try ChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", path], input: .pipe)
     let line = await FixtureProcess.firstLine(of: python, seconds: seconds)
     let words = line.split(separator: " ", maxSplits: 1).map(String.init)
