@@ -9,7 +9,7 @@ import Testing
 // between BEGIN DOC and END DOC, in just enough context to compile and
 // run. A test below checks that every Swift block of the sources' doc
 // comments and DocC articles appears in this file (or, for `Uploads`, in
-// UploadsTests/UploadsDocExamplesTests.swift).
+// UploadsTests/Docs/UploadsDocExamplesTests.swift).
 
 // MARK: - Stand-ins the examples talk about
 
@@ -736,9 +736,9 @@ struct DocExamplesCompileTests {
     /// to show its examples too, in full, and more of them.
     static let exampleFiles = [
         "Tests/JobKitTests/DocExamplesTests.swift",
-        "Tests/UploadsTests/UploadsDocExamplesTests.swift",
+        "Tests/UploadsTests/Docs/UploadsDocExamplesTests.swift",
         "Tests/JobKitTests/ReadmeTests.swift",
-        "Tests/UploadsTests/UploadsReadmeTests.swift",
+        "Tests/UploadsTests/Docs/UploadsReadmeTests.swift",
     ]
 
     /// The modules whose examples are checked.

@@ -9,7 +9,7 @@ import Testing
 // The README's examples, and the examples of the DocC articles it links to
 // for depth, verbatim, between the BEGIN/END markers. A test below checks
 // that every Swift block of README.md appears in this file (or, for the
-// Uploads examples, in UploadsTests/UploadsReadmeTests.swift), and
+// Uploads examples, in UploadsTests/Docs/UploadsReadmeTests.swift), and
 // DocExamplesCompileTests does the same for the articles, so neither can
 // drift from code that compiles and runs.
 
@@ -99,7 +99,7 @@ struct ReadmeTests {
     @Test func everySwiftBlockOfTheReadmeIsInThisFile() throws {
         let readme = try readme()
         // The Uploads examples live with the Uploads tests.
-        let uploadsExamples = Self.root.appendingPathComponent("Tests/UploadsTests/UploadsReadmeTests.swift")
+        let uploadsExamples = Self.root.appendingPathComponent("Tests/UploadsTests/Docs/UploadsReadmeTests.swift")
         let source = try [Self.here, uploadsExamples].map { try String(contentsOf: $0, encoding: .utf8) }
         let normalizedSource = source.map(normalize).joined(separator: "\n")
         let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map {

@@ -245,10 +245,3 @@ private final class HeldPresigner: S3Presigner {
         return URL(string: "http://127.0.0.1:9/never-sent")!
     }
 }
-
-/// A presigner for uploaders that are never performed.
-struct RefusingPresigner: S3Presigner {
-    func presignedURL(for operation: S3Operation, object: URL) async throws -> URL {
-        throw URLError(.userAuthenticationRequired)
-    }
-}
