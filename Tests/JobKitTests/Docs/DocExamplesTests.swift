@@ -735,9 +735,9 @@ struct DocExamplesCompileTests {
     /// The files where examples are compiled: the articles the README links
     /// to show its examples too, in full, and more of them.
     static let exampleFiles = [
-        "Tests/JobKitTests/DocExamplesTests.swift",
+        "Tests/JobKitTests/Docs/DocExamplesTests.swift",
         "Tests/UploadsTests/Docs/UploadsDocExamplesTests.swift",
-        "Tests/JobKitTests/ReadmeTests.swift",
+        "Tests/JobKitTests/Docs/ReadmeTests.swift",
         "Tests/UploadsTests/Docs/UploadsReadmeTests.swift",
     ]
 
