@@ -1,5 +1,3 @@
-import Dispatch
-import JobKitTesting
 import Testing
 
 @testable import JobKit

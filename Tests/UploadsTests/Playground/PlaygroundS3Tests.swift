@@ -1,15 +1,6 @@
 import Foundation
-import JobKit
-import JobKitTesting
 import TestSupport
 import Testing
-import Uploads
-
-@testable import Uploads
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 extension S3Storage {
     /// The Playground publishing to moto through `--s3`, killed mid-way and run

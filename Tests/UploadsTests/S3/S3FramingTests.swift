@@ -1,6 +1,5 @@
 import Foundation
 import JobKit
-import JobKitTesting
 import TestSupport
 import Testing
 import Uploads

@@ -1,6 +1,5 @@
 import Foundation
-
-@testable import Uploads
+import Uploads
 
 /// A post named `name`, its photos and videos in memory, `size` bytes each,
 /// every destination its own.

@@ -1,8 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
-
-@testable import Uploads
+import Uploads
 
 /// A server double on a test's queue: each request takes `latency`, and
 /// `answer` says how it ends from its destination and how many requests to

@@ -225,14 +225,14 @@ func writePatternedFile(_ file: URL, size: Int) throws {
     }
 }
 
-/// The process's resident anonymous memory (`RssAnon`): heap and buffers,
-/// not the file-backed pages of a file being read, which the kernel can drop
-/// and which are not the cost of reading a file whole into memory.
 /// Whether this test process runs under Thread Sanitizer, whose allocator
 /// keeps freed memory back (its quarantine) and maps shadow memory, so the
 /// resident memory it shows grows with the load of the machine.
 let isThreadSanitized: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
+/// The process's resident anonymous memory (`RssAnon`): heap and buffers,
+/// not the file-backed pages of a file being read, which the kernel can drop
+/// and which are not the cost of reading a file whole into memory.
 func residentMemory() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {
