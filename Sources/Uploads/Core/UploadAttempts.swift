@@ -56,6 +56,10 @@ public struct UploadAttempts: Sendable {
     /// Admits each attempt toward its host: an ``Outbox``'s uploads go as
     /// one client.
     var gate: (any RequestGate)?
+    /// What carries every request of the upload, in place of the
+    /// uploader's own session: an ``Outbox``'s, when it has one; `nil`
+    /// (the default) for each uploader's own.
+    var transport: (any UploadTransport)?
 
     /// Creates the owner of an upload's retries.
     /// - Parameters:
@@ -180,3 +184,11 @@ protocol RequestGate: Sendable {
     /// the host admits it, and learns from its outcome.
     func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success>
 }
+
+/// What carries the requests of an upload in place of its uploader's own
+/// session: the transport of an ``Outbox``, handed to each upload it starts.
+///
+/// Core holds it without knowing HTTP: the HTTP uploaders take it as the
+/// `HTTPTransport` it is (`HTTP/`), and an uploader that sends no HTTP
+/// request (a folder, memory) has no use for it.
+protocol UploadTransport: Sendable {}

@@ -53,7 +53,9 @@ public final class MultipartFormUploader: Uploader, Sendable {
     /// How to wait, after each upload, until the server has made the
     /// medium ready to use; `nil` when an upload's answer means ready.
     public let processing: MediaProcessing?
-    private let client: HTTPClient
+    /// What sends its requests, unless the attempts of an upload hand it
+    /// another (an ``Outbox``'s).
+    private let transport: any HTTPTransport
 
     /// Creates an uploader with its own `URLSession`.
     /// - Parameters:
@@ -82,12 +84,12 @@ public final class MultipartFormUploader: Uploader, Sendable {
         self.fields = fields
         self.headers = headers
         self.processing = processing
-        client = HTTPClient(configuration: configuration)
+        transport = InProcessTransport(configuration: configuration)
     }
 
     /// Checks that `destination` is an `http` or `https` URL with a host.
     public func validate(destination: URL) throws(UploadError) {
-        try HTTPClient.validate(httpDestination: destination)
+        try destination.validateAsHTTPDestination()
     }
 
     /// A job that `POST`s `media` as a form to its destination and
@@ -98,7 +100,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
     /// `Idempotency-Key` header, the media's ``Media/idempotencyKey`` or
     /// else a new UUID per call of this method.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        waitingUntilReady(send(media, progress: progress), media)
+        waitingUntilReady(send(media, through: transport, progress: progress), media, through: transport)
     }
 
     /// A job that `POST`s `media` as a form, retried as `attempts` says,
@@ -111,27 +113,37 @@ public final class MultipartFormUploader: Uploader, Sendable {
         attempts: UploadAttempts,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        waitingUntilReady(
-            attempts.retrying(.metered(media, progress: progress) { send(media, progress: $0) }, for: media), media)
+        let transport = attempts.transport(or: transport)
+        return waitingUntilReady(
+            attempts.retrying(
+                .metered(media, progress: progress) { send(media, through: transport, progress: $0) }, for: media),
+            media, through: transport)
     }
 
-    /// `upload`, followed by the wait for ``processing`` when there is one.
-    private func waitingUntilReady(_ upload: Job<UploadReceipt>, _ media: Media) -> Job<UploadReceipt> {
+    /// `upload`, followed by the wait for ``processing`` when there is one,
+    /// its questions sent through `transport`.
+    private func waitingUntilReady(
+        _ upload: Job<UploadReceipt>, _ media: Media, through transport: any HTTPTransport
+    ) -> Job<UploadReceipt> {
         guard let processing else { return upload }
         return upload.then { [self] receipt in
-            processing.waitUntilReady(receipt, filename: receipt.filename) { [headers, client] url in
+            processing.waitUntilReady(receipt, filename: receipt.filename) { [headers] url in
                 var request = URLRequest(url: url)
                 for (name, value) in headers where name.lowercased() != "content-type" {
                     request.setValue(value, forHTTPHeaderField: name)
                 }
-                return client.send(request, body: .empty, destination: url).map(\.receipt)
+                return transport.send(request, body: .empty, destination: url).map(\.receipt)
             }
         }
     }
 
-    /// A job that `POST`s `media` as a form, once.
-    private func send(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        client.upload(
+    /// A job that `POST`s `media` as a form through `transport`, once.
+    private func send(
+        _ media: Media,
+        through transport: any HTTPTransport,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        transport.upload(
             media, checkedBy: self, method: "POST", headers: headers, headersNameContentType: false,
             filename: media.filename ?? media.defaultFilename,
             encode: { [fields, fileField] size in

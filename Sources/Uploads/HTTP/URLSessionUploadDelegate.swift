@@ -5,7 +5,7 @@ import JobKit
 import FoundationNetworking
 #endif
 
-/// The session delegate of an ``HTTPClient``: routes each task's events to
+/// The session delegate of an ``InProcessTransport``: routes each task's events to
 /// the request it belongs to.
 final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable {
     /// The part of a file a body streams, and the bytes around it.

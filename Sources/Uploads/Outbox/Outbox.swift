@@ -67,6 +67,9 @@ public final class Outbox: Sendable {
     /// while every other post loaded.
     public let corruptRecords: [CorruptRecord]
     let queue: any JobQueue
+    /// What carries every request of its uploads, in place of each
+    /// uploader's own session; `nil` for the uploaders' own.
+    let transport: (any HTTPTransport)?
     let journal: OutboxJournal
     /// Every decision, behind the lock; what rests on the disk is acted on
     /// by one thread at a time (``carryOut(_:journal:machine:)``).
@@ -101,12 +104,26 @@ public final class Outbox: Sendable {
 
     /// Opens the outbox with `writer` writing its files: `.unsynced` for
     /// tests and benchmarks whose subject is not the disk.
-    package init(
+    package convenience init(
         folder: URL,
         uploader: any Uploader,
         options: Options,
         queue: any JobQueue,
         writer: DurableFileWriter
+    ) throws {
+        try self.init(
+            folder: folder, uploader: uploader, options: options, queue: queue, writer: writer, transport: nil)
+    }
+
+    /// Opens the outbox with `transport` carrying every request of its
+    /// uploads (see ``HTTPTransport``).
+    init(
+        folder: URL,
+        uploader: any Uploader,
+        options: Options,
+        queue: any JobQueue,
+        writer: DurableFileWriter,
+        transport: (any HTTPTransport)?
     ) throws {
         try options.validate()
         let journal = try OutboxJournal(folder: folder, writer: writer)
@@ -123,6 +140,7 @@ public final class Outbox: Sendable {
         self.uploader = uploader
         self.options = options
         self.queue = queue
+        self.transport = transport
         self.journal = journal
         corruptRecords = corrupt
         self.machine = Handoff(

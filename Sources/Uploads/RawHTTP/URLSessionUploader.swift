@@ -51,7 +51,9 @@ public final class URLSessionUploader: Uploader, Sendable {
     public let method: Method
     /// Headers sent with each upload.
     public let headers: [String: String]
-    private let client: HTTPClient
+    /// What sends its requests, unless the attempts of an upload hand it
+    /// another (an ``Outbox``'s).
+    private let transport: any HTTPTransport
 
     /// Creates an uploader with its own `URLSession`.
     /// - Parameters:
@@ -67,12 +69,12 @@ public final class URLSessionUploader: Uploader, Sendable {
     ) {
         self.method = method
         self.headers = headers
-        client = HTTPClient(configuration: configuration)
+        transport = InProcessTransport(configuration: configuration)
     }
 
     /// Checks that `destination` is an `http` or `https` URL with a host.
     public func validate(destination: URL) throws(UploadError) {
-        try HTTPClient.validate(httpDestination: destination)
+        try destination.validateAsHTTPDestination()
     }
 
     /// A job that sends `media` to its destination in one HTTP request and
@@ -84,7 +86,28 @@ public final class URLSessionUploader: Uploader, Sendable {
     /// it stores a retried upload once even when the answer to an earlier
     /// attempt was lost.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        client.upload(
+        send(media, through: transport, progress: progress)
+    }
+
+    /// A job that sends `media` as ``upload(_:progress:)`` does, each
+    /// performance of that retried as `attempts` says.
+    public func upload(
+        _ media: Media,
+        attempts: UploadAttempts,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        let transport = attempts.transport(or: transport)
+        return attempts.retrying(
+            .metered(media, progress: progress) { send(media, through: transport, progress: $0) }, for: media)
+    }
+
+    /// A job that sends `media` in one request through `transport`.
+    private func send(
+        _ media: Media,
+        through transport: any HTTPTransport,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        transport.upload(
             media, checkedBy: self, method: method.rawValue, headers: headers, headersNameContentType: true,
             encode: { size in
                 switch media.content {

@@ -35,8 +35,9 @@ struct S3Client: Sendable {
 
     /// Signs each call.
     let presigner: any S3Presigner
-    /// Sends them.
-    let http: HTTPClient
+    /// Sends them: the uploader's own transport, or the one an upload's
+    /// attempts hand it (see ``sending(as:)``).
+    var http: any HTTPTransport
     /// Whether requests carry `Content-MD5` and answers' ETags are checked
     /// (see ``S3Uploader/verifiesBytes``).
     var verifiesBytes = true
@@ -48,6 +49,14 @@ struct S3Client: Sendable {
         guard verifiesBytes else { return bodies.map { _ in .succeeded(nil) } }
         let digests = AheadDigests(bodies, window: window)
         return bodies.indices.map { index in digests.digest(index).map { Optional($0) } }
+    }
+
+    /// This client, its calls sent through the transport `attempts` hand
+    /// an upload, if they hand one.
+    func sending(as attempts: UploadAttempts) -> Self {
+        var client = self
+        client.http = attempts.transport(or: http)
+        return client
     }
 
     // MARK: - Calls

@@ -151,7 +151,7 @@ public final class S3Uploader: ResumableUploader, Sendable {
         self.partSize = partSize
         self.maxConcurrentParts = maxConcurrentParts
         client = S3Client(
-            presigner: presigner, http: HTTPClient(configuration: configuration), verifiesBytes: verifiesBytes)
+            presigner: presigner, http: InProcessTransport(configuration: configuration), verifiesBytes: verifiesBytes)
     }
 
     /// Checks that `destination` names an object: a URL with a path, which
@@ -216,6 +216,7 @@ public final class S3Uploader: ResumableUploader, Sendable {
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
+        let client = client.sending(as: retries.attempts)
         let upload: Job<UploadReceipt> =
             if case .file(let file) = media.content, size >= multipartThreshold {
                 MultipartUpload(
@@ -223,10 +224,10 @@ public final class S3Uploader: ResumableUploader, Sendable {
                     progress: progress
                 ).job
             } else {
-                putObject(media, size: size, retries: retries, progress: progress)
+                putObject(media, size: size, client: client, retries: retries, progress: progress)
             }
         guard retries.attempts.checksStorageFirst else { return upload }
-        return storedObject(media, size: size, timeout: retries.attempts.timeout).then { stored in
+        return storedObject(media, size: size, client: client, timeout: retries.attempts.timeout).then { stored in
             guard let stored else { return upload }
             progress(UploadProgress(bytesSent: size, bytesTotal: size))
             return .succeeded(stored)
@@ -241,8 +242,10 @@ public final class S3Uploader: ResumableUploader, Sendable {
     /// multipart upload in progress, `ETag`s that are not MD5s, a failed
     /// question), in one attempt, within `timeout`. The bytes are hashed
     /// only for an object of their size whose `ETag` has the shape theirs
-    /// would.
-    private func storedObject(_ media: Media, size: Int64, timeout: Duration?) -> Job<UploadReceipt?> {
+    /// would. `client` asks.
+    private func storedObject(
+        _ media: Media, size: Int64, client: S3Client, timeout: Duration?
+    ) -> Job<UploadReceipt?> {
         guard client.verifiesBytes else { return .succeeded(nil) }
         let bodies: [HTTPBody]
         let isMultipart: Bool
@@ -300,10 +303,11 @@ public final class S3Uploader: ResumableUploader, Sendable {
             partSize: partSize, maxConcurrentParts: maxConcurrentParts, manifestFolder: manifestFolder)
     }
 
-    /// One `PUT` of the whole media.
+    /// One `PUT` of the whole media, by `client`.
     private func putObject(
         _ media: Media,
         size: Int64,
+        client: S3Client,
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {

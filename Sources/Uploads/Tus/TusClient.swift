@@ -56,9 +56,19 @@ struct TusClient: Sendable {
         var receipt: UploadReceipt
     }
 
-    let http: HTTPClient
+    /// Sends the requests: the uploader's own transport, or the one an
+    /// upload's attempts hand it (see ``sending(as:)``).
+    var http: any HTTPTransport
     /// Sent with every request: credentials, usually.
     let headers: [String: String]
+
+    /// This client, its requests sent through the transport `attempts`
+    /// hand an upload, if they hand one.
+    func sending(as attempts: UploadAttempts) -> Self {
+        var client = self
+        client.http = attempts.transport(or: http)
+        return client
+    }
 
     // MARK: - Requests
 

@@ -154,12 +154,12 @@ public final class TusUploader: ResumableUploader, Sendable {
         self.metadata = metadata
         self.createsUploads = createsUploads
         self.verifiesBytes = verifiesBytes
-        client = TusClient(http: HTTPClient(configuration: configuration), headers: headers)
+        client = TusClient(http: InProcessTransport(configuration: configuration), headers: headers)
     }
 
     /// Checks that `destination` is an `http` or `https` URL with a host.
     public func validate(destination: URL) throws(UploadError) {
-        try HTTPClient.validate(httpDestination: destination)
+        try destination.validateAsHTTPDestination()
     }
 
     /// One chunk: the most one `PATCH` sends.
@@ -176,7 +176,7 @@ public final class TusUploader: ResumableUploader, Sendable {
         let filename = media.filename ?? media.defaultFilename
         return ManifestFile<TusManifest>.discard(in: manifestFolder, file: file, destination: media.destination) {
             [self] found in
-            server(for: media.destination, filename: filename).then { [client] server in
+            server(for: media.destination, filename: filename, asking: client).then { [client] server in
                 guard server.extensions.contains("termination") else { return Job<Void>.succeeded }
                 return client.terminate(found.manifest.uploadURL, destination: media.destination, filename: filename)
             }
@@ -213,9 +213,11 @@ public final class TusUploader: ResumableUploader, Sendable {
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        TusUpload(
+        let client = client.sending(as: retries.attempts)
+        return TusUpload(
             client: client,
-            server: server(for: media.destination, filename: media.filename ?? media.defaultFilename),
+            server: server(
+                for: media.destination, filename: media.filename ?? media.defaultFilename, asking: client),
             options: options(for: media), media: media, size: size, retries: retries, progress: progress
         ).job
     }
@@ -243,8 +245,8 @@ public final class TusUploader: ResumableUploader, Sendable {
     }
 
     /// A job that finishes with what the server at `url` announced: asked
-    /// with `OPTIONS` the first time, from memory after.
-    private func server(for url: URL, filename: String) -> Job<TusClient.Server> {
+    /// by `client` with `OPTIONS` the first time, from memory after.
+    private func server(for url: URL, filename: String, asking client: TusClient) -> Job<TusClient.Server> {
         Job { [self] controller in
             if let known = servers.withLock({ $0[url] }) {
                 controller.finish(with: known)

@@ -5,45 +5,15 @@ import JobKit
 import FoundationNetworking
 #endif
 
-/// The body of one HTTP request.
-enum HTTPBody: Sendable, Hashable {
-    /// No body.
-    case empty
-    /// Bytes in memory.
-    case data(Data)
-    /// `length` bytes of `file` from `offset`, streamed from disk as they
-    /// are sent, between the bytes of `head` and those of `tail` (a form's
-    /// fields and closing boundary; none by default).
-    case file(URL, offset: Int64, length: Int64, head: Data = Data(), tail: Data = Data())
-
-    /// How many bytes the body holds.
-    var count: Int64 {
-        switch self {
-        case .empty: 0
-        case .data(let data): Int64(data.count)
-        case .file(_, _, let length, let head, let tail): Int64(head.count) + length + Int64(tail.count)
-        }
-    }
-}
-
-/// What a server answered one request.
-struct HTTPAnswer: Sendable {
-    /// The URL the request went to.
-    var url: URL
-    /// The status, the headers and the start of the body.
-    var receipt: UploadReceipt
-    /// The body, up to the limit the request was sent with.
-    var body: Data
-}
-
-/// Sends HTTP requests with one `URLSession` of its own, each as a job:
-/// the transport of ``URLSessionUploader`` and ``S3Uploader``.
+/// Sends HTTP requests with one `URLSession` of its own, in this
+/// process, each as a job: the transport every HTTP uploader has of its
+/// own.
 ///
 /// A file body is streamed with a `Content-Length` and nothing else
 /// framing it (see ``URLSessionUploader``); errors and receipts name the
 /// destination the caller gives, never the request's URL, whose query may
 /// hold a signature.
-final class HTTPClient: Sendable {
+final class InProcessTransport: HTTPTransport {
     private let session: URLSession
     private let delegate: URLSessionUploadDelegate
 
@@ -64,29 +34,19 @@ final class HTTPClient: Sendable {
         session.finishTasksAndInvalidate()
     }
 
-    /// A job that sends `request` with `body` and finishes with the answer
-    /// when its status is in 200...299.
+    /// A job that sends `request` with `body` through this transport's
+    /// session (see ``HTTPTransport/send(_:body:destination:resendable:answerLimit:progress:)``).
     ///
-    /// - Parameters:
-    ///   - request: The method, URL and headers.
-    ///   - body: What to send.
-    ///   - destination: What errors and the receipt name.
-    ///   - resendable: Whether the transport may send the request again by
-    ///     itself when the connection it reused dies before an answer;
-    ///     `false` for a request that is not idempotent (see
-    ///     ``URLSessionUploadDelegate``).
-    ///   - answerLimit: The most bytes of the answer's body kept.
-    ///   - progress: Called as the body goes out.
-    /// - Returns: A job that fails with ``UploadError/httpStatus(_:)`` for
-    ///   any other status and ``UploadError/network(_:_:)`` when the
-    ///   connection fails.
+    /// A body that must not be sent twice (not `resendable`) is streamed,
+    /// so that the session cannot send it again by itself (see
+    /// ``URLSessionUploadDelegate``).
     func send(
         _ request: URLRequest,
         body: HTTPBody,
         destination: URL,
-        resendable: Bool = true,
-        answerLimit: Int = UploadReceipt.bodyPrefixLength,
-        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
+        resendable: Bool,
+        answerLimit: Int,
+        progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<HTTPAnswer> {
         // The job holds the client, not just its session: a client whose
         // last owner let go while a job of it waited for its queue would

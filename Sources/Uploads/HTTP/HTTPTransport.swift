@@ -1,0 +1,99 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What sends the HTTP requests of every HTTP uploader (raw, forms, S3,
+/// tus): the seam between an upload's requests and the session that
+/// carries them.
+///
+/// Each uploader has its own, in process (``InProcessTransport``). An
+/// ``Outbox`` given one of its own hands it to each upload it starts
+/// (``UploadAttempts/transport``), and every request of that upload goes
+/// through it instead: what the outbox decides (its machine, its pacer,
+/// the receipts it keeps, its journal) is the same code whatever carries
+/// the bytes.
+protocol HTTPTransport: UploadTransport {
+    /// A job that sends `request` with `body` and finishes with the answer
+    /// when its status is in 200...299.
+    ///
+    /// - Parameters:
+    ///   - request: The method, URL and headers.
+    ///   - body: What to send.
+    ///   - destination: What errors and the receipt name (never the
+    ///     request's URL, whose query may hold a signature).
+    ///   - resendable: Whether the transport may send the request again by
+    ///     itself when the connection it reused dies before an answer;
+    ///     `false` for a request that is not idempotent (a tus `PATCH`).
+    ///   - answerLimit: The most bytes of the answer's body kept.
+    ///   - progress: Called as the body goes out.
+    /// - Returns: A job that fails with ``UploadError/httpStatus(_:)`` for
+    ///   any other status and ``UploadError/network(_:_:)`` when the
+    ///   connection fails.
+    func send(
+        _ request: URLRequest,
+        body: HTTPBody,
+        destination: URL,
+        resendable: Bool,
+        answerLimit: Int,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<HTTPAnswer>
+}
+
+extension HTTPTransport {
+    /// A job that sends `request` with `body`, resendable by the
+    /// transport, keeping the start of the answer a receipt keeps.
+    func send(
+        _ request: URLRequest,
+        body: HTTPBody,
+        destination: URL,
+        resendable: Bool = true,
+        answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
+    ) -> Job<HTTPAnswer> {
+        send(
+            request, body: body, destination: destination, resendable: resendable, answerLimit: answerLimit,
+            progress: progress)
+    }
+}
+
+extension UploadAttempts {
+    /// What carries the requests of the upload: the transport these
+    /// attempts hand it, or else the uploader's `own`.
+    func transport(or own: any HTTPTransport) -> any HTTPTransport {
+        transport as? any HTTPTransport ?? own
+    }
+}
+
+/// The body of one HTTP request.
+enum HTTPBody: Sendable, Hashable {
+    /// No body.
+    case empty
+    /// Bytes in memory.
+    case data(Data)
+    /// `length` bytes of `file` from `offset`, streamed from disk as they
+    /// are sent, between the bytes of `head` and those of `tail` (a form's
+    /// fields and closing boundary; none by default).
+    case file(URL, offset: Int64, length: Int64, head: Data = Data(), tail: Data = Data())
+
+    /// How many bytes the body holds.
+    var count: Int64 {
+        switch self {
+        case .empty: 0
+        case .data(let data): Int64(data.count)
+        case .file(_, _, let length, let head, let tail): Int64(head.count) + length + Int64(tail.count)
+        }
+    }
+}
+
+/// What a server answered one request.
+struct HTTPAnswer: Sendable {
+    /// The URL the request went to.
+    var url: URL
+    /// The status, the headers and the start of the body.
+    var receipt: UploadReceipt
+    /// The body, up to the limit the request was sent with.
+    var body: Data
+}

@@ -1,0 +1,177 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import TestSupport
+import Testing
+
+@testable import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The transport seam: an `Outbox` given a transport sends every request
+/// of its uploads through it, whatever the uploader (raw, forms with their
+/// processing questions, tus), and the uploaders' own sessions send
+/// nothing. Each uploader's own session here refuses every request, so a
+/// request that bypassed the seam would fail its post; the strict servers
+/// record what reached them, which must be what the transport sent.
+@Suite("The transport seam", .startsProcesses, .timeLimit(.minutes(1)))
+struct HTTPTransportTests {
+    /// Opens an outbox in `folder` whose uploads go through `transport`.
+    static func outbox(
+        in folder: TemporaryFolder, uploader: any Uploader, publishing: PublishOptions = PublishOptions(),
+        transport: RecordingTransport
+    ) throws -> Outbox {
+        try Outbox(
+            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
+            options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
+            transport: transport)
+    }
+
+    /// The state of `id` once it is published or failed (at most 30 s).
+    static func settled(_ outbox: Outbox, _ id: Outbox.PostID) async throws -> Outbox.Entry {
+        try await withTimeLimit(.seconds(30)) {
+            for await posts in outbox.changes {
+                if let entry = posts.first(where: { $0.id == id }), entry.state == .published || entry.state == .failed
+                {
+                    return entry
+                }
+            }
+            throw CancellationError()
+        }
+    }
+
+    @Test func anUploaderWhoseOwnSessionRefusesEveryRequestFailsWithoutOne() async throws {
+        let uploader = URLSessionUploader(configuration: .refusingEveryRequest)
+        let photo = Photo(bytes: Data("x".utf8), destination: URL(string: "http://127.0.0.1:9/0.jpg")!)
+        let error = await #expect(throws: UploadError.self) {
+            try await withTimeLimit(.seconds(10)) { try await Job.uploading(photo, using: uploader).value }
+        }
+        guard case .network(_, let cause)? = error else {
+            Issue.record("expected a network error, got \(String(describing: error))")
+            return
+        }
+        #expect(cause.code == .notConnectedToInternet)
+    }
+
+    @Test func everyRequestOfARawUploadGoesThroughTheOutboxsTransport() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await FixtureServer.with { server in
+            let post = Post(
+                text: "raw",
+                photos: [
+                    Photo(bytes: patternedBytes(20_000, seed: 1), destination: server.url("raw/0.jpg")),
+                    Photo(bytes: patternedBytes(30_000, seed: 2), destination: server.url("raw/1.jpg")),
+                ],
+                destination: server.url("raw/post.json"))
+            let transport = RecordingTransport()
+            let outbox = try Self.outbox(
+                in: folder, uploader: URLSessionUploader(configuration: .refusingEveryRequest), transport: transport)
+            let id = try outbox.add(post)
+            #expect(try await Self.settled(outbox, id).state == .published)
+            outbox.close()
+
+            let received = try await server.received()
+            #expect(transport.sent.count == 3)
+            #expect(
+                transport.sent.sorted { $0.path < $1.path }
+                    == received.map { RecordingTransport.Sent(method: $0.method, path: $0.path) }.sorted {
+                        $0.path < $1.path
+                    })
+            #expect(received.filter { $0.path.hasSuffix(".jpg") }.map(\.length).sorted() == [20_000, 30_000])
+        }
+    }
+
+    @Test func formsAndTheirProcessingQuestionsGoThroughTheOutboxsTransport() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await MastodonFixture.with(processingPolls: 2) { fixture in
+            let server = try MastodonServer(
+                url: fixture.baseURL, token: MastodonFixture.token, processing: MastodonTests.quick,
+                configuration: .refusingEveryRequest)
+            let surf = folder.url.appendingPathComponent("surf.mp4")
+            try writePatternedFile(surf, size: 100_000)
+            let post = server.post(
+                "Seam",
+                photos: [server.photo(bytes: patternedBytes(10_000), filename: "dawn.png", contentType: "image/png")],
+                videos: [server.video(file: surf)])
+            let transport = RecordingTransport()
+            let outbox = try Self.outbox(
+                in: folder, uploader: server.mediaUploader, publishing: server.publishOptions(), transport: transport)
+            let id = try outbox.add(post)
+            #expect(try await Self.settled(outbox, id).state == .published)
+            outbox.close()
+
+            let state = try await fixture.state()
+            #expect(state.statuses.count == 1 && state.media.count == 2)
+            let methods = transport.sent.map(\.method)
+            #expect(methods.filter { $0 == "GET" }.count >= 1, "the video's processing was asked about: \(methods)")
+            let received = state.requests.map { RecordingTransport.Sent(method: $0.method, path: $0.path) }
+            #expect(
+                transport.sent.sorted { $0.description < $1.description }
+                    == received.sorted { $0.description < $1.description },
+                "the server got what the transport sent, and nothing else")
+        }
+    }
+
+    @Test(TusFixture.requirement)
+    func everyTusRequestGoesThroughTheOutboxsTransport() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let clip = folder.url.appendingPathComponent("clip.mp4")
+        try writePatternedFile(clip, size: 300_000)
+        try await TusFixture.with(.resumableUpload) { fixture in
+            let uploader = try TusUploader(
+                manifestFolder: folder.url.appendingPathComponent("manifests"), chunkSize: 128 * 1024,
+                configuration: .refusingEveryRequest)
+            let post = Post(
+                text: "tus", videos: [Video(file: clip, destination: fixture.endpoint)],
+                destination: fixture.endpoint)
+            let transport = RecordingTransport()
+            let outbox = try Self.outbox(in: folder, uploader: uploader, transport: transport)
+            let id = try outbox.add(post)
+            #expect(try await Self.settled(outbox, id).state == .published)
+            outbox.close()
+
+            let requests = try await fixture.requests(refusedResends: true)
+            #expect(transport.sent.map(\.method) == requests.map(\.method))
+            #expect(
+                transport.sent.filter { $0.method == "PATCH" }.count == 4,
+                "the video's 300 kB in 128 KiB chunks, then the document: \(transport.sent)")
+        }
+    }
+}
+
+extension S3Storage {
+    /// The transport seam on S3: every request of a multipart upload and
+    /// of the document's `PUT` goes through the outbox's transport.
+    @Suite("The transport seam on S3", .startsProcesses, .timeLimit(.minutes(1)), S3Fixture.requirement)
+    struct HTTPTransportS3Tests {
+        typealias Storage = S3UploaderTests
+
+        @Test func everyRequestOfAMultipartUploadGoesThroughTheOutboxsTransport() async throws {
+            try await Storage.withStorage { s3, folder, file in
+                let uploader = try S3Uploader(
+                    presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
+                    partSize: Int64(5 * Storage.mebibyte), configuration: .refusingEveryRequest)
+                let post = Post(
+                    text: "s3", videos: [Storage.video(file, key: "videos/seam.mp4")],
+                    destination: URL(string: "https://media.example.com/posts/seam.json")!)
+                let transport = RecordingTransport()
+                let outbox = try HTTPTransportTests.outbox(in: folder, uploader: uploader, transport: transport)
+                let id = try outbox.add(post)
+                #expect(try await HTTPTransportTests.settled(outbox, id).state == .published)
+                outbox.close()
+
+                let requests = try await s3.requests()
+                #expect(transport.sent.map(\.method).sorted() == requests.map(\.method).sorted())
+                #expect(
+                    requests.map(\.operation).sorted()
+                        == ["completeMultipartUpload", "createMultipartUpload", "putObject"]
+                        + Array(repeating: "uploadPart", count: 3))
+            }
+        }
+    }
+}
