@@ -39,6 +39,19 @@ final class BoundedFileStream: InputStream {
         case fileEnded(found: Int64, expected: Int64)
     }
 
+    /// Why a stream of `file` up to `end` failed, said of the file: missing,
+    /// unreadable, or shrunk below `end` since the upload began; `nil`
+    /// when the file is readable that far (the failure was not its).
+    static func failure(of file: URL, upTo end: Int64) -> UploadError? {
+        do {
+            let found = try Media.sizeOfReadableFile(at: file)
+            guard found < end else { return nil }
+            return .unreadableFile(file, reason: "it shrank from \(end) to \(found) bytes during the upload")
+        } catch {
+            return error
+        }
+    }
+
     private let file: URL
     private let offset: Int64
     private let length: Int64

@@ -16,35 +16,28 @@ import FoundationNetworking
 /// the receipts it keeps, its journal) is the same code whatever carries
 /// the bytes.
 protocol HTTPTransport: UploadTransport {
-    /// A job that sends `request` with `body` and finishes with the answer
-    /// when its status is in 200...299.
+    /// A job that sends `request` and finishes with the answer when its
+    /// status is in 200...299.
+    ///
+    /// - Returns: A job that fails with ``UploadError/httpStatus(_:)`` for
+    ///   any other status and ``UploadError/network(_:_:)`` when the
+    ///   connection fails, naming the request's
+    ///   ``HTTPRequest/destination``.
+    func send(_ request: HTTPRequest) -> Job<HTTPAnswer>
+}
+
+extension HTTPTransport {
+    /// A job that sends `request` with `body`.
     ///
     /// - Parameters:
     ///   - request: The method, URL and headers.
     ///   - body: What to send.
-    ///   - destination: What errors and the receipt name (never the
-    ///     request's URL, whose query may hold a signature).
+    ///   - destination: What errors and the receipt name.
     ///   - resendable: Whether the transport may send the request again by
-    ///     itself when the connection it reused dies before an answer;
-    ///     `false` for a request that is not idempotent (a tus `PATCH`).
-    ///   - answerLimit: The most bytes of the answer's body kept.
+    ///     itself; `true` by default.
+    ///   - answerLimit: The most bytes of the answer's body kept; what a
+    ///     receipt keeps by default.
     ///   - progress: Called as the body goes out.
-    /// - Returns: A job that fails with ``UploadError/httpStatus(_:)`` for
-    ///   any other status and ``UploadError/network(_:_:)`` when the
-    ///   connection fails.
-    func send(
-        _ request: URLRequest,
-        body: HTTPBody,
-        destination: URL,
-        resendable: Bool,
-        answerLimit: Int,
-        progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Job<HTTPAnswer>
-}
-
-extension HTTPTransport {
-    /// A job that sends `request` with `body`, resendable by the
-    /// transport, keeping the start of the answer a receipt keeps.
     func send(
         _ request: URLRequest,
         body: HTTPBody,
@@ -54,9 +47,31 @@ extension HTTPTransport {
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
         send(
-            request, body: body, destination: destination, resendable: resendable, answerLimit: answerLimit,
-            progress: progress)
+            HTTPRequest(
+                request: request, body: body, destination: destination, resendable: resendable,
+                answerLimit: answerLimit,
+                progress: progress))
     }
+}
+
+/// One request as a transport takes it: what to send, and what to keep
+/// of the answer.
+struct HTTPRequest: Sendable {
+    /// The method, URL and headers.
+    var request: URLRequest
+    /// What to send.
+    var body: HTTPBody
+    /// What errors and the receipt name (never the request's URL, whose
+    /// query may hold a signature).
+    var destination: URL
+    /// Whether the transport may send the request again by itself when the
+    /// connection it reused dies before an answer; `false` for a request
+    /// that is not idempotent (a tus `PATCH`).
+    var resendable: Bool
+    /// The most bytes of the answer's body kept.
+    var answerLimit: Int
+    /// Called as the body goes out.
+    var progress: @Sendable (UploadProgress) -> Void
 }
 
 extension UploadAttempts {

@@ -34,26 +34,21 @@ final class InProcessTransport: HTTPTransport {
         session.finishTasksAndInvalidate()
     }
 
-    /// A job that sends `request` with `body` through this transport's
-    /// session (see ``HTTPTransport/send(_:body:destination:resendable:answerLimit:progress:)``).
+    /// A job that sends `request` through this transport's session (see
+    /// ``HTTPTransport/send(_:)``).
     ///
-    /// A body that must not be sent twice (not `resendable`) is streamed,
-    /// so that the session cannot send it again by itself (see
-    /// ``URLSessionUploadDelegate``).
-    func send(
-        _ request: URLRequest,
-        body: HTTPBody,
-        destination: URL,
-        resendable: Bool,
-        answerLimit: Int,
-        progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Job<HTTPAnswer> {
-        // The job holds the client, not just its session: a client whose
-        // last owner let go while a job of it waited for its queue would
+    /// A body that must not be sent twice (not
+    /// ``HTTPRequest/resendable``) is streamed, so that the session cannot
+    /// send it again by itself (see ``URLSessionUploadDelegate``).
+    func send(_ call: HTTPRequest) -> Job<HTTPAnswer> {
+        let (request, body, destination) = (call.request, call.body, call.destination)
+        let (resendable, answerLimit, progress) = (call.resendable, call.answerLimit, call.progress)
+        // The job holds the transport, not just its session: a transport
+        // whose last owner let go while a job of it waited for its queue would
         // invalidate the session, and making the task would then crash
         // (FoundationNetworking traps on a task made by an invalidated
         // session).
-        Job { [self] controller in
+        return Job { [self] controller in
             var request = request
             let task: URLSessionTask
             var range: URLSessionUploadDelegate.FileRange?

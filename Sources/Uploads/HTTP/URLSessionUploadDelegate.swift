@@ -159,19 +159,11 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             // A BoundedFileStream that ran out of file (or could not open it)
             // aborts the transfer, which the session reports as
             // URLError(.unknown) and nothing more: say what happened.
-            if let range = upload.file, (error as? URLError)?.code == .unknown {
-                do {
-                    let found = try Media.sizeOfReadableFile(at: range.file)
-                    if found < range.offset + range.length {
-                        let expected = range.offset + range.length
-                        let reason = "it shrank from \(expected) to \(found) bytes during the upload"
-                        upload.complete(.failure(.unreadableFile(range.file, reason: reason)))
-                        return
-                    }
-                } catch {
-                    upload.complete(.failure(error))
-                    return
-                }
+            if let range = upload.file, (error as? URLError)?.code == .unknown,
+                let failure = BoundedFileStream.failure(of: range.file, upTo: range.offset + range.length)
+            {
+                upload.complete(.failure(failure))
+                return
             }
             let urlError = Self.urlError(error, answered: task.response != nil)
             upload.complete(.failure(.network(upload.destination, urlError)))

@@ -12,13 +12,21 @@ import FoundationNetworking
 
 /// The transport seam: an `Outbox` given a transport sends every request
 /// of its uploads through it, whatever the uploader (raw, forms with their
-/// processing questions, tus), and the uploaders' own sessions send
+/// processing questions, S3, tus), and the uploaders' own sessions send
 /// nothing. Each uploader's own session here refuses every request, so a
 /// request that bypassed the seam would fail its post; the strict servers
 /// record what reached them, which must be what the transport sent.
+///
+/// The outbox's transport here is the one a background session needs:
+/// every body a whole file (``FileBodyTransport``), sending through a
+/// recording transport. So the same posts show that what reaches the
+/// session is only whole files, and that the servers nobody here wrote
+/// take the forms, tus chunks and S3 parts written to part files, which are
+/// gone once the post is published.
 @Suite("The transport seam", .startsProcesses, .timeLimit(.minutes(1)))
 struct HTTPTransportTests {
-    /// Opens an outbox in `folder` whose uploads go through `transport`.
+    /// Opens an outbox in `folder` whose uploads go through `transport`,
+    /// their bodies made whole files in the folder's `parts` folder.
     static func outbox(
         in folder: TemporaryFolder, uploader: any Uploader, publishing: PublishOptions = PublishOptions(),
         transport: RecordingTransport
@@ -26,7 +34,30 @@ struct HTTPTransportTests {
         try Outbox(
             folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
             options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
-            transport: transport)
+            transport: FileBodyTransport(sendingThrough: transport, partsIn: parts(in: folder)))
+    }
+
+    /// Where ``outbox(in:uploader:publishing:transport:)`` writes part
+    /// files.
+    static func parts(in folder: TemporaryFolder) -> URL {
+        folder.url.appendingPathComponent("parts")
+    }
+
+    /// Checks that every body `transport` was handed was a whole file,
+    /// that `count` of them were part files, and that none is left.
+    static func expectWholeFiles(
+        _ transport: RecordingTransport, partFiles count: Int, in folder: TemporaryFolder,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(
+            transport.sent.filter { !$0.bodyIsWholeFile } == [], "every body a whole file",
+            sourceLocation: sourceLocation)
+        let partsFolder = parts(in: folder).standardizedFileURL.path
+        let partFiles = transport.bodyFiles.filter {
+            $0.deletingLastPathComponent().standardizedFileURL.path == partsFolder
+        }
+        #expect(partFiles.count == count, "part files: \(partFiles)", sourceLocation: sourceLocation)
+        #expect(TemporaryFolder.files(in: parts(in: folder)) == [], "none left", sourceLocation: sourceLocation)
     }
 
     /// The state of `id` once it is published or failed (at most 30 s).
@@ -74,12 +105,10 @@ struct HTTPTransportTests {
             outbox.close()
 
             let received = try await server.received()
-            #expect(transport.sent.count == 3)
-            #expect(
-                transport.sent.sorted { $0.path < $1.path }
-                    == received.map { RecordingTransport.Sent(method: $0.method, path: $0.path) }.sorted {
-                        $0.path < $1.path
-                    })
+            #expect(transport.sent.map(\.description).sorted() == received.map { "\($0.method) \($0.path)" }.sorted())
+            // The photos' bytes (copied by the outbox into its folder) go as
+            // they are; the document, in memory, as a part file.
+            Self.expectWholeFiles(transport, partFiles: 1, in: folder)
             #expect(received.filter { $0.path.hasSuffix(".jpg") }.map(\.length).sorted() == [20_000, 30_000])
         }
     }
@@ -108,11 +137,12 @@ struct HTTPTransportTests {
             #expect(state.statuses.count == 1 && state.media.count == 2)
             let methods = transport.sent.map(\.method)
             #expect(methods.filter { $0 == "GET" }.count >= 1, "the video's processing was asked about: \(methods)")
-            let received = state.requests.map { RecordingTransport.Sent(method: $0.method, path: $0.path) }
             #expect(
-                transport.sent.sorted { $0.description < $1.description }
-                    == received.sorted { $0.description < $1.description },
+                transport.sent.map(\.description).sorted() == state.requests.map { "\($0.method) \($0.path)" }.sorted(),
                 "the server got what the transport sent, and nothing else")
+            // Two forms and the status, each a part file; the questions
+            // have no body.
+            Self.expectWholeFiles(transport, partFiles: 3, in: folder)
         }
     }
 
@@ -140,6 +170,7 @@ struct HTTPTransportTests {
             #expect(
                 transport.sent.filter { $0.method == "PATCH" }.count == 4,
                 "the video's 300 kB in 128 KiB chunks, then the document: \(transport.sent)")
+            Self.expectWholeFiles(transport, partFiles: 4, in: folder)
         }
     }
 }
@@ -171,6 +202,8 @@ extension S3Storage {
                     requests.map(\.operation).sorted()
                         == ["completeMultipartUpload", "createMultipartUpload", "putObject"]
                         + Array(repeating: "uploadPart", count: 3))
+                // Three parts, the completion's XML and the document.
+                HTTPTransportTests.expectWholeFiles(transport, partFiles: 5, in: folder)
             }
         }
     }

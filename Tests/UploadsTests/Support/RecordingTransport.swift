@@ -15,6 +15,10 @@ final class RecordingTransport: HTTPTransport {
     struct Sent: Sendable, Hashable, CustomStringConvertible {
         var method: String
         var path: String
+        /// Its body, and whether that was a whole file of exactly its
+        /// length when it was handed over (or no body).
+        var body: HTTPBody = .empty
+        var bodyIsWholeFile = true
 
         var description: String { "\(method) \(path)" }
     }
@@ -25,19 +29,26 @@ final class RecordingTransport: HTTPTransport {
     /// Every request sent so far, in the order they were sent.
     var sent: [Sent] { log.value }
 
-    func send(
-        _ request: URLRequest,
-        body: HTTPBody,
-        destination: URL,
-        resendable: Bool,
-        answerLimit: Int,
-        progress: @escaping @Sendable (UploadProgress) -> Void
-    ) -> Job<HTTPAnswer> {
-        let inner = transport.send(
-            request, body: body, destination: destination, resendable: resendable, answerLimit: answerLimit,
-            progress: progress)
+    /// The files the bodies sent so far were read from.
+    var bodyFiles: [URL] {
+        sent.compactMap { if case .file(let file, _, _, _, _) = $0.body { file } else { nil } }
+    }
+
+    func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
+        let inner = transport.send(request)
         return Job { [log] controller in
-            log.withValue { $0.append(Sent(method: request.httpMethod ?? "GET", path: request.url?.path ?? "")) }
+            let whole =
+                switch request.body {
+                case .empty: true
+                case .data: false
+                case .file(let file, let offset, let length, let head, let tail):
+                    offset == 0 && head.isEmpty && tail.isEmpty
+                        && (try? Media.sizeOfReadableFile(at: file)) == length
+                }
+            let sent = Sent(
+                method: request.request.httpMethod ?? "GET", path: request.request.url?.path ?? "",
+                body: request.body, bodyIsWholeFile: whole)
+            log.withValue { $0.append(sent) }
             controller.perform(inner) { controller.complete(with: $0) }
         }
     }

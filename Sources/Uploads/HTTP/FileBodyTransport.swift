@@ -1,0 +1,130 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A transport that hands the one it sends through only bodies that are
+/// whole files: what a background `URLSession` takes, which refuses bytes
+/// in memory and streams.
+///
+/// A body that is not a whole file already (a form's fields, file and
+/// closing boundary; a tus `PATCH`'s chunk; an S3 part; bytes in memory,
+/// such as a post's document) is written to a part file of its own in
+/// ``folder``, exactly its bytes, before the request is sent, and the part
+/// file is removed once the request ends, whatever its outcome: a retry
+/// writes it again. A file sent whole goes as it is, and a request with no
+/// body has none.
+///
+/// A part file is written from the body as it is at that moment: a file
+/// that has shrunk fails the request with
+/// ``UploadError/unreadableFile(_:reason:)``, before anything is sent, as
+/// a stream that runs out does; a part file that cannot be written fails
+/// it with ``UploadError/writeFailed(_:reason:)``.
+final class FileBodyTransport: HTTPTransport {
+    /// Where part files are written.
+    let folder: URL
+    /// What sends the requests, their bodies files.
+    private let transport: any HTTPTransport
+
+    /// A transport that sends through `transport`, writing part files in
+    /// `folder` (made when the first is written).
+    init(sendingThrough transport: any HTTPTransport, partsIn folder: URL) {
+        self.transport = transport
+        self.folder = folder
+    }
+
+    func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
+        Job { [self] controller in
+            var request = request
+            let part: URL?
+            do {
+                (request.body, part) = try fileBody(of: request.body)
+            } catch {
+                controller.fail(with: error)
+                return
+            }
+            controller.perform(transport.send(request)) { outcome in
+                // Ended (a cancel ends it too): the storage took the part
+                // file's bytes or the request failed, and a retry writes
+                // it again.
+                if let part {
+                    try? FileManager.default.removeItem(at: part)
+                }
+                controller.complete(with: outcome)
+            }
+        }
+    }
+
+    /// `body` as a whole file: as it is when it already is one (or has no
+    /// bytes), else a new part file in ``folder`` holding its bytes.
+    private func fileBody(of body: HTTPBody) throws(UploadError) -> (body: HTTPBody, part: URL?) {
+        switch body {
+        case .empty:
+            return (body, nil)
+        case .file(let file, 0, let length, let head, let tail) where head.isEmpty && tail.isEmpty:
+            if try Media.sizeOfReadableFile(at: file) == length { return (body, nil) }
+        case .file, .data:
+            break
+        }
+        let part = try newPartFile()
+        do {
+            try write(body, to: part)
+        } catch {
+            try? FileManager.default.removeItem(at: part)
+            throw error
+        }
+        return (.file(part, offset: 0, length: body.count), part)
+    }
+
+    /// An empty part file of a new name in ``folder``.
+    private func newPartFile() throws(UploadError) -> URL {
+        let part = folder.appendingPathComponent("\(UUID().uuidString).part")
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw .writeFailed(part, reason: error.localizedDescription)
+        }
+        guard FileManager.default.createFile(atPath: part.path, contents: nil) else {
+            throw .writeFailed(part, reason: "it cannot be created")
+        }
+        return part
+    }
+
+    /// Writes the bytes of `body` to `part`: exactly `body.count` of them,
+    /// read as a session would stream them (``BoundedFileStream``).
+    private func write(_ body: HTTPBody, to part: URL) throws(UploadError) {
+        let output: FileHandle
+        do {
+            output = try FileHandle(forWritingTo: part)
+        } catch {
+            throw .writeFailed(part, reason: error.localizedDescription)
+        }
+        defer { try? output.close() }
+        func append(_ data: Data) throws(UploadError) {
+            do {
+                try output.write(contentsOf: data)
+            } catch {
+                throw .writeFailed(part, reason: error.localizedDescription)
+            }
+        }
+        guard case .file(let file, let offset, let length, let head, let tail) = body else {
+            if case .data(let data) = body { try append(data) }
+            return
+        }
+        let stream = BoundedFileStream(file: file, offset: offset, length: length, head: head, tail: tail)
+        stream.open()
+        defer { stream.close() }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
+            if count == 0 { return }
+            guard count > 0 else {
+                throw BoundedFileStream.failure(of: file, upTo: offset + length)
+                    ?? .unreadableFile(file, reason: stream.streamError.map { "\($0)" } ?? "it could not be read")
+            }
+            try append(Data(buffer[..<count]))
+        }
+    }
+}
