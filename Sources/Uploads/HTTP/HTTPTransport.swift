@@ -112,3 +112,25 @@ struct HTTPAnswer: Sendable {
     /// The body, up to the limit the request was sent with.
     var body: Data
 }
+
+extension UploadReceipt {
+    /// The receipt of `response`, whose body began with `body`, when its
+    /// status is in 200...299; ``UploadError/httpStatus(_:)`` with it (an
+    /// object storage's `<Error>` read into it) for any other, and
+    /// ``UploadError/network(_:_:)`` when there is no HTTP response.
+    static func reading(_ response: URLResponse?, body: Data, destination: URL) -> Result<Self, UploadError> {
+        guard let response = response as? HTTPURLResponse else {
+            return .failure(.network(destination, URLError(.badServerResponse)))
+        }
+        var headers: [String: String] = [:]
+        for case (let name as String, let value as String) in response.allHeaderFields {
+            headers[name] = value
+        }
+        let receipt = UploadReceipt(
+            destination: destination, status: response.statusCode, headers: headers, body: body)
+        guard (200...299).contains(response.statusCode) else {
+            return .failure(.httpStatus(XMLErrorDocument.reading(receipt)))
+        }
+        return .success(receipt)
+    }
+}

@@ -169,25 +169,12 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             upload.complete(.failure(.network(upload.destination, urlError)))
             return
         }
-        guard let response = task.response as? HTTPURLResponse else {
-            upload.complete(.failure(.network(upload.destination, URLError(.badServerResponse))))
-            return
+        switch UploadReceipt.reading(task.response, body: upload.answer, destination: upload.destination) {
+        case .success(let receipt):
+            upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))
+            upload.complete(.success((receipt, upload.answer)))
+        case .failure(let error):
+            upload.complete(.failure(error))
         }
-        var headers: [String: String] = [:]
-        for case (let name as String, let value as String) in response.allHeaderFields {
-            headers[name] = value
-        }
-        let receipt = UploadReceipt(
-            destination: upload.destination,
-            status: response.statusCode,
-            headers: headers,
-            body: upload.answer
-        )
-        guard (200...299).contains(response.statusCode) else {
-            upload.complete(.failure(.httpStatus(XMLErrorDocument.reading(receipt))))
-            return
-        }
-        upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))
-        upload.complete(.success((receipt, upload.answer)))
     }
 }

@@ -17,47 +17,88 @@ import FoundationNetworking
 /// request that bypassed the seam would fail its post; the strict servers
 /// record what reached them, which must be what the transport sent.
 ///
-/// The outbox's transport here is the one a background session needs:
-/// every body a whole file (``FileBodyTransport``), sending through a
-/// recording transport. So the same posts show that what reaches the
-/// session is only whole files, and that the servers nobody here wrote
-/// take the forms, tus chunks and S3 parts written to part files, which are
-/// gone once the post is published.
+/// Each post goes by each of the transports a background session needs
+/// (``Carrier``): every body made a whole file (``FileBodyTransport``) and
+/// sent in process, and the background transport itself, on the session
+/// Apple's platforms make (in process on Linux). So the same posts show
+/// that what reaches a session is only whole files, and that the servers
+/// nobody here wrote take the forms, tus chunks and S3 parts written to
+/// part files, which are gone once the post is published.
 @Suite("The transport seam", .startsProcesses, .timeLimit(.minutes(1)))
 struct HTTPTransportTests {
-    /// Opens an outbox in `folder` whose uploads go through `transport`,
-    /// their bodies made whole files in the folder's `parts` folder.
-    static func outbox(
-        in folder: TemporaryFolder, uploader: any Uploader, publishing: PublishOptions = PublishOptions(),
-        transport: RecordingTransport
-    ) throws -> Outbox {
-        try Outbox(
-            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
-            options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
-            transport: FileBodyTransport(sendingThrough: transport, partsIn: parts(in: folder)))
+    /// What carries an outbox's requests in a test.
+    enum Carrier: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// Every body made a whole file, then sent in process.
+        case fileBodies
+        /// ``BackgroundTransport`` on ``URLSessionBackgroundSession``.
+        case backgroundSession
+
+        var testDescription: String { rawValue }
     }
 
-    /// Where ``outbox(in:uploader:publishing:transport:)`` writes part
-    /// files.
-    static func parts(in folder: TemporaryFolder) -> URL {
-        folder.url.appendingPathComponent("parts")
-    }
+    /// An outbox's transport in a test, and what it recorded.
+    struct Seam {
+        /// Every request as it reached the recording transport: at the seam
+        /// for a background session, after the bodies were made files
+        /// otherwise.
+        let recording: RecordingTransport
+        /// The tasks of the background session, if there is one.
+        let session: RecordingBackgroundSession.Maker?
+        /// What the outbox is given.
+        let transport: any HTTPTransport
+        /// Where part files are written.
+        let parts: URL
 
-    /// Checks that every body `transport` was handed was a whole file,
-    /// that `count` of them were part files, and that none is left.
-    static func expectWholeFiles(
-        _ transport: RecordingTransport, partFiles count: Int, in folder: TemporaryFolder,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) {
-        #expect(
-            transport.sent.filter { !$0.bodyIsWholeFile } == [], "every body a whole file",
-            sourceLocation: sourceLocation)
-        let partsFolder = parts(in: folder).standardizedFileURL.path
-        let partFiles = transport.bodyFiles.filter {
-            $0.deletingLastPathComponent().standardizedFileURL.path == partsFolder
+        init(_ carrier: Carrier, in folder: TemporaryFolder) {
+            parts = folder.url.appendingPathComponent("parts")
+            switch carrier {
+            case .fileBodies:
+                recording = RecordingTransport()
+                session = nil
+                transport = FileBodyTransport(sendingThrough: recording, partsIn: parts)
+            case .backgroundSession:
+                let session = RecordingBackgroundSession.Maker()
+                recording = RecordingTransport(
+                    sendingThrough: BackgroundTransport(
+                        identifier: "com.example.outbox.\(UUID().uuidString)", partsIn: parts, session: session.make))
+                self.session = session
+                transport = recording
+            }
         }
-        #expect(partFiles.count == count, "part files: \(partFiles)", sourceLocation: sourceLocation)
-        #expect(TemporaryFolder.files(in: parts(in: folder)) == [], "none left", sourceLocation: sourceLocation)
+
+        /// Opens an outbox in `folder` whose uploads go through this seam.
+        func outbox(
+            in folder: TemporaryFolder, uploader: any Uploader, publishing: PublishOptions = PublishOptions()
+        ) throws -> Outbox {
+            try Outbox(
+                folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
+                options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
+                transport: transport)
+        }
+
+        /// Checks that every body sent was a whole file, that `count` of
+        /// them were part files, and that none is left.
+        func expectWholeFiles(partFiles count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+            let partsFolder = parts.standardizedFileURL.path
+            let files: [URL]
+            if let session {
+                #expect(
+                    session.tasks.count == recording.sent.filter { $0.body != .empty }.count,
+                    "a task for each request with a body, and none for the others", sourceLocation: sourceLocation)
+                let taskSizes: [Int64] = session.tasks.map { $0.size ?? -1 }.sorted()
+                let bodySizes: [Int64] = recording.sent.filter { $0.body != .empty }.map(\.body.count).sorted()
+                #expect(taskSizes == bodySizes, "each task's file is exactly its body", sourceLocation: sourceLocation)
+                files = session.tasks.map(\.file)
+            } else {
+                #expect(
+                    recording.sent.filter { !$0.bodyIsWholeFile } == [], "every body a whole file",
+                    sourceLocation: sourceLocation)
+                files = recording.bodyFiles
+            }
+            let partFiles = files.filter { $0.deletingLastPathComponent().standardizedFileURL.path == partsFolder }
+            #expect(partFiles.count == count, "part files: \(partFiles)", sourceLocation: sourceLocation)
+            #expect(TemporaryFolder.files(in: parts) == [], "none left", sourceLocation: sourceLocation)
+        }
     }
 
     /// The state of `id` once it is published or failed (at most 30 s).
@@ -86,7 +127,8 @@ struct HTTPTransportTests {
         #expect(cause.code == .notConnectedToInternet)
     }
 
-    @Test func everyRequestOfARawUploadGoesThroughTheOutboxsTransport() async throws {
+    @Test(arguments: Carrier.allCases)
+    func everyRequestOfARawUploadGoesThroughTheOutboxsTransport(carrier: Carrier) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await FixtureServer.with { server in
@@ -97,23 +139,24 @@ struct HTTPTransportTests {
                     Photo(bytes: patternedBytes(30_000, seed: 2), destination: server.url("raw/1.jpg")),
                 ],
                 destination: server.url("raw/post.json"))
-            let transport = RecordingTransport()
-            let outbox = try Self.outbox(
-                in: folder, uploader: URLSessionUploader(configuration: .refusingEveryRequest), transport: transport)
+            let seam = Seam(carrier, in: folder)
+            let outbox = try seam.outbox(in: folder, uploader: URLSessionUploader(configuration: .refusingEveryRequest))
             let id = try outbox.add(post)
             #expect(try await Self.settled(outbox, id).state == .published)
             outbox.close()
 
             let received = try await server.received()
-            #expect(transport.sent.map(\.description).sorted() == received.map { "\($0.method) \($0.path)" }.sorted())
+            #expect(
+                seam.recording.sent.map(\.description).sorted() == received.map { "\($0.method) \($0.path)" }.sorted())
             // The photos' bytes (copied by the outbox into its folder) go as
             // they are; the document, in memory, as a part file.
-            Self.expectWholeFiles(transport, partFiles: 1, in: folder)
+            seam.expectWholeFiles(partFiles: 1)
             #expect(received.filter { $0.path.hasSuffix(".jpg") }.map(\.length).sorted() == [20_000, 30_000])
         }
     }
 
-    @Test func formsAndTheirProcessingQuestionsGoThroughTheOutboxsTransport() async throws {
+    @Test(arguments: Carrier.allCases)
+    func formsAndTheirProcessingQuestionsGoThroughTheOutboxsTransport(carrier: Carrier) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try await MastodonFixture.with(processingPolls: 2) { fixture in
@@ -126,28 +169,29 @@ struct HTTPTransportTests {
                 "Seam",
                 photos: [server.photo(bytes: patternedBytes(10_000), filename: "dawn.png", contentType: "image/png")],
                 videos: [server.video(file: surf)])
-            let transport = RecordingTransport()
-            let outbox = try Self.outbox(
-                in: folder, uploader: server.mediaUploader, publishing: server.publishOptions(), transport: transport)
+            let seam = Seam(carrier, in: folder)
+            let outbox = try seam.outbox(
+                in: folder, uploader: server.mediaUploader, publishing: server.publishOptions())
             let id = try outbox.add(post)
             #expect(try await Self.settled(outbox, id).state == .published)
             outbox.close()
 
             let state = try await fixture.state()
             #expect(state.statuses.count == 1 && state.media.count == 2)
-            let methods = transport.sent.map(\.method)
+            let methods = seam.recording.sent.map(\.method)
             #expect(methods.filter { $0 == "GET" }.count >= 1, "the video's processing was asked about: \(methods)")
             #expect(
-                transport.sent.map(\.description).sorted() == state.requests.map { "\($0.method) \($0.path)" }.sorted(),
+                seam.recording.sent.map(\.description).sorted()
+                    == state.requests.map { "\($0.method) \($0.path)" }.sorted(),
                 "the server got what the transport sent, and nothing else")
             // Two forms and the status, each a part file; the questions
             // have no body.
-            Self.expectWholeFiles(transport, partFiles: 3, in: folder)
+            seam.expectWholeFiles(partFiles: 3)
         }
     }
 
-    @Test(TusFixture.requirement)
-    func everyTusRequestGoesThroughTheOutboxsTransport() async throws {
+    @Test(TusFixture.requirement, arguments: Carrier.allCases)
+    func everyTusRequestGoesThroughTheOutboxsTransport(carrier: Carrier) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let clip = folder.url.appendingPathComponent("clip.mp4")
@@ -159,18 +203,18 @@ struct HTTPTransportTests {
             let post = Post(
                 text: "tus", videos: [Video(file: clip, destination: fixture.endpoint)],
                 destination: fixture.endpoint)
-            let transport = RecordingTransport()
-            let outbox = try Self.outbox(in: folder, uploader: uploader, transport: transport)
+            let seam = Seam(carrier, in: folder)
+            let outbox = try seam.outbox(in: folder, uploader: uploader)
             let id = try outbox.add(post)
             #expect(try await Self.settled(outbox, id).state == .published)
             outbox.close()
 
             let requests = try await fixture.requests(refusedResends: true)
-            #expect(transport.sent.map(\.method) == requests.map(\.method))
+            #expect(seam.recording.sent.map(\.method) == requests.map(\.method))
             #expect(
-                transport.sent.filter { $0.method == "PATCH" }.count == 4,
-                "the video's 300 kB in 128 KiB chunks, then the document: \(transport.sent)")
-            Self.expectWholeFiles(transport, partFiles: 4, in: folder)
+                seam.recording.sent.filter { $0.method == "PATCH" }.count == 4,
+                "the video's 300 kB in 128 KiB chunks, then the document: \(seam.recording.sent)")
+            seam.expectWholeFiles(partFiles: 4)
         }
     }
 }
@@ -182,7 +226,10 @@ extension S3Storage {
     struct HTTPTransportS3Tests {
         typealias Storage = S3UploaderTests
 
-        @Test func everyRequestOfAMultipartUploadGoesThroughTheOutboxsTransport() async throws {
+        @Test(arguments: HTTPTransportTests.Carrier.allCases)
+        func everyRequestOfAMultipartUploadGoesThroughTheOutboxsTransport(
+            carrier: HTTPTransportTests.Carrier
+        ) async throws {
             try await Storage.withStorage { s3, folder, file in
                 let uploader = try S3Uploader(
                     presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
@@ -190,20 +237,20 @@ extension S3Storage {
                 let post = Post(
                     text: "s3", videos: [Storage.video(file, key: "videos/seam.mp4")],
                     destination: URL(string: "https://media.example.com/posts/seam.json")!)
-                let transport = RecordingTransport()
-                let outbox = try HTTPTransportTests.outbox(in: folder, uploader: uploader, transport: transport)
+                let seam = HTTPTransportTests.Seam(carrier, in: folder)
+                let outbox = try seam.outbox(in: folder, uploader: uploader)
                 let id = try outbox.add(post)
                 #expect(try await HTTPTransportTests.settled(outbox, id).state == .published)
                 outbox.close()
 
                 let requests = try await s3.requests()
-                #expect(transport.sent.map(\.method).sorted() == requests.map(\.method).sorted())
+                #expect(seam.recording.sent.map(\.method).sorted() == requests.map(\.method).sorted())
                 #expect(
                     requests.map(\.operation).sorted()
                         == ["completeMultipartUpload", "createMultipartUpload", "putObject"]
                         + Array(repeating: "uploadPart", count: 3))
                 // Three parts, the completion's XML and the document.
-                HTTPTransportTests.expectWholeFiles(transport, partFiles: 5, in: folder)
+                seam.expectWholeFiles(partFiles: 5)
             }
         }
     }

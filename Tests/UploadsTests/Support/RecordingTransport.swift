@@ -8,8 +8,8 @@ import JobKitTesting
 import FoundationNetworking
 #endif
 
-/// A transport that sends each request through an in-process one of its
-/// own and records it as it goes: what an `Outbox` given it sends.
+/// A transport that sends each request through another (in process, by
+/// default) and records it as it goes: what an `Outbox` given it sends.
 final class RecordingTransport: HTTPTransport {
     /// One request, as it was handed to the transport.
     struct Sent: Sendable, Hashable, CustomStringConvertible {
@@ -23,8 +23,12 @@ final class RecordingTransport: HTTPTransport {
         var description: String { "\(method) \(path)" }
     }
 
-    private let transport = InProcessTransport(configuration: .ephemeral)
+    private let transport: any HTTPTransport
     private let log = LockedValue<[Sent]>([])
+
+    init(sendingThrough transport: any HTTPTransport = InProcessTransport(configuration: .ephemeral)) {
+        self.transport = transport
+    }
 
     /// Every request sent so far, in the order they were sent.
     var sent: [Sent] { log.value }
@@ -51,6 +55,51 @@ final class RecordingTransport: HTTPTransport {
             log.withValue { $0.append(sent) }
             controller.perform(inner) { controller.complete(with: $0) }
         }
+    }
+}
+
+/// The background session of the platform (``URLSessionBackgroundSession``,
+/// in process on Linux), recording the tasks it is given.
+final class RecordingBackgroundSession: BackgroundSession {
+    /// One task, as it was started.
+    struct Task: Sendable {
+        var file: URL
+        /// The file's size when the task started.
+        var size: Int64?
+    }
+
+    /// Makes the sessions, and keeps what they record.
+    final class Maker: Sendable {
+        fileprivate let log = LockedValue<[Task]>([])
+        /// Every task started so far, in order.
+        var tasks: [Task] { log.value }
+
+        func make(_ identifier: String, _ events: any BackgroundSessionEvents) -> any BackgroundSession {
+            RecordingBackgroundSession(
+                session: URLSessionBackgroundSession(identifier: identifier, events: events), log: log)
+        }
+    }
+
+    private let session: URLSessionBackgroundSession
+    private let log: LockedValue<[Task]>
+
+    private init(session: URLSessionBackgroundSession, log: LockedValue<[Task]>) {
+        self.session = session
+        self.log = log
+    }
+
+    func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+        let task = Task(file: file, size: try? Media.sizeOfReadableFile(at: file))
+        log.withValue { $0.append(task) }
+        session.upload(request, fromFile: file, description: description)
+    }
+
+    func cancel(description: String) {
+        session.cancel(description: description)
+    }
+
+    func finishTasksAndInvalidate() {
+        session.finishTasksAndInvalidate()
     }
 }
 

@@ -1,0 +1,112 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A background `URLSession` as an app sees it: Apple's
+/// (``URLSessionBackgroundSession``), or the double of it in
+/// UploadsTesting. It takes upload tasks whose body is a file, each named
+/// by a description that outlives the app, and tells each task's events,
+/// by that description, to the ``BackgroundSessionEvents`` it was made
+/// with, which it holds weakly: the transfers belong to the system, not to
+/// the app's objects.
+package protocol BackgroundSession: Sendable {
+    /// Starts a task that sends `request` with the bytes of `file` as its
+    /// body, named `description`.
+    func upload(_ request: URLRequest, fromFile file: URL, description: String)
+    /// Cancels the task named `description`, if the session has it.
+    func cancel(description: String)
+    /// Gives up the session once its tasks end: they go on, and tell their
+    /// events, but no task can be started after this, and a new session
+    /// may then take its identifier.
+    func finishTasksAndInvalidate()
+}
+
+/// What a ``BackgroundSession`` tells its owner of each task, named by its
+/// description; from any thread.
+package protocol BackgroundSessionEvents: AnyObject, Sendable {
+    /// `sent` bytes of the body of `task` have gone out, of `expected`.
+    func task(_ task: String, didSendBodyBytes sent: Int64, of expected: Int64)
+    /// The server's answer to `task` went on with `data`.
+    func task(_ task: String, didReceive data: Data)
+    /// `task` ended, answered with `response` or failed with `error`.
+    func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?)
+}
+
+/// Apple's background `URLSession`, as a ``BackgroundSession``.
+///
+/// The one line that makes its configuration is the only one that differs
+/// between platforms: `URLSessionConfiguration.background(withIdentifier:)`
+/// does not exist in Linux's Foundation, where an ephemeral, in-process
+/// session stands in, with the same tasks and events (an upload task from
+/// a file, its description, its delegate's calls). Tests here drive the
+/// rest; what they cannot drive is Apple's daemon itself.
+final class URLSessionBackgroundSession: BackgroundSession {
+    private let session: URLSession
+    private let delegate: Delegate
+
+    /// Makes the session of `identifier`, telling `events` of its tasks.
+    init(identifier: String, events: any BackgroundSessionEvents) {
+        #if canImport(Darwin)
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        #else
+        let configuration = URLSessionConfiguration.ephemeral
+        #endif
+        // No cache: an upload's answer has no use for one (and see
+        // InProcessTransport for what one costs on Linux).
+        configuration.urlCache = nil
+        delegate = Delegate(events: events)
+        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+        let task = session.uploadTask(with: request, fromFile: file)
+        task.taskDescription = description
+        delegate.tasks.withLock { $0[description] = task }
+        task.resume()
+    }
+
+    func cancel(description: String) {
+        delegate.tasks.withLock { $0[description] }?.cancel()
+    }
+
+    func finishTasksAndInvalidate() {
+        session.finishTasksAndInvalidate()
+    }
+
+    /// Routes the session's events to its owner, by task description.
+    private final class Delegate: NSObject, URLSessionDataDelegate, Sendable {
+        weak let events: (any BackgroundSessionEvents)?
+        /// The tasks made in this process that have not ended, by
+        /// description: what ``cancel(description:)`` finds.
+        let tasks = Lock<[String: URLSessionTask]>([:])
+
+        init(events: any BackgroundSessionEvents) {
+            self.events = events
+        }
+
+        func urlSession(
+            _ session: URLSession,
+            task: URLSessionTask,
+            didSendBodyData bytesSent: Int64,
+            totalBytesSent: Int64,
+            totalBytesExpectedToSend: Int64
+        ) {
+            guard let description = task.taskDescription else { return }
+            events?.task(description, didSendBodyBytes: totalBytesSent, of: totalBytesExpectedToSend)
+        }
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+            guard let description = dataTask.taskDescription else { return }
+            events?.task(description, didReceive: data)
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+            guard let description = task.taskDescription else { return }
+            _ = tasks.withLock { $0.removeValue(forKey: description) }
+            events?.task(description, didCompleteWith: task.response, error: error)
+        }
+    }
+}

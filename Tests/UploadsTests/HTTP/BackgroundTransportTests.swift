@@ -1,0 +1,225 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import TestSupport
+import Testing
+
+@testable import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The transport of uploads that go on while the app is suspended: each
+/// request with a body a task of a background session, from a whole file;
+/// its events make the request's progress, answer and errors as the
+/// in-process transport makes them. Driven here by a session the test
+/// scripts, then through the session Apple's platforms make (in process on
+/// Linux) to the strict servers.
+@Suite("Background transport", .startsProcesses, .timeLimit(.minutes(1)))
+struct BackgroundTransportTests {
+    /// A background session whose events the test tells, holding its
+    /// events weakly as a real one does.
+    final class ScriptedSession: BackgroundSession {
+        /// One task the transport started.
+        struct Task: Sendable {
+            var request: URLRequest
+            var file: URL
+            var description: String
+            /// The file's bytes when the task started.
+            var bytes: Data?
+        }
+
+        private let state = LockedValue<(tasks: [Task], cancelled: [String], invalidated: Bool)>(([], [], false))
+        private let eventsBox = LockedValue<WeakEvents>(WeakEvents())
+
+        struct WeakEvents: @unchecked Sendable {
+            // Read and written under the LockedValue that holds it.
+            weak var events: (any BackgroundSessionEvents)?
+        }
+
+        var tasks: [Task] { state.value.tasks }
+        var cancelled: [String] { state.value.cancelled }
+        var isInvalidated: Bool { state.value.invalidated }
+        var events: (any BackgroundSessionEvents)? { eventsBox.value.events }
+
+        /// The session's maker, for the transport.
+        func make(_ identifier: String, _ events: any BackgroundSessionEvents) -> any BackgroundSession {
+            eventsBox.setValue(WeakEvents(events: events))
+            return self
+        }
+
+        func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+            let task = Task(request: request, file: file, description: description, bytes: try? Data(contentsOf: file))
+            state.withValue { $0.tasks.append(task) }
+        }
+
+        func cancel(description: String) {
+            state.withValue { $0.cancelled.append(description) }
+        }
+
+        func finishTasksAndInvalidate() {
+            state.withValue { $0.invalidated = true }
+        }
+
+        /// Answers the last task with `status`, its body `answer` in two
+        /// pieces, after telling its body sent in two steps.
+        func answerLast(_ status: Int, answer: Data = Data(), headers: [String: String] = [:]) throws {
+            let task = try #require(tasks.last)
+            let size = Int64(task.bytes?.count ?? 0)
+            events?.task(task.description, didSendBodyBytes: size / 2, of: size)
+            events?.task(task.description, didSendBodyBytes: size + 10, of: size)
+            let response = HTTPURLResponse(
+                url: task.request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)
+            events?.task(task.description, didReceive: answer.prefix(answer.count / 2))
+            events?.task(task.description, didReceive: answer.dropFirst(answer.count / 2))
+            events?.task(task.description, didCompleteWith: response, error: nil)
+        }
+
+        /// Fails the last task with `error`, unanswered.
+        func failLast(_ error: URLError) throws {
+            let task = try #require(tasks.last)
+            events?.task(task.description, didCompleteWith: nil, error: error)
+        }
+    }
+
+    let folder: TemporaryFolder
+    let source: URL
+    var parts: URL { folder.url.appendingPathComponent("parts") }
+    let destination = URL(string: "https://media.example.com/api/v2/media")!
+
+    init() throws {
+        folder = try TemporaryFolder()
+        source = folder.url.appendingPathComponent("clip.mp4")
+        try writePatternedFile(source, size: 100_000)
+    }
+
+    /// A transport on `session`, whose requests with no body go through a
+    /// session that refuses them.
+    func transport(on session: ScriptedSession) -> BackgroundTransport {
+        BackgroundTransport(
+            identifier: "com.example.uploads", partsIn: parts, configuration: .refusingEveryRequest,
+            session: session.make)
+    }
+
+    /// Sends `body` to ``destination`` on an `ImmediateQueue`, recording
+    /// its outcome and progress.
+    func send(
+        _ body: HTTPBody, through transport: BackgroundTransport, answerLimit: Int = 4096,
+        progress: LockedValue<[Int64]> = LockedValue([])
+    ) -> (OutcomeRecorder, JobHandle) {
+        var request = URLRequest(url: destination)
+        request.httpMethod = "POST"
+        let recorder = OutcomeRecorder()
+        let handle = transport.send(
+            request, body: body, destination: destination, answerLimit: answerLimit,
+            progress: { report in progress.withValue { $0.append(report.bytesSent) } }
+        )
+        .perform(on: ImmediateQueue(), then: recorder.handler)
+        return (recorder, handle)
+    }
+
+    @Test func aFormGoesAsATaskFromAPartFileAndItsAnswerIsItsReceipt() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = transport(on: session)
+        let head = Data("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n".utf8)
+        let tail = Data("\r\n--b--\r\n".utf8)
+        let progress = LockedValue<[Int64]>([])
+        let answer = Data(String(repeating: "a", count: 6_000).utf8)
+
+        let (recorder, _) = send(
+            .file(source, offset: 0, length: 100_000, head: head, tail: tail), through: transport, answerLimit: 5_000,
+            progress: progress)
+        let task = try #require(session.tasks.first)
+        #expect(task.bytes == head + (try Data(contentsOf: source)) + tail, "the whole form, from a file")
+        #expect(task.file.deletingLastPathComponent().lastPathComponent == "parts")
+        #expect(task.request.httpMethod == "POST" && task.request.url == destination)
+        try session.answerLast(201, answer: answer, headers: ["Location": "/media/1"])
+
+        let sent = try #require(recorder.value(as: HTTPAnswer.self))
+        #expect(sent.receipt.status == 201 && sent.receipt.header("Location") == "/media/1")
+        #expect(sent.body == answer.prefix(5_000), "the answer, up to its limit")
+        let size = Int64(head.count + tail.count + 100_000)
+        #expect(progress.value == [size / 2, size, size], "never past the body's size")
+        #expect(TemporaryFolder.files(in: parts) == [], "the part file, once answered")
+    }
+
+    @Test func aStatusOutsideTwoHundredsAndALostConnectionFailAsInProcess() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = transport(on: session)
+
+        let (refused, _) = send(.data(Data("{}".utf8)), through: transport)
+        try session.answerLast(503, answer: Data("busy".utf8), headers: ["Retry-After": "5"])
+        guard case .httpStatus(let receipt)? = refused.error as? UploadError else {
+            Issue.record("expected an HTTP status, got \(String(describing: refused.error))")
+            return
+        }
+        #expect(receipt.status == 503 && receipt.bodyText == "busy" && receipt.header("Retry-After") == "5")
+
+        let (lost, _) = send(.data(Data("{}".utf8)), through: transport)
+        try session.failLast(URLError(.networkConnectionLost))
+        #expect(lost.error as? UploadError == .network(destination, URLError(.networkConnectionLost)))
+        #expect(TemporaryFolder.files(in: parts) == [])
+    }
+
+    @Test func aTaskWhoseFileWentMissingFailsAsAMissingFile() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = transport(on: session)
+
+        let (recorder, _) = send(.file(source, offset: 0, length: 100_000), through: transport)
+        #expect(try #require(session.tasks.first).file == source, "a whole file goes as it is")
+        try FileManager.default.removeItem(at: source)
+        try session.failLast(URLError(.fileDoesNotExist))
+
+        #expect(recorder.error as? UploadError == .fileNotFound(source))
+    }
+
+    @Test func aCancelCancelsTheTaskAndItsLaterEventsAreDropped() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = transport(on: session)
+
+        let (recorder, handle) = send(.data(Data("{}".utf8)), through: transport)
+        handle.cancel()
+        try session.answerLast(201)
+
+        let task = try #require(session.tasks.first)
+        #expect(session.cancelled == [task.description])
+        #expect(recorder.error is CancellationError && recorder.outcomes.count == 1)
+        #expect(TemporaryFolder.files(in: parts) == [])
+    }
+
+    @Test func aRequestWithNoBodyGoesInProcessAndEachTaskHasANameOfItsOwn() async throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = transport(on: session)
+
+        let error = await #expect(throws: UploadError.self) {
+            try await withTimeLimit(.seconds(10)) {
+                try await transport.send(URLRequest(url: destination), body: .empty, destination: destination).value
+            }
+        }
+        #expect(error == .network(destination, URLError(.notConnectedToInternet)), "the refusing in-process session")
+        _ = send(.data(Data("1".utf8)), through: transport)
+        _ = send(.data(Data("2".utf8)), through: transport)
+        #expect(session.tasks.count == 2 && Set(session.tasks.map(\.description)).count == 2)
+    }
+
+    @Test func theSessionIsGivenUpOnceTheTransportAndItsRequestsAreGone() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        var transport: BackgroundTransport? = transport(on: session)
+        let (recorder, _) = send(.data(Data("{}".utf8)), through: transport!)
+        transport = nil
+        #expect(!session.isInvalidated, "a request still runs")
+
+        try session.answerLast(200)
+
+        #expect(recorder.isSucceeded, "its answer still reached it")
+        #expect(session.isInvalidated)
+        #expect(session.events == nil, "held weakly, and let go of")
+    }
+}
