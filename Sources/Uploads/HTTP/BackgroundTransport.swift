@@ -70,7 +70,7 @@ final class BackgroundTransport: HTTPTransport {
             }
             return Job { [self] controller in
                 let description = UUID().uuidString
-                let url = request.request.url ?? request.destination
+                let url = request.urlRequest.url ?? request.destination
                 // The request holds this object, and so the session and
                 // what its events reach, until it ends: a transport let go
                 // of gives up its session once its last request ended.
@@ -85,7 +85,7 @@ final class BackgroundTransport: HTTPTransport {
                     session.cancel(description: description)
                 }
                 if !controller.isCompleted {
-                    session.upload(request.request, fromFile: file, description: description)
+                    session.upload(request.urlRequest, fromFile: file, description: description)
                 }
             }
         }

@@ -48,7 +48,7 @@ extension HTTPTransport {
     ) -> Job<HTTPAnswer> {
         send(
             HTTPRequest(
-                request: request, body: body, destination: destination, resendable: resendable,
+                urlRequest: request, body: body, destination: destination, resendable: resendable,
                 answerLimit: answerLimit,
                 progress: progress))
     }
@@ -58,7 +58,7 @@ extension HTTPTransport {
 /// of the answer.
 struct HTTPRequest: Sendable {
     /// The method, URL and headers.
-    var request: URLRequest
+    var urlRequest: URLRequest
     /// What to send.
     var body: HTTPBody
     /// What errors and the receipt name (never the request's URL, whose

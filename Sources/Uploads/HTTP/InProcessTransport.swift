@@ -41,7 +41,7 @@ final class InProcessTransport: HTTPTransport {
     /// ``HTTPRequest/resendable``) is streamed, so that the session cannot
     /// send it again by itself (see ``URLSessionUploadDelegate``).
     func send(_ call: HTTPRequest) -> Job<HTTPAnswer> {
-        let (request, body, destination) = (call.request, call.body, call.destination)
+        let (request, body, destination) = (call.urlRequest, call.body, call.destination)
         let (resendable, answerLimit, progress) = (call.resendable, call.answerLimit, call.progress)
         // The job holds the transport, not just its session: a transport
         // whose last owner let go while a job of it waited for its queue would

@@ -50,7 +50,7 @@ final class RecordingTransport: HTTPTransport {
                         && (try? Media.sizeOfReadableFile(at: file)) == length
                 }
             let sent = Sent(
-                method: request.request.httpMethod ?? "GET", path: request.request.url?.path ?? "",
+                method: request.urlRequest.httpMethod ?? "GET", path: request.urlRequest.url?.path ?? "",
                 body: request.body, bodyIsWholeFile: whole)
             log.withValue { $0.append(sent) }
             controller.perform(inner) { controller.complete(with: $0) }
