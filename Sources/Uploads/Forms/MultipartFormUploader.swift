@@ -113,7 +113,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
         attempts: UploadAttempts,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let transport = attempts.transport(or: transport)
+        let transport = attempts.httpTransport(else: transport)
         return waitingUntilReady(
             attempts.retrying(
                 .metered(media, progress: progress) { send(media, through: transport, progress: $0) }, for: media),

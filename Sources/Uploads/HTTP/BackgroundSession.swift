@@ -19,8 +19,7 @@ package protocol BackgroundSession: Sendable {
     /// Cancels the task named `description`, if the session has it.
     func cancel(description: String)
     /// Gives up the session once its tasks end: they go on, and tell their
-    /// events, but no task can be started after this, and a new session
-    /// may then take its identifier.
+    /// events, but no task can be started after this.
     func finishTasksAndInvalidate()
 }
 
@@ -37,12 +36,14 @@ package protocol BackgroundSessionEvents: AnyObject, Sendable {
 
 /// Apple's background `URLSession`, as a ``BackgroundSession``.
 ///
-/// The one line that makes its configuration is the only one that differs
-/// between platforms: `URLSessionConfiguration.background(withIdentifier:)`
-/// does not exist in Linux's Foundation, where an ephemeral, in-process
-/// session stands in, with the same tasks and events (an upload task from
-/// a file, its description, its delegate's calls). Tests here drive the
-/// rest; what they cannot drive is Apple's daemon itself.
+/// `URLSessionConfiguration.background(withIdentifier:)` does not exist in
+/// Linux's Foundation: there, an ephemeral, in-process session stands in,
+/// with the same events by task description, so that tests here drive all
+/// but Apple's daemon itself. Two things differ: the line that makes the
+/// configuration, and how a task is made, which on Linux streams the file
+/// (as ``InProcessTransport`` does) rather than handing it to the session:
+/// FoundationNetworking traps when an upload task from a file is cancelled
+/// while it reads the file.
 final class URLSessionBackgroundSession: BackgroundSession {
     private let session: URLSession
     private let delegate: Delegate
@@ -62,7 +63,16 @@ final class URLSessionBackgroundSession: BackgroundSession {
     }
 
     func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+        #if canImport(FoundationNetworking)
+        var request = request
+        let size = (try? Media.sizeOfReadableFile(at: file)) ?? 0
+        request.setValue(String(size), forHTTPHeaderField: "Content-Length")
+        request.frameStreamedBodyByLengthAlone()
+        delegate.files.withLock { $0[description] = (file, size) }
+        let task = session.uploadTask(withStreamedRequest: request)
+        #else
         let task = session.uploadTask(with: request, fromFile: file)
+        #endif
         task.taskDescription = description
         delegate.tasks.withLock { $0[description] = task }
         task.resume()
@@ -82,9 +92,23 @@ final class URLSessionBackgroundSession: BackgroundSession {
         /// The tasks made in this process that have not ended, by
         /// description: what ``cancel(description:)`` finds.
         let tasks = Lock<[String: URLSessionTask]>([:])
+        /// The file each task's body streams from, and its size, on Linux.
+        let files = Lock<[String: (file: URL, size: Int64)]>([:])
 
         init(events: any BackgroundSessionEvents) {
             self.events = events
+        }
+
+        func urlSession(
+            _ session: URLSession,
+            task: URLSessionTask,
+            needNewBodyStream completionHandler: @escaping (InputStream?) -> Void
+        ) {
+            guard let description = task.taskDescription, let body = files.withLock({ $0[description] }) else {
+                completionHandler(nil)
+                return
+            }
+            completionHandler(BoundedFileStream(file: body.file, length: body.size))
         }
 
         func urlSession(
@@ -106,6 +130,7 @@ final class URLSessionBackgroundSession: BackgroundSession {
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
             guard let description = task.taskDescription else { return }
             _ = tasks.withLock { $0.removeValue(forKey: description) }
+            _ = files.withLock { $0.removeValue(forKey: description) }
             events?.task(description, didCompleteWith: task.response, error: error)
         }
     }

@@ -9,29 +9,41 @@ import FoundationNetworking
 /// transfers go on while the app is suspended: each request with a body is
 /// an upload task of a ``BackgroundSession``, its body a whole file (every
 /// other body written to a part file first, see ``FileBodyTransport``), and
-/// its answer read from the session's events; a request with no body (a
-/// `HEAD`, an `OPTIONS`, a question about a medium's processing) goes
-/// through an in-process session, as it takes no time to send.
+/// its answer read from the session's events, with the errors an
+/// in-process session gives.
 ///
-/// Each task is named by a description of its own, which the session
-/// keeps with the task.
+/// A background session takes only tasks whose body is a file (and
+/// downloads): a request with no body (a `HEAD`, an `OPTIONS`, a question
+/// about a medium's processing) goes through an in-process session, which
+/// sends only while the app runs. Each task is named by a description of
+/// its own, which the session keeps with it.
+///
+/// What a background session does that an in-process one does not: it may
+/// send a request again whole by itself (when the network returns), so a
+/// request that is not ``HTTPRequest/resendable`` (a tus `PATCH`) can reach
+/// the server twice, which the server answers `409` and the tus upload
+/// asks it its offset; and it may defer a task it was given while the app
+/// is in the background.
 final class BackgroundTransport: HTTPTransport {
     /// The identifier of the session.
     let identifier: String
-    /// Makes every body a whole file, then hands it to ``tasks``.
+    /// Makes every body a whole file, then hands it to ``Tasks``.
     private let bodies: FileBodyTransport
 
     /// A transport that sends through the background session `session`
     /// makes for `identifier`, writing part files in `folder`, and sends
     /// requests with no body with `configuration`.
+    ///
+    /// - Throws: What `session` throws: a session of that identifier
+    ///   already live, say.
     init(
         identifier: String,
         partsIn folder: URL,
         configuration: URLSessionConfiguration = .ephemeral,
-        session: (_ identifier: String, _ events: any BackgroundSessionEvents) -> any BackgroundSession
-    ) {
+        session: (_ identifier: String, _ events: any BackgroundSessionEvents) throws -> any BackgroundSession
+    ) throws {
         self.identifier = identifier
-        let tasks = Tasks(session: session, identifier: identifier, configuration: configuration)
+        let tasks = try Tasks(session: session, identifier: identifier, configuration: configuration)
         bodies = FileBodyTransport(sendingThrough: tasks, partsIn: folder)
     }
 
@@ -49,11 +61,11 @@ final class BackgroundTransport: HTTPTransport {
         private let inProcess: InProcessTransport
 
         init(
-            session make: (String, any BackgroundSessionEvents) -> any BackgroundSession,
+            session make: (String, any BackgroundSessionEvents) throws -> any BackgroundSession,
             identifier: String,
             configuration: URLSessionConfiguration
-        ) {
-            session = make(identifier, running)
+        ) throws {
+            session = try make(identifier, running)
             inProcess = InProcessTransport(configuration: configuration)
         }
 
@@ -72,20 +84,27 @@ final class BackgroundTransport: HTTPTransport {
                 let description = UUID().uuidString
                 let url = request.urlRequest.url ?? request.destination
                 // The request holds this object, and so the session and
-                // what its events reach, until it ends: a transport let go
-                // of gives up its session once its last request ended.
-                running.start(description, request, file: file, size: length) { [self] outcome in
+                // what its events reach, until it ends or is cancelled (a
+                // task the session never ends would keep them): a
+                // transport let go of gives up its session once its last
+                // request ended.
+                let answer = TaskAnswer(request, size: length) { [self] outcome in
                     withExtendedLifetime(self) {
                         _ = controller.complete(
                             with: outcome.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
                     }
                 }
+                running.start(description, answer, file: file)
                 controller.onCancel { [running, session] in
                     running.forget(description)
                     session.cancel(description: description)
                 }
-                if !controller.isCompleted {
-                    session.upload(request.urlRequest, fromFile: file, description: description)
+                guard !controller.isCompleted else { return }
+                session.upload(request.urlRequest, fromFile: file, description: description)
+                // A cancel between the check and the task's start found no
+                // task to cancel: cancel it now.
+                if controller.isCompleted {
+                    session.cancel(description: description)
                 }
             }
         }
@@ -95,31 +114,20 @@ final class BackgroundTransport: HTTPTransport {
     /// session's events reach.
     private final class Running: BackgroundSessionEvents {
         private struct Request: Sendable {
-            var destination: URL
+            var answer: TaskAnswer
+            /// The body's file.
             var file: URL
-            var size: Int64
-            var answerLimit: Int
-            var progress: @Sendable (UploadProgress) -> Void
-            var complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
-            /// The start of the server's answer, up to `answerLimit` bytes.
-            var answer = Data()
+            /// The body's size the session said, when it was not the one
+            /// the request was made with (the file changed meanwhile).
+            var unexpectedSize: Int64?
         }
 
         private let requests = Lock<[String: Request]>([:])
 
-        /// Routes the events of the task `description` to `request`, whose
-        /// body is `size` bytes of `file`.
-        func start(
-            _ description: String,
-            _ request: HTTPRequest,
-            file: URL,
-            size: Int64,
-            complete: @escaping @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
-        ) {
-            let running = Request(
-                destination: request.destination, file: file, size: size, answerLimit: request.answerLimit,
-                progress: request.progress, complete: complete)
-            requests.withLock { $0[description] = running }
+        /// Routes the events of the task `description` to `answer`, whose
+        /// body is `file`.
+        func start(_ description: String, _ answer: TaskAnswer, file: URL) {
+            requests.withLock { $0[description] = Request(answer: answer, file: file) }
         }
 
         /// Drops `description`: its events no longer matter.
@@ -128,40 +136,34 @@ final class BackgroundTransport: HTTPTransport {
         }
 
         func task(_ task: String, didSendBodyBytes sent: Int64, of expected: Int64) {
-            guard let request = requests.withLock({ $0[task] }) else { return }
-            request.progress(UploadProgress(bytesSent: min(sent, request.size), bytesTotal: request.size))
+            let request = requests.withLock { requests -> Request? in
+                // A session that streams the body does not know its size
+                // (FoundationNetworking says 0; Apple's, -1).
+                if let size = requests[task]?.answer.size, expected > 0, expected != size {
+                    requests[task]?.unexpectedSize = expected
+                }
+                return requests[task]
+            }
+            request?.answer.sent(sent)
         }
 
         func task(_ task: String, didReceive data: Data) {
-            requests.withLock { requests in
-                guard var request = requests[task] else { return }
-                let room = request.answerLimit - request.answer.count
-                guard room > 0 else { return }
-                request.answer.append(data.prefix(room))
-                requests[task] = request
-            }
+            requests.withLock { $0[task]?.answer.received(data) }
         }
 
         func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?) {
             guard let request = requests.withLock({ $0.removeValue(forKey: task) }) else { return }
-            if let error {
-                // A body file that went missing or shrank fails its task:
-                // say so, rather than what the session says.
-                if let failure = BoundedFileStream.failure(of: request.file, upTo: request.size) {
-                    request.complete(.failure(failure))
-                } else {
-                    let urlError = URLSessionUploadDelegate.urlError(error, answered: response != nil)
-                    request.complete(.failure(.network(request.destination, urlError)))
-                }
+            let size = request.answer.size
+            if let found = request.unexpectedSize {
+                // The session read the file as it was when the task started.
+                let reason = "it changed from \(size) to \(found) bytes before it was sent"
+                request.answer.complete(.failure(.unreadableFile(request.file, reason: reason)))
                 return
             }
-            switch UploadReceipt.reading(response, body: request.answer, destination: request.destination) {
-            case .success(let receipt):
-                request.progress(UploadProgress(bytesSent: request.size, bytesTotal: request.size))
-                request.complete(.success((receipt, request.answer)))
-            case .failure(let error):
-                request.complete(.failure(error))
-            }
+            // A body file that went missing or shrank fails its task: say
+            // so, rather than what the session says.
+            let fileFailure = error == nil ? nil : BoundedFileStream.failure(of: request.file, upTo: size)
+            request.answer.ended(response: response, error: error, fileFailure: fileFailure)
         }
     }
 }

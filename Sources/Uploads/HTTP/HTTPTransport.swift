@@ -77,8 +77,18 @@ struct HTTPRequest: Sendable {
 extension UploadAttempts {
     /// What carries the requests of the upload: the transport these
     /// attempts hand it, or else the uploader's `own`.
-    func transport(or own: any HTTPTransport) -> any HTTPTransport {
-        transport as? any HTTPTransport ?? own
+    ///
+    /// An uploader that wraps one of this module's HTTP uploaders hands it
+    /// the transport only through ``Uploader/upload(_:attempts:progress:)``:
+    /// one that calls `upload(_:progress:)` sends through the uploader's
+    /// own session.
+    func httpTransport(else own: any HTTPTransport) -> any HTTPTransport {
+        guard let transport else { return own }
+        guard let transport = transport as? any HTTPTransport else {
+            // Only an outbox sets it, and only to an HTTPTransport.
+            preconditionFailure("an upload's transport is an HTTPTransport, not \(type(of: transport))")
+        }
+        return transport
     }
 }
 

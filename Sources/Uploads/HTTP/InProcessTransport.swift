@@ -41,8 +41,7 @@ final class InProcessTransport: HTTPTransport {
     /// ``HTTPRequest/resendable``) is streamed, so that the session cannot
     /// send it again by itself (see ``URLSessionUploadDelegate``).
     func send(_ call: HTTPRequest) -> Job<HTTPAnswer> {
-        let (request, body, destination) = (call.urlRequest, call.body, call.destination)
-        let (resendable, answerLimit, progress) = (call.resendable, call.answerLimit, call.progress)
+        let (request, body, destination, resendable) = (call.urlRequest, call.body, call.destination, call.resendable)
         // The job holds the transport, not just its session: a transport
         // whose last owner let go while a job of it waited for its queue would
         // invalidate the session, and making the task would then crash
@@ -61,7 +60,7 @@ final class InProcessTransport: HTTPTransport {
             case .data(let data):
                 // Streamed, so that it is sent once (see `resendable`).
                 request.setValue(String(data.count), forHTTPHeaderField: "Content-Length")
-                Self.framedByLengthAlone(&request)
+                request.frameStreamedBodyByLengthAlone()
                 task = session.uploadTask(withStreamedRequest: request)
                 streamed = data
             case .file(let file, let offset, let length, let head, let tail):
@@ -70,17 +69,15 @@ final class InProcessTransport: HTTPTransport {
                 // cancelling one mid-way crashes FoundationNetworking; a
                 // `Data` body, even memory-mapped, is copied whole.)
                 request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
-                Self.framedByLengthAlone(&request)
+                request.frameStreamedBodyByLengthAlone()
                 task = session.uploadTask(withStreamedRequest: request)
                 range = .init(file: file, offset: offset, length: length, head: head, tail: tail)
             }
             let url = request.url ?? destination
-            delegate.register(
-                task, destination: destination, size: body.count, file: range, bytes: streamed,
-                resendable: resendable, answerLimit: answerLimit, progress: progress
-            ) { result in
+            let answer = TaskAnswer(call, size: body.count) { result in
                 controller.complete(with: result.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
             }
+            delegate.register(task, answer: answer, file: range, bytes: streamed, resendable: resendable)
             controller.onCancel { [delegate] in
                 delegate.forget(task)
                 task.cancel()
@@ -94,10 +91,12 @@ final class InProcessTransport: HTTPTransport {
             }
         }
     }
+}
 
+extension URLRequest {
     /// Makes a streamed body with a `Content-Length` go out framed by it
     /// alone.
-    private static func framedByLengthAlone(_ request: inout URLRequest) {
+    mutating func frameStreamedBodyByLengthAlone() {
         #if canImport(FoundationNetworking)
         // FoundationNetworking gives libcurl a streamed body with no
         // length, so libcurl adds `Transfer-Encoding: chunked` beside
@@ -108,8 +107,8 @@ final class InProcessTransport: HTTPTransport {
         // none when ours is blank; an empty value would go out as
         // `Expect:`, which servers answer with 417, so the value is a
         // space.
-        request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
-        request.setValue(" ", forHTTPHeaderField: "Expect")
+        setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
+        setValue(" ", forHTTPHeaderField: "Expect")
         #endif
     }
 }

@@ -19,8 +19,8 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
 
     /// What one running request needs from the session's events.
     private struct Upload: Sendable {
-        var destination: URL
-        var size: Int64
+        /// What its events make of it.
+        var answer: TaskAnswer
         /// The part of a file the body streams from, when it is not in
         /// memory.
         var file: FileRange?
@@ -28,23 +28,18 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         /// stream.
         var bytes: Data?
         /// Whether the transport may send the body again by itself (see
-        /// ``register(_:destination:size:file:bytes:resendable:answerLimit:progress:complete:)``).
+        /// ``register(_:answer:file:bytes:resendable:)``).
         var resendable: Bool
         /// The streams handed out so far.
         var streams = 0
         /// Body bytes handed to the connection, by the last stream.
         var bodyBytesSent: Int64 = 0
-        var answerLimit: Int
-        var progress: @Sendable (UploadProgress) -> Void
-        var complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
-        /// The start of the server's answer, up to `answerLimit` bytes.
-        var answer = Data()
     }
 
     private let uploads = Lock<[Int: Upload]>([:])
 
-    /// Routes the events of `task` to this request, whose body streams from
-    /// `file` or `bytes` when there is one.
+    /// Routes the events of `task` to `answer`, the request's, whose body
+    /// streams from `file` or `bytes` when there is one.
     ///
     /// Unless it is `resendable`, the body is not streamed again once some
     /// of it went out: libcurl (FoundationNetworking's transport) sends a
@@ -55,18 +50,12 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     /// byte of the body went out is one the server had closed: sent again.)
     func register(
         _ task: URLSessionTask,
-        destination: URL,
-        size: Int64,
+        answer: TaskAnswer,
         file: FileRange?,
         bytes: Data? = nil,
-        resendable: Bool = true,
-        answerLimit: Int,
-        progress: @escaping @Sendable (UploadProgress) -> Void,
-        complete: @escaping @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
+        resendable: Bool = true
     ) {
-        let upload = Upload(
-            destination: destination, size: size, file: file, bytes: bytes, resendable: resendable,
-            answerLimit: answerLimit, progress: progress, complete: complete)
+        let upload = Upload(answer: answer, file: file, bytes: bytes, resendable: resendable)
         uploads.withLock { $0[task.taskIdentifier] = upload }
     }
 
@@ -124,57 +113,24 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
             return uploads[task.taskIdentifier]
         }
         guard let upload else { return }
-        upload.progress(UploadProgress(bytesSent: min(totalBytesSent, upload.size), bytesTotal: upload.size))
+        upload.answer.sent(totalBytesSent)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         uploads.withLock { uploads in
-            guard var upload = uploads[dataTask.taskIdentifier] else { return }
-            let room = upload.answerLimit - upload.answer.count
-            guard room > 0 else { return }
-            upload.answer.append(data.prefix(room))
-            uploads[dataTask.taskIdentifier] = upload
+            uploads[dataTask.taskIdentifier]?.answer.received(data)
         }
-    }
-
-    /// The session's error, with a connection that closed before any
-    /// answer named as lost: FoundationNetworking reports a server that hung
-    /// up as `badServerResponse` (libcurl's "got nothing") and a broken pipe
-    /// as `unknown`, where Apple's URLSession says `networkConnectionLost`,
-    /// which can pass and is retried.
-    ///
-    /// Only the code is kept: the session's error carries the request's
-    /// URL, whose query may hold a presigned URL's signature.
-    static func urlError(_ error: any Error, answered: Bool) -> URLError {
-        guard let error = error as? URLError else { return URLError(.networkConnectionLost) }
-        if !answered, error.code == .badServerResponse || error.code == .unknown {
-            return URLError(.networkConnectionLost)
-        }
-        return URLError(error.code)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let upload = uploads.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
-        if let error {
-            // A BoundedFileStream that ran out of file (or could not open it)
-            // aborts the transfer, which the session reports as
-            // URLError(.unknown) and nothing more: say what happened.
-            if let range = upload.file, (error as? URLError)?.code == .unknown,
-                let failure = BoundedFileStream.failure(of: range.file, upTo: range.offset + range.length)
-            {
-                upload.complete(.failure(failure))
-                return
-            }
-            let urlError = Self.urlError(error, answered: task.response != nil)
-            upload.complete(.failure(.network(upload.destination, urlError)))
-            return
+        // A BoundedFileStream that ran out of file (or could not open it)
+        // aborts the transfer, which the session reports as URLError(.unknown)
+        // and nothing more: say what happened.
+        var fileFailure: UploadError?
+        if let range = upload.file, (error as? URLError)?.code == .unknown {
+            fileFailure = BoundedFileStream.failure(of: range.file, upTo: range.offset + range.length)
         }
-        switch UploadReceipt.reading(task.response, body: upload.answer, destination: upload.destination) {
-        case .success(let receipt):
-            upload.progress(UploadProgress(bytesSent: upload.size, bytesTotal: upload.size))
-            upload.complete(.success((receipt, upload.answer)))
-        case .failure(let error):
-            upload.complete(.failure(error))
-        }
+        upload.answer.ended(response: task.response, error: error, fileFailure: fileFailure)
     }
 }

@@ -96,7 +96,7 @@ public final class URLSessionUploader: Uploader, Sendable {
         attempts: UploadAttempts,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let transport = attempts.transport(or: transport)
+        let transport = attempts.httpTransport(else: transport)
         return attempts.retrying(
             .metered(media, progress: progress) { send(media, through: transport, progress: $0) }, for: media)
     }

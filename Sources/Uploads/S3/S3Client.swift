@@ -36,7 +36,7 @@ struct S3Client: Sendable {
     /// Signs each call.
     let presigner: any S3Presigner
     /// Sends them: the uploader's own transport, or the one an upload's
-    /// attempts hand it (see ``sending(as:)``).
+    /// attempts hand it (see ``carried(by:)``).
     var http: any HTTPTransport
     /// Whether requests carry `Content-MD5` and answers' ETags are checked
     /// (see ``S3Uploader/verifiesBytes``).
@@ -53,9 +53,9 @@ struct S3Client: Sendable {
 
     /// This client, its calls sent through the transport `attempts` hand
     /// an upload, if they hand one.
-    func sending(as attempts: UploadAttempts) -> Self {
+    func carried(by attempts: UploadAttempts) -> Self {
         var client = self
-        client.http = attempts.transport(or: http)
+        client.http = attempts.httpTransport(else: http)
         return client
     }
 

@@ -216,7 +216,7 @@ public final class S3Uploader: ResumableUploader, Sendable {
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let client = client.sending(as: retries.attempts)
+        let client = client.carried(by: retries.attempts)
         let upload: Job<UploadReceipt> =
             if case .file(let file) = media.content, size >= multipartThreshold {
                 MultipartUpload(

@@ -57,16 +57,16 @@ struct TusClient: Sendable {
     }
 
     /// Sends the requests: the uploader's own transport, or the one an
-    /// upload's attempts hand it (see ``sending(as:)``).
+    /// upload's attempts hand it (see ``carried(by:)``).
     var http: any HTTPTransport
     /// Sent with every request: credentials, usually.
     let headers: [String: String]
 
     /// This client, its requests sent through the transport `attempts`
     /// hand an upload, if they hand one.
-    func sending(as attempts: UploadAttempts) -> Self {
+    func carried(by attempts: UploadAttempts) -> Self {
         var client = self
-        client.http = attempts.transport(or: http)
+        client.http = attempts.httpTransport(else: http)
         return client
     }
 

@@ -213,7 +213,7 @@ public final class TusUploader: ResumableUploader, Sendable {
         retries: RequestRetries,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let client = client.sending(as: retries.attempts)
+        let client = client.carried(by: retries.attempts)
         return TusUpload(
             client: client,
             server: server(

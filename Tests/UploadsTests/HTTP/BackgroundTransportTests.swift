@@ -14,9 +14,9 @@ import FoundationNetworking
 /// request with a body a task of a background session, from a whole file;
 /// its events make the request's progress, answer and errors as the
 /// in-process transport makes them. Driven here by a session the test
-/// scripts, then through the session Apple's platforms make (in process on
-/// Linux) to the strict servers.
-@Suite("Background transport", .startsProcesses, .timeLimit(.minutes(1)))
+/// scripts; ``HTTPTransportTests`` sends through the session Apple's
+/// platforms make (in process on Linux) to the strict servers.
+@Suite("Background transport", .timeLimit(.minutes(1)))
 struct BackgroundTransportTests {
     /// A background session whose events the test tells, holding its
     /// events weakly as a real one does.
@@ -31,6 +31,8 @@ struct BackgroundTransportTests {
         }
 
         private let state = LockedValue<(tasks: [Task], cancelled: [String], invalidated: Bool)>(([], [], false))
+        /// Runs as each task is asked for, before the session has it.
+        let beforeEachTask = LockedValue<(@Sendable () -> Void)?>(nil)
         private let eventsBox = LockedValue<WeakEvents>(WeakEvents())
 
         struct WeakEvents: @unchecked Sendable {
@@ -50,12 +52,19 @@ struct BackgroundTransportTests {
         }
 
         func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+            beforeEachTask.value?()
             let task = Task(request: request, file: file, description: description, bytes: try? Data(contentsOf: file))
             state.withValue { $0.tasks.append(task) }
         }
 
+        /// Cancels a task it has; one it does not have yet is not found, as
+        /// in a real session.
         func cancel(description: String) {
-            state.withValue { $0.cancelled.append(description) }
+            state.withValue { state in
+                if state.tasks.contains(where: { $0.description == description }) {
+                    state.cancelled.append(description)
+                }
+            }
         }
 
         func finishTasksAndInvalidate() {
@@ -63,10 +72,13 @@ struct BackgroundTransportTests {
         }
 
         /// Answers the last task with `status`, its body `answer` in two
-        /// pieces, after telling its body sent in two steps.
-        func answerLast(_ status: Int, answer: Data = Data(), headers: [String: String] = [:]) throws {
+        /// pieces, after telling its body sent in two steps, of `size`
+        /// bytes (the file's, by default).
+        func answerLast(
+            _ status: Int, answer: Data = Data(), headers: [String: String] = [:], size: Int64? = nil
+        ) throws {
             let task = try #require(tasks.last)
-            let size = Int64(task.bytes?.count ?? 0)
+            let size = size ?? Int64(task.bytes?.count ?? 0)
             events?.task(task.description, didSendBodyBytes: size / 2, of: size)
             events?.task(task.description, didSendBodyBytes: size + 10, of: size)
             let response = HTTPURLResponse(
@@ -96,8 +108,8 @@ struct BackgroundTransportTests {
 
     /// A transport on `session`, whose requests with no body go through a
     /// session that refuses them.
-    func transport(on session: ScriptedSession) -> BackgroundTransport {
-        BackgroundTransport(
+    func transport(on session: ScriptedSession) throws -> BackgroundTransport {
+        try BackgroundTransport(
             identifier: "com.example.uploads", partsIn: parts, configuration: .refusingEveryRequest,
             session: session.make)
     }
@@ -122,7 +134,7 @@ struct BackgroundTransportTests {
     @Test func aFormGoesAsATaskFromAPartFileAndItsAnswerIsItsReceipt() throws {
         defer { folder.remove() }
         let session = ScriptedSession()
-        let transport = transport(on: session)
+        let transport = try transport(on: session)
         let head = Data("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n".utf8)
         let tail = Data("\r\n--b--\r\n".utf8)
         let progress = LockedValue<[Int64]>([])
@@ -148,7 +160,7 @@ struct BackgroundTransportTests {
     @Test func aStatusOutsideTwoHundredsAndALostConnectionFailAsInProcess() throws {
         defer { folder.remove() }
         let session = ScriptedSession()
-        let transport = transport(on: session)
+        let transport = try transport(on: session)
 
         let (refused, _) = send(.data(Data("{}".utf8)), through: transport)
         try session.answerLast(503, answer: Data("busy".utf8), headers: ["Retry-After": "5"])
@@ -167,7 +179,7 @@ struct BackgroundTransportTests {
     @Test func aTaskWhoseFileWentMissingFailsAsAMissingFile() throws {
         defer { folder.remove() }
         let session = ScriptedSession()
-        let transport = transport(on: session)
+        let transport = try transport(on: session)
 
         let (recorder, _) = send(.file(source, offset: 0, length: 100_000), through: transport)
         #expect(try #require(session.tasks.first).file == source, "a whole file goes as it is")
@@ -180,22 +192,79 @@ struct BackgroundTransportTests {
     @Test func aCancelCancelsTheTaskAndItsLaterEventsAreDropped() throws {
         defer { folder.remove() }
         let session = ScriptedSession()
-        let transport = transport(on: session)
+        let transport = try transport(on: session)
+        let progress = LockedValue<[Int64]>([])
 
-        let (recorder, handle) = send(.data(Data("{}".utf8)), through: transport)
+        let (recorder, handle) = send(.data(Data("{}".utf8)), through: transport, progress: progress)
         handle.cancel()
         try session.answerLast(201)
 
         let task = try #require(session.tasks.first)
         #expect(session.cancelled == [task.description])
         #expect(recorder.error is CancellationError && recorder.outcomes.count == 1)
+        #expect(progress.value == [], "no event of the task reached the request once cancelled")
         #expect(TemporaryFolder.files(in: parts) == [])
+    }
+
+    @Test func aCancelWhileTheTaskIsBeingMadeStillCancelsIt() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = try transport(on: session)
+        let queue = TestQueue()
+        let handle = LockedValue<JobHandle?>(nil)
+        // The cancel lands after the job checked it was not cancelled,
+        // before the session has the task, which it does not find then.
+        session.beforeEachTask.setValue { handle.value?.cancel() }
+
+        let recorder = OutcomeRecorder()
+        let job = transport.send(URLRequest(url: destination), body: .data(Data("{}".utf8)), destination: destination)
+        handle.setValue(job.perform(on: queue, then: recorder.handler))
+        try queue.run()
+
+        let task = try #require(session.tasks.first)
+        #expect(session.cancelled == [task.description], "cancelled once the session had it")
+        #expect(recorder.error is CancellationError)
+        #expect(TemporaryFolder.files(in: parts) == [])
+    }
+
+    @Test func anUnansweredConnectionThatClosedIsALostConnection() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = try transport(on: session)
+
+        let (recorder, _) = send(.data(Data("{}".utf8)), through: transport)
+        try session.failLast(URLError(.badServerResponse))
+
+        #expect(recorder.error as? UploadError == .network(destination, URLError(.networkConnectionLost)))
+    }
+
+    @Test func aFileThatChangedSizeBeforeItsTaskStartedFailsItsRequest() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = try transport(on: session)
+
+        let (recorder, _) = send(.file(source, offset: 0, length: 100_000), through: transport)
+        try session.answerLast(200, size: 120_000)
+
+        guard case .unreadableFile(let file, let reason)? = recorder.error as? UploadError else {
+            Issue.record("expected unreadableFile, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(file == source && reason.contains("from 100000 to 120000 bytes"))
+    }
+
+    @Test func aSessionThatCannotBeMadeFailsTheTransport() throws {
+        defer { folder.remove() }
+        struct Live: Error {}
+        #expect(throws: Live.self) {
+            try BackgroundTransport(identifier: "com.example.uploads", partsIn: parts) { _, _ in throw Live() }
+        }
     }
 
     @Test func aRequestWithNoBodyGoesInProcessAndEachTaskHasANameOfItsOwn() async throws {
         defer { folder.remove() }
         let session = ScriptedSession()
-        let transport = transport(on: session)
+        let transport = try transport(on: session)
 
         let error = await #expect(throws: UploadError.self) {
             try await withTimeLimit(.seconds(10)) {
@@ -211,7 +280,7 @@ struct BackgroundTransportTests {
     @Test func theSessionIsGivenUpOnceTheTransportAndItsRequestsAreGone() throws {
         defer { folder.remove() }
         let session = ScriptedSession()
-        var transport: BackgroundTransport? = transport(on: session)
+        var transport: BackgroundTransport? = try transport(on: session)
         let (recorder, _) = send(.data(Data("{}".utf8)), through: transport!)
         transport = nil
         #expect(!session.isInvalidated, "a request still runs")

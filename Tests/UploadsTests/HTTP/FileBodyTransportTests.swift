@@ -127,6 +127,33 @@ struct FileBodyTransportTests {
         #expect(!FileManager.default.fileExists(atPath: parts.path), "no part file was needed")
     }
 
+    @Test func theStartOfAFileGoesAsAPartFileOfItsBytes() throws {
+        defer { folder.remove() }
+        let inner = AnsweringTransport()
+
+        let (recorder, _) = send(.file(source, offset: 0, length: 40_000), through: inner)
+
+        #expect(recorder.isSucceeded)
+        #expect(inner.handed.map(\.bytes) == [try Data(contentsOf: source).prefix(40_000)])
+        #expect(inner.handed.first.map(\.body) != .file(source, offset: 0, length: 40_000))
+    }
+
+    @Test func aPartFileThatCannotBeWrittenFailsTheRequestUnsent() throws {
+        defer { folder.remove() }
+        let inner = AnsweringTransport()
+        // Where the part files' folder should be, a file.
+        try Data("in the way".utf8).write(to: parts)
+
+        let (recorder, _) = send(.data(Data("{}".utf8)), through: inner)
+
+        guard case .writeFailed(let part, _)? = recorder.error as? UploadError else {
+            Issue.record("expected writeFailed, got \(String(describing: recorder.error))")
+            return
+        }
+        #expect(part.deletingLastPathComponent().lastPathComponent == "parts")
+        #expect(inner.handed.isEmpty)
+    }
+
     @Test func aFileThatShrankFailsBeforeAnythingIsSent() throws {
         defer { folder.remove() }
         let inner = AnsweringTransport()

@@ -1,0 +1,82 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What the events of one session task make of its request: progress as
+/// the body goes out, the start of the server's answer, and the outcome,
+/// with the same errors whichever session carried it (in process or in
+/// the background).
+struct TaskAnswer: Sendable {
+    /// What errors and the receipt name.
+    let destination: URL
+    /// The body's size.
+    let size: Int64
+    /// The most bytes of the answer's body kept.
+    let limit: Int
+    let progress: @Sendable (UploadProgress) -> Void
+    let complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
+    /// The start of the server's answer, up to ``limit`` bytes.
+    private(set) var body = Data()
+
+    init(
+        _ request: HTTPRequest,
+        size: Int64,
+        complete: @escaping @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
+    ) {
+        destination = request.destination
+        self.size = size
+        limit = request.answerLimit
+        progress = request.progress
+        self.complete = complete
+    }
+
+    /// Tells the request that `sent` bytes of its body went out: never
+    /// more than its size.
+    func sent(_ sent: Int64) {
+        progress(UploadProgress(bytesSent: min(sent, size), bytesTotal: size))
+    }
+
+    /// Keeps `data`, the answer's next bytes, up to ``limit``.
+    mutating func received(_ data: Data) {
+        let room = limit - body.count
+        guard room > 0 else { return }
+        body.append(data.prefix(room))
+    }
+
+    /// Completes the request with the outcome of a task that ended with
+    /// `response` or `error`: a failure of the body's file (`fileFailure`:
+    /// missing, shrunk) is said of the file rather than of the connection.
+    func ended(response: URLResponse?, error: (any Error)?, fileFailure: UploadError?) {
+        if let error {
+            let urlError = Self.urlError(error, answered: response != nil)
+            complete(.failure(fileFailure ?? .network(destination, urlError)))
+            return
+        }
+        switch UploadReceipt.reading(response, body: body, destination: destination) {
+        case .success(let receipt):
+            sent(size)
+            complete(.success((receipt, body)))
+        case .failure(let error):
+            complete(.failure(error))
+        }
+    }
+
+    /// The session's error, with a connection that closed before any
+    /// answer named as lost: FoundationNetworking reports a server that hung
+    /// up as `badServerResponse` (libcurl's "got nothing") and a broken pipe
+    /// as `unknown`, where Apple's URLSession says `networkConnectionLost`,
+    /// which can pass and is retried.
+    ///
+    /// Only the code is kept: the session's error carries the request's
+    /// URL, whose query may hold a presigned URL's signature.
+    static func urlError(_ error: any Error, answered: Bool) -> URLError {
+        guard let error = error as? URLError else { return URLError(.networkConnectionLost) }
+        if !answered, error.code == .badServerResponse || error.code == .unknown {
+            return URLError(.networkConnectionLost)
+        }
+        return URLError(error.code)
+    }
+}
