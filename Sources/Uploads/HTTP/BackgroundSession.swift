@@ -26,12 +26,14 @@ package protocol BackgroundSession: Sendable {
 /// What a ``BackgroundSession`` tells its owner of each task, named by its
 /// description; from any thread.
 package protocol BackgroundSessionEvents: AnyObject, Sendable {
-    /// `sent` bytes of the body of `task` have gone out, of `expected`.
-    func task(_ task: String, didSendBodyBytes sent: Int64, of expected: Int64)
+    /// `sent` bytes of the body of `task` have gone out.
+    func task(_ task: String, didSendBodyBytes sent: Int64)
     /// The server's answer to `task` went on with `data`.
     func task(_ task: String, didReceive data: Data)
-    /// `task` ended, answered with `response` or failed with `error`.
-    func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?)
+    /// `task` ended, answered with `response` or failed with `error`; its
+    /// body was `bodySize` bytes, as the session found its file when the
+    /// task started (0 or less when it does not say).
+    func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64)
 }
 
 /// Apple's background `URLSession`, as a ``BackgroundSession``.
@@ -41,9 +43,12 @@ package protocol BackgroundSessionEvents: AnyObject, Sendable {
 /// with the same events by task description, so that tests here drive all
 /// but Apple's daemon itself. Two things differ: the line that makes the
 /// configuration, and how a task is made, which on Linux streams the file
-/// (as ``InProcessTransport`` does) rather than handing it to the session:
-/// FoundationNetworking traps when an upload task from a file is cancelled
-/// while it reads the file.
+/// (as ``InProcessTransport`` does) rather than handing it to the session,
+/// as FoundationNetworking traps when an upload task from a file is
+/// cancelled while it reads the file. So on Linux, as with Apple's daemon,
+/// which sends a task again whole when the network returns, a request may
+/// be sent again whole by the session (libcurl does when the connection it
+/// reused died), whether or not it is ``HTTPRequest/resendable``.
 final class URLSessionBackgroundSession: BackgroundSession {
     private let session: URLSession
     private let delegate: Delegate
@@ -65,7 +70,15 @@ final class URLSessionBackgroundSession: BackgroundSession {
     func upload(_ request: URLRequest, fromFile file: URL, description: String) {
         #if canImport(FoundationNetworking)
         var request = request
-        let size = (try? Media.sizeOfReadableFile(at: file)) ?? 0
+        guard let size = try? Media.sizeOfReadableFile(at: file) else {
+            // As a session told of a file it cannot read: the task fails,
+            // and nothing is sent.
+            DispatchQueue.global().async { [delegate] in
+                delegate.events?.task(
+                    description, didCompleteWith: nil, error: URLError(.fileDoesNotExist), bodySize: 0)
+            }
+            return
+        }
         request.setValue(String(size), forHTTPHeaderField: "Content-Length")
         request.frameStreamedBodyByLengthAlone()
         delegate.files.withLock { $0[description] = (file, size) }
@@ -119,7 +132,7 @@ final class URLSessionBackgroundSession: BackgroundSession {
             totalBytesExpectedToSend: Int64
         ) {
             guard let description = task.taskDescription else { return }
-            events?.task(description, didSendBodyBytes: totalBytesSent, of: totalBytesExpectedToSend)
+            events?.task(description, didSendBodyBytes: totalBytesSent)
         }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
@@ -130,8 +143,11 @@ final class URLSessionBackgroundSession: BackgroundSession {
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
             guard let description = task.taskDescription else { return }
             _ = tasks.withLock { $0.removeValue(forKey: description) }
-            _ = files.withLock { $0.removeValue(forKey: description) }
-            events?.task(description, didCompleteWith: task.response, error: error)
+            // A streamed body's size is the one the task was made with; a
+            // file's, the session's.
+            let streamed = files.withLock { $0.removeValue(forKey: description) }
+            let bodySize = streamed?.size ?? task.countOfBytesExpectedToSend
+            events?.task(description, didCompleteWith: task.response, error: error, bodySize: bodySize)
         }
     }
 }

@@ -34,8 +34,7 @@ final class BackgroundTransport: HTTPTransport {
     /// makes for `identifier`, writing part files in `folder`, and sends
     /// requests with no body with `configuration`.
     ///
-    /// - Throws: What `session` throws: a session of that identifier
-    ///   already live, say.
+    /// - Throws: What `session` throws.
     init(
         identifier: String,
         partsIn folder: URL,
@@ -117,9 +116,6 @@ final class BackgroundTransport: HTTPTransport {
             var answer: TaskAnswer
             /// The body's file.
             var file: URL
-            /// The body's size the session said, when it was not the one
-            /// the request was made with (the file changed meanwhile).
-            var unexpectedSize: Int64?
         }
 
         private let requests = Lock<[String: Request]>([:])
@@ -135,28 +131,21 @@ final class BackgroundTransport: HTTPTransport {
             _ = requests.withLock { $0.removeValue(forKey: description) }
         }
 
-        func task(_ task: String, didSendBodyBytes sent: Int64, of expected: Int64) {
-            let request = requests.withLock { requests -> Request? in
-                // A session that streams the body does not know its size
-                // (FoundationNetworking says 0; Apple's, -1).
-                if let size = requests[task]?.answer.size, expected > 0, expected != size {
-                    requests[task]?.unexpectedSize = expected
-                }
-                return requests[task]
-            }
-            request?.answer.sent(sent)
+        func task(_ task: String, didSendBodyBytes sent: Int64) {
+            requests.withLock { $0[task] }?.answer.sent(sent)
         }
 
         func task(_ task: String, didReceive data: Data) {
             requests.withLock { $0[task]?.answer.received(data) }
         }
 
-        func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?) {
+        func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64) {
             guard let request = requests.withLock({ $0.removeValue(forKey: task) }) else { return }
             let size = request.answer.size
-            if let found = request.unexpectedSize {
-                // The session read the file as it was when the task started.
-                let reason = "it changed from \(size) to \(found) bytes before it was sent"
+            if bodySize > 0, bodySize != size {
+                // The session read the file as it was when the task
+                // started, not as the request was made.
+                let reason = "it changed from \(size) to \(bodySize) bytes before it was sent"
                 request.answer.complete(.failure(.unreadableFile(request.file, reason: reason)))
                 return
             }

@@ -72,26 +72,26 @@ struct BackgroundTransportTests {
         }
 
         /// Answers the last task with `status`, its body `answer` in two
-        /// pieces, after telling its body sent in two steps, of `size`
-        /// bytes (the file's, by default).
+        /// pieces, after telling its body sent in two steps; the body's
+        /// size it tells is `bodySize` (the file's, by default).
         func answerLast(
-            _ status: Int, answer: Data = Data(), headers: [String: String] = [:], size: Int64? = nil
+            _ status: Int, answer: Data = Data(), headers: [String: String] = [:], bodySize: Int64? = nil
         ) throws {
             let task = try #require(tasks.last)
-            let size = size ?? Int64(task.bytes?.count ?? 0)
-            events?.task(task.description, didSendBodyBytes: size / 2, of: size)
-            events?.task(task.description, didSendBodyBytes: size + 10, of: size)
+            let size = Int64(task.bytes?.count ?? 0)
+            events?.task(task.description, didSendBodyBytes: size / 2)
+            events?.task(task.description, didSendBodyBytes: size + 10)
             let response = HTTPURLResponse(
                 url: task.request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)
             events?.task(task.description, didReceive: answer.prefix(answer.count / 2))
             events?.task(task.description, didReceive: answer.dropFirst(answer.count / 2))
-            events?.task(task.description, didCompleteWith: response, error: nil)
+            events?.task(task.description, didCompleteWith: response, error: nil, bodySize: bodySize ?? size)
         }
 
         /// Fails the last task with `error`, unanswered.
         func failLast(_ error: URLError) throws {
             let task = try #require(tasks.last)
-            events?.task(task.description, didCompleteWith: nil, error: error)
+            events?.task(task.description, didCompleteWith: nil, error: error, bodySize: 0)
         }
     }
 
@@ -244,13 +244,26 @@ struct BackgroundTransportTests {
         let transport = try transport(on: session)
 
         let (recorder, _) = send(.file(source, offset: 0, length: 100_000), through: transport)
-        try session.answerLast(200, size: 120_000)
+        try session.answerLast(200, bodySize: 120_000)
 
         guard case .unreadableFile(let file, let reason)? = recorder.error as? UploadError else {
             Issue.record("expected unreadableFile, got \(String(describing: recorder.error))")
             return
         }
         #expect(file == source && reason.contains("from 100000 to 120000 bytes"))
+    }
+
+    @Test func aSessionThatDoesNotSayTheBodysSizeIsTakenAtItsWord() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = try transport(on: session)
+
+        let (unknown, _) = send(.file(source, offset: 0, length: 100_000), through: transport)
+        try session.answerLast(200, bodySize: -1)
+        let (streamed, _) = send(.file(source, offset: 0, length: 100_000), through: transport)
+        try session.answerLast(200, bodySize: 0)
+
+        #expect(unknown.isSucceeded && streamed.isSucceeded)
     }
 
     @Test func aSessionThatCannotBeMadeFailsTheTransport() throws {

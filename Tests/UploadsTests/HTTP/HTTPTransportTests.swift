@@ -137,7 +137,7 @@ struct HTTPTransportTests {
         let file = folder.url.appendingPathComponent("clip.mp4")
         try writePatternedFile(file, size: 4 * 1024 * 1024)
         let parts = folder.url.appendingPathComponent("parts")
-        let transport = try BackgroundTransport(identifier: "com.example.cancels", partsIn: parts) {
+        let transport = try BackgroundTransport(identifier: "com.example.\(UUID().uuidString)", partsIn: parts) {
             URLSessionBackgroundSession(identifier: $0, events: $1)
         }
         try await FixtureServer.with { server in
@@ -154,7 +154,9 @@ struct HTTPTransportTests {
                     ? .file(file, offset: 0, length: 4 * 1024 * 1024) : .file(file, offset: 1, length: 3_000_000)
                 let handle = LockedValue<JobHandle?>(nil)
                 let cancelsAtByte: Int64 = index < 8 ? 0 : Int64(index) * 50_000
+                let sent = LockedValue<Int64>(0)
                 let job = transport.send(request, body: body, destination: url) { progress in
+                    sent.withValue { $0 = max($0, progress.bytesSent) }
                     if progress.bytesSent >= cancelsAtByte { handle.value?.cancel() }
                 }
                 let outcome = try await withTimeLimit(.seconds(20)) {
@@ -168,9 +170,62 @@ struct HTTPTransportTests {
                     continue
                 }
                 #expect(error is CancellationError, "transfer \(index)")
+                #expect(cancelsAtByte == 0 || sent.value >= cancelsAtByte, "transfer \(index) was cancelled midway")
             }
+            let cut = try await server.received().filter { $0.path.hasPrefix("/cancelled/") }
+            #expect(cut.allSatisfy { !$0.complete }, "no cancelled body reached the server whole")
         }
         #expect(TemporaryFolder.files(in: parts) == [], "every part file went with its transfer")
+    }
+
+    /// Apple's session takes a task's body as its file is when the task
+    /// starts; the stand-in on Linux does the same.
+    @Test func aFileThatChangedOrWentBeforeItsTaskStartedFailsItsRequest() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let grown = folder.url.appendingPathComponent("grown.mp4")
+        let gone = folder.url.appendingPathComponent("gone.mp4")
+        for file in [grown, gone] { try writePatternedFile(file, size: 100_000) }
+        let transport = try BackgroundTransport(
+            identifier: "com.example.\(UUID().uuidString)", partsIn: folder.url.appendingPathComponent("parts")
+        ) { identifier, events in
+            ChangingFileSession(session: URLSessionBackgroundSession(identifier: identifier, events: events)) {
+                if $0 == grown {
+                    let handle = try? FileHandle(forWritingTo: grown)
+                    _ = try? handle?.seekToEnd()
+                    try? handle?.write(contentsOf: Data(count: 10))
+                    try? handle?.close()
+                } else {
+                    try? FileManager.default.removeItem(at: gone)
+                }
+            }
+        }
+        try await FixtureServer.with { server in
+            for file in [grown, gone] {
+                let url = server.url("changed/\(file.lastPathComponent)")
+                var put = URLRequest(url: url)
+                put.httpMethod = "PUT"
+                let request = put
+                let error = await #expect(throws: UploadError.self) {
+                    try await withTimeLimit(.seconds(20)) {
+                        try await transport.send(
+                            request, body: .file(file, offset: 0, length: 100_000), destination: url
+                        )
+                        .value
+                    }
+                }
+                if file == gone {
+                    #expect(error == .fileNotFound(gone))
+                } else {
+                    #expect(
+                        error
+                            == .unreadableFile(
+                                grown, reason: "it changed from 100000 to 100010 bytes before it was sent"))
+                }
+            }
+            let received = try await server.received().filter { $0.path.hasPrefix("/changed/") }
+            #expect(received.map(\.path) == ["/changed/grown.mp4"], "the file that went was never sent")
+        }
     }
 
     @Test(arguments: Carrier.allCases)
@@ -302,5 +357,25 @@ extension S3Storage {
                 seam.expectWholeFiles(partFiles: 5)
             }
         }
+    }
+}
+
+/// The platform's session, with each task's file changed just before the
+/// session is given it.
+private struct ChangingFileSession: BackgroundSession {
+    let session: URLSessionBackgroundSession
+    let change: @Sendable (URL) -> Void
+
+    func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+        change(file)
+        session.upload(request, fromFile: file, description: description)
+    }
+
+    func cancel(description: String) {
+        session.cancel(description: description)
+    }
+
+    func finishTasksAndInvalidate() {
+        session.finishTasksAndInvalidate()
     }
 }

@@ -73,8 +73,14 @@ extension S3Storage {
                         .compactMap { request in request.key.map { PartSent(key: $0, number: request.partNumber ?? 0) }
                         })
                 let video2 = "posts/beach-day/video-2.mp4"
-                #expect(stored.filter { $0.key == video2 }.map(\.number).sorted() == [1, 2, 3])
-                #expect(try await s3.uploads().map(\.key) == [video2], "video-2's upload was left to resume")
+                let left = try await s3.uploads()
+                #expect(left.map(\.key) == [video2], "video-2's upload was left to resume")
+                // What the storage holds, not what the proxy saw answered: an
+                // answer the killed run never read is recorded as a dropped
+                // connection (status 0), though the storage kept the part.
+                let upload = try #require(left.first)
+                let storedOfVideo2 = Set(try await s3.parts(of: upload).map { PartSent(key: video2, number: $0) })
+                #expect(storedOfVideo2.map(\.number).sorted() == [1, 2, 3])
 
                 try await s3.reset()
                 let second = try PlaygroundProcess(arguments)
@@ -86,7 +92,6 @@ extension S3Storage {
                         })
                 // video-1 was complete before the kill; publishing, which keeps
                 // no record of finished media, sends it again whole.
-                let storedOfVideo2 = stored.filter { $0.key == video2 }
                 #expect(resent.isDisjoint(with: storedOfVideo2), "no stored part is sent again")
                 #expect(resent.filter { $0.key == video2 }.map(\.number) == [4], "video-2 sent only its missing part")
                 #expect(

@@ -160,6 +160,14 @@ struct S3Fixture: Sendable {
         return try JSONDecoder().decode(Uploads.self, from: try await send("_control/uploads")).uploads
     }
 
+    /// The numbers of the parts the storage holds of `upload`, in order.
+    func parts(of upload: Upload) async throws -> [Int] {
+        struct Part: Decodable { let partNumber: Int }
+        struct Parts: Decodable { let parts: [Part] }
+        let data = try await send("_control/parts", query: ["key": upload.key, "uploadId": upload.uploadId])
+        return try JSONDecoder().decode(Parts.self, from: data).parts.map(\.partNumber).sorted()
+    }
+
     /// Waits until `count` requests of `operation` (of any, when `nil`)
     /// were answered, or with `received`, had arrived, and `bytes` body
     /// bytes had arrived in all (at most `timeout` seconds); whether they
