@@ -73,8 +73,7 @@ final class BackgroundTransport: HTTPTransport {
         }
 
         func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
-            guard case .file(let file, 0, let length, let head, let tail) = request.body, head.isEmpty, tail.isEmpty
-            else {
+            guard let (file, length) = request.body.fileFromItsStart else {
                 // FileBodyTransport hands on whole files and empty bodies
                 // only.
                 return inProcess.send(request)

@@ -60,13 +60,10 @@ final class FileBodyTransport: HTTPTransport {
     /// `body` as a whole file: as it is when it already is one (or has no
     /// bytes), else a new part file in ``folder`` holding its bytes.
     private func fileBody(of body: HTTPBody) throws(UploadError) -> (body: HTTPBody, part: URL?) {
-        switch body {
-        case .empty:
+        if body == .empty { return (body, nil) }
+        // A file that cannot be read fails as its part file is written.
+        if let (file, length) = body.fileFromItsStart, (try? Media.sizeOfReadableFile(at: file)) == length {
             return (body, nil)
-        case .file(let file, 0, let length, let head, let tail) where head.isEmpty && tail.isEmpty:
-            if try Media.sizeOfReadableFile(at: file) == length { return (body, nil) }
-        case .file, .data:
-            break
         }
         let part = try newPartFile()
         do {
@@ -109,22 +106,25 @@ final class FileBodyTransport: HTTPTransport {
                 throw .writeFailed(part, reason: error.localizedDescription)
             }
         }
-        guard case .file(let file, let offset, let length, let head, let tail) = body else {
-            if case .data(let data) = body { try append(data) }
+        switch body {
+        case .empty:
             return
-        }
-        let stream = BoundedFileStream(file: file, offset: offset, length: length, head: head, tail: tail)
-        stream.open()
-        defer { stream.close() }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
-            if count == 0 { return }
-            guard count > 0 else {
-                throw BoundedFileStream.failure(of: file, upTo: offset + length)
-                    ?? .unreadableFile(file, reason: stream.streamError.map { "\($0)" } ?? "it could not be read")
+        case .data(let data):
+            try append(data)
+        case .file(let file, let offset, let length, let head, let tail):
+            let stream = BoundedFileStream(file: file, offset: offset, length: length, head: head, tail: tail)
+            stream.open()
+            defer { stream.close() }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let count = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
+                if count == 0 { return }
+                guard count > 0 else {
+                    throw BoundedFileStream.failure(of: file, upTo: offset + length)
+                        ?? .unreadableFile(file, reason: stream.streamError.map { "\($0)" } ?? "it could not be read")
+                }
+                try append(Data(buffer[..<count]))
             }
-            try append(Data(buffer[..<count]))
         }
     }
 }

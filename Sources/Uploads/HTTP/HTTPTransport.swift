@@ -111,6 +111,16 @@ enum HTTPBody: Sendable, Hashable {
         case .file(_, _, let length, let head, let tail): Int64(head.count) + length + Int64(tail.count)
         }
     }
+
+    /// The file whose first `length` bytes the body is, with nothing
+    /// around them; `nil` for any other body. The whole file when it still
+    /// holds `length` bytes, which is for the caller to check.
+    var fileFromItsStart: (file: URL, length: Int64)? {
+        guard case .file(let file, 0, let length, let head, let tail) = self, head.isEmpty, tail.isEmpty else {
+            return nil
+        }
+        return (file, length)
+    }
 }
 
 /// What a server answered one request.

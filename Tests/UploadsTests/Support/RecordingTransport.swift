@@ -42,13 +42,9 @@ final class RecordingTransport: HTTPTransport {
         let inner = transport.send(request)
         return Job { [log] controller in
             let whole =
-                switch request.body {
-                case .empty: true
-                case .data: false
-                case .file(let file, let offset, let length, let head, let tail):
-                    offset == 0 && head.isEmpty && tail.isEmpty
-                        && (try? Media.sizeOfReadableFile(at: file)) == length
-                }
+                request.body == .empty
+                || request.body.fileFromItsStart.map { (try? Media.sizeOfReadableFile(at: $0.file)) == $0.length }
+                    == true
             let sent = Sent(
                 method: request.urlRequest.httpMethod ?? "GET", path: request.urlRequest.url?.path ?? "",
                 body: request.body, bodyIsWholeFile: whole)
