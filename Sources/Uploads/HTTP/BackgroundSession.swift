@@ -7,24 +7,34 @@ import FoundationNetworking
 
 /// A background `URLSession` as an app sees it: Apple's
 /// (``URLSessionBackgroundSession``), or the double of it in
-/// UploadsTesting. It takes upload tasks whose body is a file, each named
-/// by a description that outlives the app, and tells each task's events,
-/// by that description, to the ``BackgroundSessionEvents`` it was made
-/// with, which it holds weakly: the transfers belong to the system, not to
-/// the app's objects.
+/// UploadsTesting (`TestBackgroundSystem`). It takes upload tasks whose
+/// body is a file, each named by a description that outlives the app, and
+/// tells each task's events, by that description, to the
+/// ``BackgroundSessionEvents`` it was made with, which it holds weakly:
+/// the transfers belong to the system, not to the app's objects. A
+/// session made again with the identifier of one whose app was killed is
+/// told the events of its tasks that ended meanwhile.
 package protocol BackgroundSession: Sendable {
     /// Starts a task that sends `request` with the bytes of `file` as its
     /// body, named `description`.
-    func upload(_ request: URLRequest, fromFile file: URL, description: String)
+    ///
+    /// - Throws: When the session refuses the task outright: the double
+    ///   does for a request that carries a body of its own (bytes or a
+    ///   stream), which a background session does not take.
+    func upload(_ request: URLRequest, fromFile file: URL, description: String) throws
     /// Cancels the task named `description`, if the session has it.
     func cancel(description: String)
+    /// Calls `body`, on a thread of the session's, with the descriptions
+    /// of the tasks the session has that have not ended: those it carried
+    /// on while the app was gone too.
+    func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void)
     /// Gives up the session once its tasks end: they go on, and tell their
     /// events, but no task can be started after this.
     func finishTasksAndInvalidate()
 }
 
 /// What a ``BackgroundSession`` tells its owner of each task, named by its
-/// description; from any thread.
+/// description; from a thread of the session's, one event at a time.
 package protocol BackgroundSessionEvents: AnyObject, Sendable {
     /// `sent` bytes of the body of `task` have gone out.
     func task(_ task: String, didSendBodyBytes sent: Int64)
@@ -34,6 +44,11 @@ package protocol BackgroundSessionEvents: AnyObject, Sendable {
     /// body was `bodySize` bytes, as the session found its file when the
     /// task started (0 or less when it does not say).
     func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64)
+    /// The session told every event it held for an app the system
+    /// launched or woke in the background for it
+    /// (`urlSessionDidFinishEvents(forBackgroundURLSession:)`): the moment
+    /// to call the handler the app delegate was given.
+    func sessionDidFinishEvents()
 }
 
 /// Apple's background `URLSession`, as a ``BackgroundSession``.
@@ -49,17 +64,24 @@ package protocol BackgroundSessionEvents: AnyObject, Sendable {
 /// which sends a task again whole when the network returns, a request may
 /// be sent again whole by the session (libcurl does when the connection it
 /// reused died), whether or not it is ``HTTPRequest/resendable``.
-final class URLSessionBackgroundSession: BackgroundSession {
+package final class URLSessionBackgroundSession: BackgroundSession {
     private let session: URLSession
     private let delegate: Delegate
 
     /// Makes the session of `identifier`, telling `events` of its tasks.
-    init(identifier: String, events: any BackgroundSessionEvents) {
+    package convenience init(identifier: String, events: any BackgroundSessionEvents) {
         #if canImport(Darwin)
         let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
         #else
         let configuration = URLSessionConfiguration.ephemeral
         #endif
+        self.init(configuration: configuration, events: events)
+    }
+
+    /// Makes an in-process session of `configuration` that takes tasks as
+    /// a background one does, telling `events` of them: what carries the
+    /// transfers of the double of the system (`TestBackgroundSystem`).
+    package init(configuration: URLSessionConfiguration, events: any BackgroundSessionEvents) {
         // No cache: an upload's answer has no use for one (and see
         // InProcessTransport for what one costs on Linux).
         configuration.urlCache = nil
@@ -67,7 +89,7 @@ final class URLSessionBackgroundSession: BackgroundSession {
         session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
-    func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+    package func upload(_ request: URLRequest, fromFile file: URL, description: String) {
         #if canImport(FoundationNetworking)
         var request = request
         guard let size = try? Media.sizeOfReadableFile(at: file) else {
@@ -91,11 +113,17 @@ final class URLSessionBackgroundSession: BackgroundSession {
         task.resume()
     }
 
-    func cancel(description: String) {
+    package func cancel(description: String) {
         delegate.tasks.withLock { $0[description] }?.cancel()
     }
 
-    func finishTasksAndInvalidate() {
+    package func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {
+        session.getAllTasks { tasks in
+            body(tasks.filter { $0.state != .completed }.compactMap(\.taskDescription))
+        }
+    }
+
+    package func finishTasksAndInvalidate() {
         session.finishTasksAndInvalidate()
     }
 
@@ -148,6 +176,10 @@ final class URLSessionBackgroundSession: BackgroundSession {
             let streamed = files.withLock { $0.removeValue(forKey: description) }
             let bodySize = streamed?.size ?? task.countOfBytesExpectedToSend
             events?.task(description, didCompleteWith: task.response, error: error, bodySize: bodySize)
+        }
+
+        func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+            events?.sessionDidFinishEvents()
         }
     }
 }

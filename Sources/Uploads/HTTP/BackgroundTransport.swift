@@ -98,7 +98,13 @@ final class BackgroundTransport: HTTPTransport {
                     session.cancel(description: description)
                 }
                 guard !controller.isCompleted else { return }
-                session.upload(request.urlRequest, fromFile: file, description: description)
+                do {
+                    try session.upload(request.urlRequest, fromFile: file, description: description)
+                } catch {
+                    running.forget(description)
+                    controller.fail(with: error)
+                    return
+                }
                 // A cancel between the check and the task's start found no
                 // task to cancel: cancel it now.
                 if controller.isCompleted {
@@ -153,5 +159,9 @@ final class BackgroundTransport: HTTPTransport {
             let fileFailure = error == nil ? nil : BoundedFileStream.failure(of: request.file, upTo: size)
             request.answer.ended(response: response, error: error, fileFailure: fileFailure)
         }
+
+        /// Nothing here waits for it: the handler an app delegate is given
+        /// is not the transport's.
+        func sessionDidFinishEvents() {}
     }
 }

@@ -67,6 +67,12 @@ struct BackgroundTransportTests {
             }
         }
 
+        /// The tasks not cancelled: this session does not say which ended.
+        func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {
+            let state = state.value
+            body(state.tasks.map(\.description).filter { !state.cancelled.contains($0) })
+        }
+
         func finishTasksAndInvalidate() {
             state.withValue { $0.invalidated = true }
         }

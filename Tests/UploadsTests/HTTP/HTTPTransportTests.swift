@@ -3,6 +3,7 @@ import JobKit
 import JobKitTesting
 import TestSupport
 import Testing
+import UploadsTesting
 
 @testable import Uploads
 
@@ -20,7 +21,8 @@ import FoundationNetworking
 /// Each post goes by each of the transports a background session needs
 /// (``Carrier``): every body made a whole file (``FileBodyTransport``) and
 /// sent in process, and the background transport itself, on the session
-/// Apple's platforms make (in process on Linux). So the same posts show
+/// Apple's platforms make (in process on Linux) and on the double of
+/// Apple's (`TestBackgroundSystem`). So the same posts show
 /// that what reaches a session is only whole files, and that the servers
 /// nobody here wrote take the forms, tus chunks and S3 parts written to
 /// part files, which are gone once the post is published.
@@ -32,6 +34,9 @@ struct HTTPTransportTests {
         case fileBodies
         /// ``BackgroundTransport`` on ``URLSessionBackgroundSession``.
         case backgroundSession
+        /// ``BackgroundTransport`` on the double of Apple's background
+        /// session, `TestBackgroundSystem`, the app in the foreground.
+        case testBackgroundSystem
 
         var testDescription: String { rawValue }
     }
@@ -56,8 +61,14 @@ struct HTTPTransportTests {
                 recording = RecordingTransport()
                 session = nil
                 transport = FileBodyTransport(sendingThrough: recording, partsIn: parts)
-            case .backgroundSession:
-                let session = RecordingBackgroundSession.Maker()
+            case .backgroundSession, .testBackgroundSystem:
+                let session: RecordingBackgroundSession.Maker
+                if carrier == .backgroundSession {
+                    session = RecordingBackgroundSession.Maker()
+                } else {
+                    let system = TestBackgroundSystem(queue: DispatchQueue.global())
+                    session = RecordingBackgroundSession.Maker { try system.session(identifier: $0, events: $1) }
+                }
                 recording = RecordingTransport(
                     sendingThrough: try BackgroundTransport(
                         identifier: "com.example.outbox.\(UUID().uuidString)", partsIn: parts, session: session.make))
@@ -176,6 +187,30 @@ struct HTTPTransportTests {
             #expect(cut.allSatisfy { !$0.complete }, "no cancelled body reached the server whole")
         }
         #expect(TemporaryFolder.files(in: parts) == [], "every part file went with its transfer")
+    }
+
+    /// `getAllTasks` of the platform's session lists the tasks that have
+    /// not ended, by description.
+    @Test func thePlatformsSessionListsTheTasksThatHaveNotEnded() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.url.appendingPathComponent("clip.mp4")
+        try writePatternedFile(file, size: 8_000_000)
+        let app = HeardEvents()
+        let session = URLSessionBackgroundSession(identifier: "com.example.\(UUID().uuidString)", events: app)
+        defer { session.finishTasksAndInvalidate() }
+        try await FixtureServer.with { server in
+            try await server.setRule("clip.mp4", ["hold_after": 65_536])
+            var request = URLRequest(url: server.url("clip.mp4"))
+            request.httpMethod = "PUT"
+            session.upload(request, fromFile: file, description: "clip")
+            try #require(try await server.waitFor(bytes: 65_536, ended: 0).ok, "the server holds the transfer")
+            #expect(await session.allTasks() == ["clip"])
+            #expect(try await server.release(resuming: true) == 1)
+            let heard = await app.heard(within: 20) { $0.contains { $0.isCompletion } }
+            #expect(heard.last == .completed("clip", status: 201, bodySize: 8_000_000))
+            #expect(await session.allTasks() == [])
+        }
     }
 
     /// Apple's session takes a task's body as its file is when the task
@@ -366,13 +401,17 @@ private struct ChangingFileSession: BackgroundSession {
     let session: URLSessionBackgroundSession
     let change: @Sendable (URL) -> Void
 
-    func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+    func upload(_ request: URLRequest, fromFile file: URL, description: String) throws {
         change(file)
         session.upload(request, fromFile: file, description: description)
     }
 
     func cancel(description: String) {
         session.cancel(description: description)
+    }
+
+    func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {
+        session.getAllTasks(body)
     }
 
     func finishTasksAndInvalidate() {

@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import UploadsTesting
 
 @testable import Uploads
 
@@ -54,8 +55,8 @@ final class RecordingTransport: HTTPTransport {
     }
 }
 
-/// The background session of the platform (``URLSessionBackgroundSession``,
-/// in process on Linux), recording the tasks it is given.
+/// A background session (the platform's, ``URLSessionBackgroundSession``,
+/// in process on Linux, by default), recording the tasks it is given.
 final class RecordingBackgroundSession: BackgroundSession {
     /// One task, as it was started.
     struct Task: Sendable {
@@ -67,31 +68,45 @@ final class RecordingBackgroundSession: BackgroundSession {
     /// Makes the sessions, and keeps what they record.
     final class Maker: Sendable {
         fileprivate let log = LockedValue<[Task]>([])
+        private let makeSession: @Sendable (String, any BackgroundSessionEvents) throws -> any BackgroundSession
         /// Every task started so far, in order.
         var tasks: [Task] { log.value }
 
-        func make(_ identifier: String, _ events: any BackgroundSessionEvents) -> any BackgroundSession {
-            RecordingBackgroundSession(
-                session: URLSessionBackgroundSession(identifier: identifier, events: events), log: log)
+        /// Records the sessions `makeSession` makes: the platform's by
+        /// default.
+        init(
+            _ makeSession: @escaping @Sendable (String, any BackgroundSessionEvents) throws -> any BackgroundSession = {
+                URLSessionBackgroundSession(identifier: $0, events: $1)
+            }
+        ) {
+            self.makeSession = makeSession
+        }
+
+        func make(_ identifier: String, _ events: any BackgroundSessionEvents) throws -> any BackgroundSession {
+            RecordingBackgroundSession(session: try makeSession(identifier, events), log: log)
         }
     }
 
-    private let session: URLSessionBackgroundSession
+    private let session: any BackgroundSession
     private let log: LockedValue<[Task]>
 
-    private init(session: URLSessionBackgroundSession, log: LockedValue<[Task]>) {
+    private init(session: any BackgroundSession, log: LockedValue<[Task]>) {
         self.session = session
         self.log = log
     }
 
-    func upload(_ request: URLRequest, fromFile file: URL, description: String) {
+    func upload(_ request: URLRequest, fromFile file: URL, description: String) throws {
         let task = Task(file: file, size: try? Media.sizeOfReadableFile(at: file))
         log.withValue { $0.append(task) }
-        session.upload(request, fromFile: file, description: description)
+        try session.upload(request, fromFile: file, description: description)
     }
 
     func cancel(description: String) {
         session.cancel(description: description)
+    }
+
+    func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {
+        session.getAllTasks(body)
     }
 
     func finishTasksAndInvalidate() {
