@@ -20,13 +20,14 @@ import FoundationNetworking
 /// ``session(identifier:events:)``.
 ///
 /// What it does, each as Apple documents for background sessions:
-/// - **One session per identifier.** Making a second one while one is live
-///   (not invalidated, its app not gone) throws
-///   ``Refusal/identifierInUse(_:)``.
-/// - **Only files.** A task whose request carries bytes or a stream of its
-///   own is refused (``Refusal/bodyNotAFile(task:)``): Apple's raises
-///   "Upload tasks from NSData are not supported in background sessions".
-///   A file missing when its task starts fails the task
+/// - **One session per identifier.** Apple leaves several sessions of one
+///   identifier undefined; making a second one here while one is live (not
+///   invalidated, its app not gone) throws ``Refusal/identifierInUse(_:)``.
+/// - **Only files.** Apple supports "only upload tasks from a file"; one
+///   from bytes or a stream fails once the app exits. Here a task whose
+///   request carries bytes or a stream of its own is refused at once
+///   (``Refusal/bodyNotAFile(task:)``), so that a test finds it. A file
+///   missing when its task starts fails the task
 ///   (`URLError.fileDoesNotExist`), and nothing is sent.
 /// - **Transfers outlive the app.** While the app is suspended or gone,
 ///   tasks go on; their answers are held, and their progress not told.
@@ -45,10 +46,12 @@ import FoundationNetworking
 ///   `NSURLErrorBackgroundTaskCancelledReasonKey` 0 (the user force-quit
 ///   the app), and launches nothing: the cancellations are told to the
 ///   session the user's next launch makes.
-/// - **Tasks made in the background wait.** A task made while the app runs
-///   in the background starts after a delay, doubled for each such task,
-///   back to the first once the app comes to the foreground: the
-///   discretionary rate limiter.
+/// - **Tasks made in the background wait.** The rate limiter: a task made
+///   while the app runs in the background starts once a delay has passed.
+///   The delay is none until the system first wakes or launches the app,
+///   then the first delay, doubled each time it wakes or launches it
+///   again, and none again once the app comes to the foreground, where
+///   the tasks still waiting start.
 /// - **A transfer cut by the network is sent again whole** when it
 ///   returns.
 ///
@@ -144,8 +147,9 @@ package final class TestBackgroundSystem: Sendable {
     private let delivery = DispatchQueue(label: "JobKit.TestBackgroundSystem.delivery")
 
     /// A system whose delays run on `queue`, whose transfers are sent by a
-    /// session of `configuration`, and whose first delay for a task made
-    /// in the background is `backgroundDelay`.
+    /// session of `configuration`, and whose rate limiter's first delay
+    /// (after the first wake or launch in the background) is
+    /// `backgroundDelay`.
     package init(
         queue: any JobQueue,
         configuration: URLSessionConfiguration = .ephemeral,
@@ -179,7 +183,7 @@ package final class TestBackgroundSystem: Sendable {
             guard state.sessions[identifier] == nil else { throw .identifierInUse(identifier) }
             if state.app == .terminated || state.app == .forceQuit {
                 state.app = .foreground
-                state.delay = state.firstDelay
+                state.delay = .zero
             }
             state.nextSession += 1
             state.sessions[identifier] = AppSession(serial: state.nextSession, events: events)
@@ -214,14 +218,19 @@ package final class TestBackgroundSystem: Sendable {
     }
 
     /// The app comes back on screen: it gets the events held for its
-    /// sessions, and the delay for tasks made in the background starts
-    /// over.
+    /// sessions, the rate limiter's delay is none again, and the tasks
+    /// waiting for it start.
     package func enterForeground() {
-        state.withLock { state in
+        let starts = state.withLock { state in
             state.app = .foreground
-            state.delay = state.firstDelay
+            state.delay = .zero
             for identifier in state.sessions.keys { flush(identifier, &state) }
+            return state.tasks.indices.filter { state.tasks[$0].phase == .waiting }.compactMap { index in
+                state.tasks[index].deferral?.cancel()
+                return state.start(index)
+            }
         }
+        for start in starts { start() }
     }
 
     /// The system kills the app: its sessions are gone (what the test
@@ -322,10 +331,8 @@ package final class TestBackgroundSystem: Sendable {
             let index = state.tasks.count
             state.tasks.append(
                 Transfer(identifier: session.identifier, description: description, request: request, file: file))
-            guard state.app == .background else { return state.start(index) }
-            let delay = state.delay
-            state.delay = delay * 2
-            state.tasks[index].deferral = queue.enqueue(after: delay) { [weak self] in
+            guard state.app == .background, state.delay > .zero else { return state.start(index) }
+            state.tasks[index].deferral = queue.enqueue(after: state.delay) { [weak self] in
                 guard let self else { return }
                 let start = self.state.withLock { state in
                     state.tasks[index].phase == .waiting ? state.start(index) : nil
@@ -432,6 +439,7 @@ package final class TestBackgroundSystem: Sendable {
         }
         guard !due.isEmpty else { return }
         state.app = .background
+        state.delay = state.delay == .zero ? state.firstDelay : state.delay * 2
         var calls: [@Sendable () -> Void] = []
         for identifier in due.sorted() {
             state.waking.insert(identifier)
@@ -558,9 +566,10 @@ extension TestBackgroundSystem {
         var waking: Set<String> = []
         var wakes: [Wake] = []
         var launchHandler: LaunchHandler?
+        /// The rate limiter's delay after the first wake or launch.
         let firstDelay: Duration
-        /// The delay of the next task made in the background.
-        var delay: Duration
+        /// The delay of a task made in the background now.
+        var delay = Duration.zero
         var network = true
         var transfers: URLSessionBackgroundSession?
         /// What the transfers tell; held here, as the session holds it
@@ -569,7 +578,6 @@ extension TestBackgroundSystem {
 
         init(firstDelay: Duration) {
             self.firstDelay = firstDelay
-            delay = firstDelay
         }
 
         func isLive(_ session: Session) -> Bool {

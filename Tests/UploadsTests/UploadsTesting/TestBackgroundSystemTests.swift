@@ -118,11 +118,12 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple: "If your app is in the background, the system may suspend
-    /// your app while the transfer is performed in another process", then
-    /// "when all of the tasks associated with a session are complete, the
-    /// system relaunches a suspended app" and calls
-    /// `handleEventsForBackgroundURLSession`, then the delegate's
+    /// Apple (`background(withIdentifier:)`): this configuration "makes it
+    /// possible for transfers to continue even when the app itself is
+    /// suspended or terminated". When they end, the system wakes the app in
+    /// the background, calls the app delegate's
+    /// `application(_:handleEventsForBackgroundURLSession:completionHandler:)`,
+    /// tells the session's delegate the events, then
     /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
     @Test func aTransferGoesOnWhileTheAppIsSuspendedWhichIsWokenToHearItsEnd() async throws {
         try await withAppSession { system, session, app, server in
@@ -151,10 +152,11 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple: "If the system terminated the app while it was suspended, the
-    /// system relaunches the app in the background"; the app "recreates
-    /// the session with the same identifier", and its new delegate gets
-    /// the events.
+    /// Apple ("Downloading files in the background"): "If the system
+    /// terminated the app while it was suspended, the system relaunches the
+    /// app in the background." The app delegate is given the identifier:
+    /// "If your app was just launched, you can use this identifier to
+    /// create a new URLSession object that can receive the events."
     @Test func anAppKilledMidTransferIsLaunchedAndItsNewSessionHearsWhatEnded() async throws {
         try await withAppSession { system, session, first, server in
             // What the app's next launch makes.
@@ -193,8 +195,11 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple: on a relaunch, `getAllTasks` lists the tasks the session
-    /// still has, whose events then reach the new delegate as they come.
+    /// An app the user opens again while its transfer goes on makes its
+    /// session again: `getAllTasks` lists the task ("any tasks that you have
+    /// created within the session, not including any tasks that have been
+    /// invalidated after completing, failing, or being cancelled"), whose
+    /// events then reach the new delegate as they come.
     @Test func anAppLaunchedAgainWhileItsTaskRunsListsItAndHearsItsEnd() async throws {
         try await withAppSession { system, session, first, server in
             try await startClipHeldMidway(through: session, on: server)
@@ -216,10 +221,13 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple: "If the user force quits your app, the system cancels all of
-    /// the session's background transfers", with
-    /// `NSURLErrorBackgroundTaskCancelledReasonKey` saying so, "and the
-    /// system doesn't automatically relaunch your app".
+    /// Apple (`background(withIdentifier:)`): "If the user terminates the app
+    /// from the multitasking screen, the system cancels all of the
+    /// session’s background transfers. In addition, the system does not
+    /// automatically relaunch apps that were force quit by the user." Each
+    /// task ends with `NSURLErrorCancelled`, its
+    /// `NSURLErrorBackgroundTaskCancelledReasonKey`
+    /// `userForceQuitApplication` (0).
     @Test func aForceQuitCancelsEveryTaskAndLaunchesNothing() async throws {
         defer { folder.remove() }
         let system = TestBackgroundSystem(queue: TestQueue())
@@ -252,53 +260,75 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple's discretionary rate limiter: a task made while the app is in
-    /// the background starts after a delay that doubles with each one; in
-    /// the foreground, at once.
-    @Test func tasksMadeInTheBackgroundStartAfterADelayThatDoubles() async throws {
+    /// Apple's rate limiter ("Downloading files in the background"): a task
+    /// the app starts in the background waits for a delay. "The delay
+    /// increases each time the system resumes or relaunches your app." It
+    /// "doubles that delay every time it resumes (or relaunches) your app"
+    /// (Apple's DTS, "NSURLSession’s Resume Rate Limiter"). "The delay is
+    /// reset to 0 whenever the user brings your app to the foreground."
+    @Test func tasksMadeInTheBackgroundWaitADelayThatDoublesWithEachWake() async throws {
         let queue = TestQueue()
         try await withAppSession(queue: queue, backgroundDelay: .seconds(10)) { system, session, app, server in
-            system.enterBackground()
-            for index in 0..<3 {
+            let handlers = CompletionHandlers()
+            system.onBackgroundLaunch { _, completionHandler in handlers.keep(completionHandler) }
+            func upload(_ index: Int) throws {
                 try session.upload(Self.put("\(index).mp4", on: server), fromFile: clip, description: "\(index)")
             }
-            func started() -> [Bool] { system.tasks.map { $0.phase != .waiting } }
-            #expect(started() == [false, false, false])
-            try queue.advance(by: .seconds(9))
-            #expect(started() == [false, false, false])
-            try queue.advance(by: .seconds(1))
-            #expect(started() == [true, false, false], "the first after 10 s")
-            try queue.advance(by: .seconds(10))
-            #expect(started() == [true, true, false], "the second after 20 s")
-            try queue.advance(by: .seconds(19))
-            #expect(started() == [true, true, false])
-            try queue.advance(by: .seconds(1))
-            #expect(started() == [true, true, true], "the third after 40 s")
+            func started() -> [Bool] { system.tasks.dropFirst().map { $0.phase != .waiting } }
+            func wakes(_ count: Int) async -> Bool {
+                await app.heard(within: 20) { $0.filter { $0 == .finished }.count == count }
+                    .filter { $0 == .finished }.count == count
+            }
 
-            system.enterForeground()
-            try session.upload(Self.put("3.mp4", on: server), fromFile: clip, description: "3")
-            #expect(started() == [true, true, true, true], "at once in the foreground")
+            // The first wake, for a transfer that ended while the app was
+            // suspended.
+            try await startClipHeldMidway(through: session, on: server)
             system.enterBackground()
-            try session.upload(Self.put("4.mp4", on: server), fromFile: clip, description: "4")
-            #expect(started().last == false)
-            try queue.advance(by: .seconds(10))
-            #expect(started().last == true, "the delay started over after the foreground")
-            let heard = await app.heard(within: 20) { $0.filter(\.isCompletion).count == 5 }
-            #expect(heard.filter(\.isCompletion).allSatisfy { $0.status == 201 })
+            system.suspend()
+            try await server.release(resuming: true)
+            #expect(await wakes(1))
+            try upload(1)
+            #expect(started() == [false])
+            try queue.advance(by: .seconds(9))
+            #expect(started() == [false])
+            // Suspended before it starts, so that its end wakes the app.
+            handlers.callAll()
+            try queue.advance(by: .seconds(1))
+            #expect(started() == [true], "10 s after the first wake")
+            #expect(await wakes(2))
+            try upload(2)
+            try queue.advance(by: .seconds(19))
+            #expect(started() == [true, false])
+            try queue.advance(by: .seconds(1))
+            #expect(started() == [true, true], "20 s after the second")
+
+            try upload(3)
+            #expect(started() == [true, true, false])
+            system.enterForeground()
+            #expect(started() == [true, true, true], "the foreground starts what waits")
+            try upload(4)
+            system.enterBackground()
+            try upload(5)
+            #expect(started() == [true, true, true, true, true], "no delay until the next wake")
+            let heard = await app.heard(within: 20) { $0.filter(\.isCompletion).count == 6 }
+            #expect(heard.filter(\.isCompletion).map(\.status) == Array(repeating: 201, count: 6))
+            #expect(system.wakes.count == 2)
         }
     }
 
     /// A background task's body is a file, read when the task starts: one
-    /// missing then fails the task, and nothing is sent.
+    /// missing then fails the task, and nothing is sent. (Apple documents
+    /// no error for it; the double says `fileDoesNotExist`.)
     @Test func aFileMissingWhenItsTaskStartsFailsIt() async throws {
-        let queue = TestQueue()
-        try await withAppSession(queue: queue, backgroundDelay: .seconds(10)) { system, session, app, server in
+        try await withAppSession { system, session, app, server in
             let missing = folder.url.appendingPathComponent("missing.mp4")
             try session.upload(Self.put("missing.mp4", on: server), fromFile: missing, description: "missing")
-            system.enterBackground()
+            // A task that waits (here for the network) reads its file when
+            // it starts.
+            system.networkGoesDown()
             try session.upload(Self.put("clip.mp4", on: server), fromFile: clip, description: "clip")
             try FileManager.default.removeItem(at: clip)
-            try queue.advance(by: .seconds(10))
+            system.networkComesBack()
             let heard = await app.heard(within: 20) { $0.filter(\.isCompletion).count == 2 }
             #expect(
                 heard == [
@@ -309,8 +339,10 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple: "You must create exactly one session per identifier";
-    /// the double refuses a second one while the first is live.
+    /// Apple (URL Loading System Programming Guide): "You must create
+    /// exactly one session per identifier … The behavior of multiple
+    /// sessions sharing the same identifier is undefined." The double
+    /// refuses a second one while the first is live.
     @Test func aSecondSessionOfALiveIdentifierIsRefused() throws {
         defer { folder.remove() }
         let system = TestBackgroundSystem(queue: TestQueue())
@@ -339,9 +371,10 @@ struct TestBackgroundSystemTests {
         #expect(system.tasks == [])
     }
 
-    /// Apple: "Upload tasks from NSData are not supported in background
-    /// sessions", nor streamed ones: a request carrying a body of its own
-    /// is refused outright.
+    /// Apple ("Downloading files in the background"): "Only upload tasks
+    /// from a file are supported (uploads from data instances or a stream
+    /// fail after the app exits)." The double refuses a request carrying a
+    /// body of its own at once, so that a test sees it.
     @Test func aRequestWithABodyOfItsOwnIsRefused() async throws {
         defer { folder.remove() }
         let system = TestBackgroundSystem(queue: TestQueue())
@@ -362,9 +395,10 @@ struct TestBackgroundSystemTests {
         }
     }
 
-    /// Apple's daemon sends an upload again from its start when the
-    /// network returns: a transfer cut midway reaches the server whole the
-    /// second time, and the app hears one end.
+    /// Background sessions "always wait for connectivity" (Apple,
+    /// `waitsForConnectivity`), and an upload cut by the network is sent
+    /// again from its start when it returns: it reaches the server whole
+    /// the second time, and the app hears one end.
     @Test func aTransferCutByTheNetworkIsSentAgainWholeWhenItReturns() async throws {
         try await withAppSession { system, session, app, server in
             try await startClipHeldMidway(through: session, on: server)
