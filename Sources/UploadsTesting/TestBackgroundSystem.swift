@@ -234,7 +234,7 @@ package final class TestBackgroundSystem: Sendable {
     }
 
     /// The system kills the app: its sessions are gone (what the test
-    /// holds of them takes no task), their tasks go on, and the app is
+    /// holds of them takes no task and cancels none), their tasks go on, and the app is
     /// launched in the background once a session's tasks have all ended.
     package func terminate() {
         state.withLock { state in
@@ -346,7 +346,9 @@ package final class TestBackgroundSystem: Sendable {
 
     fileprivate func cancel(description: String, in session: Session) {
         let cut = state.withLock { state -> [Int] in
-            guard
+            // The app that made a session it no longer has is gone: it
+            // cancels nothing.
+            guard state.isLive(session),
                 let index = state.tasks.indices.last(where: {
                     state.tasks[$0].identifier == session.identifier && state.tasks[$0].description == description
                         && state.tasks[$0].phase != .ended

@@ -60,6 +60,11 @@ public struct UploadAttempts: Sendable {
     /// uploader's own session: an ``Outbox``'s, when it has one; `nil`
     /// (the default) for each uploader's own.
     var transport: (any UploadTransport)?
+    /// Names the upload to ``transport`` the same in every launch (an
+    /// outbox's post and medium), so that a background session's task
+    /// that outlived the app is found again by the upload that made it;
+    /// `nil` (the default) for none.
+    var uploadName: String?
 
     /// Creates the owner of an upload's retries.
     /// - Parameters:

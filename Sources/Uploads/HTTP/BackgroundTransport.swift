@@ -16,7 +16,11 @@ import FoundationNetworking
 /// downloads): a request with no body (a `HEAD`, an `OPTIONS`, a question
 /// about a medium's processing) goes through an in-process session, which
 /// sends only while the app runs. Each task is named by a description of
-/// its own, which the session keeps with it.
+/// its own, which the session keeps with it: the request's name in every
+/// launch (``HTTPRequest/name``: an outbox's post and medium, and what the
+/// request is within its upload) and a mark of its own, so that a launch
+/// after the app was killed finds the tasks it left
+/// (``BackgroundTaskRegistry``), and its part file is named after it.
 ///
 /// What a background session does that an in-process one does not: it may
 /// send a request again whole by itself (when the network returns), so a
@@ -29,10 +33,15 @@ final class BackgroundTransport: HTTPTransport {
     let identifier: String
     /// Makes every body a whole file, then hands it to ``Tasks``.
     private let bodies: FileBodyTransport
+    private let tasks: Tasks
 
     /// A transport that sends through the background session `session`
     /// makes for `identifier`, writing part files in `folder`, and sends
     /// requests with no body with `configuration`.
+    ///
+    /// A transport made with the identifier of one an earlier launch left
+    /// finds the tasks it left (``BackgroundTaskRegistry``): a request
+    /// named as one of them joins it rather than sending again.
     ///
     /// - Throws: What `session` throws.
     init(
@@ -42,30 +51,49 @@ final class BackgroundTransport: HTTPTransport {
         session: (_ identifier: String, _ events: any BackgroundSessionEvents) throws -> any BackgroundSession
     ) throws {
         self.identifier = identifier
-        let tasks = try Tasks(session: session, identifier: identifier, configuration: configuration)
+        tasks = try Tasks(session: session, identifier: identifier, configuration: configuration, parts: folder)
         bodies = FileBodyTransport(sendingThrough: tasks, partsIn: folder)
     }
 
     func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
-        bodies.send(request)
+        guard let name = request.name else { return bodies.send(request) }
+        return Job { [self] controller in
+            let stopWaiting = tasks.registry.admit(name) { [self] admission in
+                let job: Job<HTTPAnswer>
+                switch admission {
+                case .join(let description):
+                    job = tasks.join(request, task: description)
+                case .send(let description):
+                    var request = request
+                    request.taskDescription = description
+                    job = bodies.send(request)
+                }
+                controller.perform(job) { controller.complete(with: $0) }
+            }
+            controller.onCancel(stopWaiting)
+        }
     }
 
     /// Sends each request whose body is a whole file as a task of the
     /// session, and the others in process; the owner of the session.
     private final class Tasks: HTTPTransport {
         private let session: any BackgroundSession
-        /// The requests in flight, told of the session's events; held by
-        /// the session weakly.
-        private let running = Running()
+        /// The requests in flight and the tasks an earlier launch left,
+        /// told of the session's events; held by the session weakly.
+        let registry: BackgroundTaskRegistry
         private let inProcess: InProcessTransport
 
         init(
             session make: (String, any BackgroundSessionEvents) throws -> any BackgroundSession,
             identifier: String,
-            configuration: URLSessionConfiguration
+            configuration: URLSessionConfiguration,
+            parts: URL
         ) throws {
-            session = try make(identifier, running)
+            let registry = BackgroundTaskRegistry(parts: parts)
+            self.registry = registry
+            session = try make(identifier, registry)
             inProcess = InProcessTransport(configuration: configuration)
+            session.getAllTasks { registry.listed($0) }
         }
 
         deinit {
@@ -79,29 +107,18 @@ final class BackgroundTransport: HTTPTransport {
                 return inProcess.send(request)
             }
             return Job { [self] controller in
-                let description = UUID().uuidString
-                let url = request.urlRequest.url ?? request.destination
-                // The request holds this object, and so the session and
-                // what its events reach, until it ends or is cancelled (a
-                // task the session never ends would keep them): a
-                // transport let go of gives up its session once its last
-                // request ended.
-                let answer = TaskAnswer(request, size: length) { [self] outcome in
-                    withExtendedLifetime(self) {
-                        _ = controller.complete(
-                            with: outcome.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
-                    }
-                }
-                running.start(description, answer, file: file)
-                controller.onCancel { [running, session] in
-                    running.forget(description)
+                let description = request.taskDescription ?? UUID().uuidString
+                let answer = answer(to: request, size: length, controller)
+                registry.start(description, answer, file: file)
+                controller.onCancel { [registry, session] in
+                    registry.forget(description)
                     session.cancel(description: description)
                 }
                 guard !controller.isCompleted else { return }
                 do {
                     try session.upload(request.urlRequest, fromFile: file, description: description)
                 } catch {
-                    running.forget(description)
+                    registry.forget(description)
                     controller.fail(with: error)
                     return
                 }
@@ -112,56 +129,48 @@ final class BackgroundTransport: HTTPTransport {
                 }
             }
         }
-    }
 
-    /// The requests in flight, by their tasks' descriptions: what the
-    /// session's events reach.
-    private final class Running: BackgroundSessionEvents {
-        private struct Request: Sendable {
-            var answer: TaskAnswer
-            /// The body's file.
-            var file: URL
-        }
-
-        private let requests = Lock<[String: Request]>([:])
-
-        /// Routes the events of the task `description` to `answer`, whose
-        /// body is `file`.
-        func start(_ description: String, _ answer: TaskAnswer, file: URL) {
-            requests.withLock { $0[description] = Request(answer: answer, file: file) }
-        }
-
-        /// Drops `description`: its events no longer matter.
-        func forget(_ description: String) {
-            _ = requests.withLock { $0.removeValue(forKey: description) }
-        }
-
-        func task(_ task: String, didSendBodyBytes sent: Int64) {
-            requests.withLock { $0[task] }?.answer.sent(sent)
-        }
-
-        func task(_ task: String, didReceive data: Data) {
-            requests.withLock { $0[task]?.answer.received(data) }
-        }
-
-        func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64) {
-            guard let request = requests.withLock({ $0.removeValue(forKey: task) }) else { return }
-            let size = request.answer.size
-            if bodySize > 0, bodySize != size {
-                // The session read the file as it was when the task
-                // started, not as the request was made.
-                let reason = "it changed from \(size) to \(bodySize) bytes before it was sent"
-                request.answer.complete(.failure(.unreadableFile(request.file, reason: reason)))
-                return
+        /// A job that joins the task `description` an earlier launch
+        /// left, carrying `request`: its progress and answer are the
+        /// request's, and its part file is removed once it ends.
+        func join(_ request: HTTPRequest, task description: String) -> Job<HTTPAnswer> {
+            Job { [self] controller in
+                let file =
+                    request.body.fileFromItsStart?.file
+                    ?? FileBodyTransport.partFile(for: description, in: registry.parts)
+                let answer = answer(to: request, size: request.body.count, controller) { [registry] in
+                    try? FileManager.default.removeItem(
+                        at: FileBodyTransport.partFile(for: description, in: registry.parts))
+                }
+                controller.onCancel { [registry, session] in
+                    registry.forget(description)
+                    session.cancel(description: description)
+                }
+                registry.start(description, answer, file: file)
             }
-            // A body file that went missing or shrank fails its task: say
-            // so, rather than what the session says.
-            let fileFailure = error == nil ? nil : BoundedFileStream.failure(of: request.file, upTo: size)
-            request.answer.ended(response: response, error: error, fileFailure: fileFailure)
         }
 
-        /// Nothing here waits for it: the handler an app delegate is given
-        /// is not the transport's.
-        func sessionDidFinishEvents() {}
+        /// What the events of the task carrying `request`, whose body is
+        /// `size` bytes, make of it: the outcome `controller` completes
+        /// with, once `ended` ran.
+        private func answer(
+            to request: HTTPRequest,
+            size: Int64,
+            _ controller: Job<HTTPAnswer>.Controller,
+            ended: @escaping @Sendable () -> Void = {}
+        ) -> TaskAnswer {
+            let url = request.urlRequest.url ?? request.destination
+            // The request holds this object, and so the session and what
+            // its events reach, until it ends or is cancelled (a task the
+            // session never ends would keep them): a transport let go of
+            // gives up its session once its last request ended.
+            return TaskAnswer(request, size: size) { [self] outcome in
+                withExtendedLifetime(self) {
+                    ended()
+                    _ = controller.complete(
+                        with: outcome.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
+                }
+            }
+        }
     }
 }

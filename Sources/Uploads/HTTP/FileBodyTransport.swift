@@ -40,7 +40,7 @@ final class FileBodyTransport: HTTPTransport {
             var request = request
             let part: URL?
             do {
-                (request.body, part) = try fileBody(of: request.body)
+                (request.body, part) = try fileBody(of: request.body, task: request.taskDescription)
             } catch {
                 controller.fail(with: error)
                 return
@@ -58,14 +58,15 @@ final class FileBodyTransport: HTTPTransport {
     }
 
     /// `body` as a whole file: as it is when it already is one (or has no
-    /// bytes), else a new part file in ``folder`` holding its bytes.
-    private func fileBody(of body: HTTPBody) throws(UploadError) -> (body: HTTPBody, part: URL?) {
+    /// bytes), else a new part file in ``folder`` holding its bytes, named
+    /// after the description of the `task` that carries it, if it has one.
+    private func fileBody(of body: HTTPBody, task: String?) throws(UploadError) -> (body: HTTPBody, part: URL?) {
         if body == .empty { return (body, nil) }
         // A file that cannot be read fails as its part file is written.
         if let (file, length) = body.fileFromItsStart, (try? Media.sizeOfReadableFile(at: file)) == length {
             return (body, nil)
         }
-        let part = try newPartFile()
+        let part = try newPartFile(named: task.map { Self.partFile(for: $0, in: folder) })
         do {
             try write(body, to: part)
         } catch {
@@ -75,9 +76,17 @@ final class FileBodyTransport: HTTPTransport {
         return (.file(part, offset: 0, length: body.count), part)
     }
 
-    /// An empty part file of a new name in ``folder``.
-    private func newPartFile() throws(UploadError) -> URL {
-        let part = folder.appendingPathComponent("\(UUID().uuidString).part")
+    /// The part file of the task `description` in `folder`: named after
+    /// it, so that a later launch finds the part files of its tasks.
+    static func partFile(for description: String, in folder: URL) -> URL {
+        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_."))
+        let name = String(description.unicodeScalars.map { allowed.contains($0) ? Character($0) : "_" })
+        return folder.appendingPathComponent("\(name).part")
+    }
+
+    /// An empty part file in ``folder``, `named` or of a new name.
+    private func newPartFile(named: URL?) throws(UploadError) -> URL {
+        let part = named ?? folder.appendingPathComponent("\(UUID().uuidString).part")
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {

@@ -46,7 +46,9 @@ extension HTTPTransport {
             for (name, value) in headers where headersNameContentType || name.lowercased() != "content-type" {
                 request.setValue(value, forHTTPHeaderField: name)
             }
-            controller.perform(send(request, body: body, destination: media.destination, progress: progress)) {
+            controller.perform(
+                send(request, body: body, destination: media.destination, task: "upload", progress: progress)
+            ) {
                 controller.complete(with: Self.naming(filename, in: $0.map(\.receipt)))
             }
         }

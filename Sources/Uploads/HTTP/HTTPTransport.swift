@@ -37,6 +37,8 @@ extension HTTPTransport {
     ///     itself; `true` by default.
     ///   - answerLimit: The most bytes of the answer's body kept; what a
     ///     receipt keeps by default.
+    ///   - task: What the request is within its upload ("upload",
+    ///     "part 3", "PATCH at 0"); `nil` for none.
     ///   - progress: Called as the body goes out.
     func send(
         _ request: URLRequest,
@@ -44,13 +46,13 @@ extension HTTPTransport {
         destination: URL,
         resendable: Bool = true,
         answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        task: String? = nil,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
         send(
             HTTPRequest(
                 urlRequest: request, body: body, destination: destination, resendable: resendable,
-                answerLimit: answerLimit,
-                progress: progress))
+                answerLimit: answerLimit, task: task, progress: progress))
     }
 }
 
@@ -70,8 +72,26 @@ struct HTTPRequest: Sendable {
     var resendable: Bool
     /// The most bytes of the answer's body kept.
     var answerLimit: Int
+    /// What the request is within its upload ("upload", "part 3",
+    /// "PATCH at 0"), the same in every launch; `nil` for none.
+    var task: String?
+    /// The upload the request is part of, named the same in every launch
+    /// (an outbox's post and medium); `nil` for none. See
+    /// ``UploadAttempts/uploadName``.
+    var upload: String?
     /// Called as the body goes out.
     var progress: @Sendable (UploadProgress) -> Void
+    /// The description of the background session's task that carries it,
+    /// which its part file is named after; `nil` until a
+    /// ``BackgroundTransport`` gives it one.
+    var taskDescription: String?
+
+    /// The request's name in every launch: its upload's, then what it is
+    /// within it; `nil` when either is not named.
+    var name: String? {
+        guard let upload, let task else { return nil }
+        return "\(upload): \(task)"
+    }
 }
 
 extension UploadAttempts {
@@ -88,7 +108,21 @@ extension UploadAttempts {
             // Only an outbox sets it, and only to an HTTPTransport.
             preconditionFailure("an upload's transport is an HTTPTransport, not \(type(of: transport))")
         }
-        return transport
+        guard let uploadName else { return transport }
+        return NamingTransport(transport: transport, upload: uploadName)
+    }
+}
+
+/// A transport that names each request it hands on after the upload it is
+/// part of.
+private struct NamingTransport: HTTPTransport {
+    let transport: any HTTPTransport
+    let upload: String
+
+    func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
+        var request = request
+        request.upload = upload
+        return transport.send(request)
     }
 }
 

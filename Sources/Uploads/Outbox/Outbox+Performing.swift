@@ -77,6 +77,7 @@ extension Outbox {
         attempts.checksStorageFirst = start.mayBeStored
         attempts.gate = OutboxGate(outbox: self)
         attempts.transport = transport
+        attempts.uploadName = start.uploadName
         let uploader = start.isDocument ? options.publishing.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [machine] progress in
             machine.update { machine in machine.progressed(start, bytesSent: progress.bytesSent) }

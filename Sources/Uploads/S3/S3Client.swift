@@ -320,7 +320,9 @@ struct S3Client: Sendable {
             if let md5 = operation.contentMD5 {
                 request.setValue(md5, forHTTPHeaderField: "Content-MD5")
             }
-            return http.send(request, body: body, destination: object, answerLimit: answerLimit, progress: progress)
+            return http.send(
+                request, body: body, destination: object, answerLimit: answerLimit, task: operation.jobName,
+                progress: progress)
         }.map(read).named(operation.jobName)
         return HTTPCall(name: operation.jobName, attempt: attempt)
     }

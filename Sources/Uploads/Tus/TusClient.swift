@@ -123,7 +123,7 @@ struct TusClient: Sendable {
         }
         return send(
             "POST", to: endpoint, headers: headers, body: body ?? .empty, destination: destination,
-            filename: filename, progress: progress
+            filename: filename, task: "create upload", progress: progress
         ).map { answer in
             guard let location = answer.receipt.location else {
                 throw UploadError.invalidAnswer(destination, reason: "its answer to creating an upload has no Location")
@@ -138,7 +138,8 @@ struct TusClient: Sendable {
     func head(_ uploadURL: URL, destination: URL, filename: String?) -> Job<UploadState> {
         // Not from a cache: the offset changes with every PATCH.
         send(
-            "HEAD", to: uploadURL, headers: ["Cache-Control": "no-store"], destination: destination, filename: filename
+            "HEAD", to: uploadURL, headers: ["Cache-Control": "no-store"], destination: destination, filename: filename,
+            task: "HEAD"
         )
         .map { answer in
             guard let offset = answer.receipt.header("Upload-Offset").flatMap({ Int64($0) }), offset >= 0 else {
@@ -168,7 +169,7 @@ struct TusClient: Sendable {
         }
         return send(
             "PATCH", to: uploadURL, headers: headers, body: body, destination: destination, filename: filename,
-            progress: progress
+            task: "PATCH at \(offset)", progress: progress
         ).map { answer in
             guard let new = answer.receipt.header("Upload-Offset").flatMap({ Int64($0) }),
                 new > offset, new <= offset + body.count
@@ -197,7 +198,8 @@ struct TusClient: Sendable {
     /// request without speaking tus (`checksTus`: every request but
     /// `OPTIONS`, whose answer need not carry it). Other answers fail as
     /// ``UploadError/httpStatus(_:)``, with or without it: some tus
-    /// servers leave it out of their errors.
+    /// servers leave it out of their errors. `task` names the request
+    /// within its upload (``HTTPRequest/task``).
     private func send(
         _ method: String,
         to url: URL,
@@ -206,6 +208,7 @@ struct TusClient: Sendable {
         destination: URL,
         filename: String?,
         checksTus: Bool = true,
+        task: String? = nil,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
         // A POST or PATCH that the transport sent again by itself, once
@@ -223,7 +226,7 @@ struct TusClient: Sendable {
             request.setValue(value, forHTTPHeaderField: name)
         }
         return http.send(
-            request, body: body, destination: destination, resendable: resendable, progress: progress
+            request, body: body, destination: destination, resendable: resendable, task: task, progress: progress
         ).map { answer in
             var answer = answer
             answer.receipt.filename = filename

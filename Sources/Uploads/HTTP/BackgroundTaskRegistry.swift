@@ -1,0 +1,285 @@
+import Foundation
+import JobKit
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The tasks of one background session as a ``BackgroundTransport`` knows
+/// them: the requests it sent in this launch, and the tasks an earlier
+/// launch left (orphans), which the session tells of once it is made
+/// again: those still running (``BackgroundSession/getAllTasks(_:)``), and
+/// the events of those that ended while the app was gone.
+///
+/// A request named the same in every launch (``HTTPRequest/name``) is
+/// admitted once the session listed its tasks:
+/// - an orphan of its name still running, or that ended with an answer in
+///   200...299, is joined: its progress and answer are the request's, and
+///   nothing is sent again;
+/// - while an orphan of its upload (another request of it: a tus `PATCH`,
+///   an S3 part) still runs, it waits for it to end, so that what it asks
+///   the storage counts what that orphan stored;
+/// - otherwise it is sent, as a task whose description is its name and a
+///   mark of its own. An orphan of its name that failed or was cancelled
+///   (a force-quit's `-999`) is not an answer: the request is sent again.
+///
+/// Each event of a task reaches its request, or else its orphan.
+final class BackgroundTaskRegistry: BackgroundSessionEvents {
+    /// What a request named in every launch is to do.
+    enum Admission: Sendable {
+        /// Join the task of this description, running or ended.
+        case join(String)
+        /// Send a new task of this description.
+        case send(String)
+    }
+
+    /// How a task ended, as its session told.
+    struct End: @unchecked Sendable {
+        // @unchecked: the URLResponse a session hands its delegate is never
+        // changed; it is read under the registry's lock or after it.
+        var response: URLResponse?
+        var error: (any Error)?
+        var bodySize: Int64
+
+        /// Whether it ended with an answer in 200...299.
+        var answered: Bool {
+            error == nil && (response as? HTTPURLResponse).map { (200...299).contains($0.statusCode) } == true
+        }
+    }
+
+    private struct Request {
+        var answer: TaskAnswer
+        /// The body's file.
+        var file: URL
+    }
+
+    /// A task an earlier launch left.
+    private struct Orphan {
+        /// The body bytes it sent, as last told.
+        var sent: Int64 = 0
+        /// The start of its answer.
+        var answer = Data()
+        /// How it ended, once it did.
+        var end: End?
+    }
+
+    private struct Waiter {
+        let number: Int
+        let name: String
+        let admit: @Sendable (Admission) -> Void
+    }
+
+    private struct State {
+        /// Whether the session listed its tasks.
+        var listed = false
+        var requests: [String: Request] = [:]
+        var orphans: [String: Orphan] = [:]
+        /// The tasks of requests cancelled in this launch, whose events no
+        /// longer count.
+        var forgotten: Set<String> = []
+        var waiters: [Waiter] = []
+        var nextWaiter = 0
+    }
+
+    /// The most bytes of an orphan's answer kept until a request joins it.
+    static let orphanAnswerLimit = 1 << 20
+
+    private let state = Lock(State())
+    /// Where the part files are, each named after its task.
+    let parts: URL
+    /// The part files an earlier launch left, found before this one wrote
+    /// any.
+    private let earlierParts: [URL]
+
+    /// A registry of the tasks whose part files are in `parts`.
+    init(parts: URL) {
+        self.parts = parts
+        let files = (try? FileManager.default.contentsOfDirectory(at: parts, includingPropertiesForKeys: nil)) ?? []
+        earlierParts = files.filter { $0.pathExtension == "part" }
+    }
+
+    // MARK: - Names
+
+    /// A new task description for the request named `name`.
+    static func newDescription(for name: String) -> String {
+        "\(name) @\(UUID().uuidString.prefix(8))"
+    }
+
+    /// The name of the request a task of `description` carries.
+    static func name(of description: String) -> String {
+        guard let mark = description.range(of: " @", options: .backwards) else { return description }
+        return String(description[..<mark.lowerBound])
+    }
+
+    /// The upload a request named `name` is part of.
+    static func upload(of name: String) -> Substring {
+        name.split(separator: ":", maxSplits: 1).first ?? Substring(name)
+    }
+
+    // MARK: - Admission
+
+    /// Calls `admit`, once, with what the request named `name` is to do,
+    /// once the session has listed its tasks and no orphan of its upload
+    /// runs but one of its name; returns what gives up waiting.
+    func admit(_ name: String, _ admit: @escaping @Sendable (Admission) -> Void) -> @Sendable () -> Void {
+        let (number, admitted) = state.withLock { state in
+            state.nextWaiter += 1
+            state.waiters.append(Waiter(number: state.nextWaiter, name: name, admit: admit))
+            return (state.nextWaiter, Self.admitted(&state))
+        }
+        Self.tell(admitted)
+        return { [self] in
+            state.withLock { state in state.waiters.removeAll { $0.number == number } }
+        }
+    }
+
+    /// The waiters that may go now, each with what to do, removed from the
+    /// waiting.
+    private static func admitted(_ state: inout State) -> [(Waiter, Admission)] {
+        guard state.listed else { return [] }
+        var admitted: [(Waiter, Admission)] = []
+        var waiting: [Waiter] = []
+        for waiter in state.waiters {
+            if let admission = admission(of: waiter.name, &state) {
+                admitted.append((waiter, admission))
+            } else {
+                waiting.append(waiter)
+            }
+        }
+        state.waiters = waiting
+        return admitted
+    }
+
+    /// What the request named `name` is to do now; `nil` while it waits.
+    private static func admission(of name: String, _ state: inout State) -> Admission? {
+        let named = state.orphans.filter { Self.name(of: $0.key) == name }
+        if let joined = named.first(where: { $0.value.end == nil })
+            ?? named.first(where: { $0.value.end?.answered == true })
+        {
+            return .join(joined.key)
+        }
+        // Failed or cancelled: sent again.
+        for description in named.keys { state.orphans[description] = nil }
+        let own = upload(of: name)
+        let uploadRuns = state.orphans.contains { $0.value.end == nil && upload(of: Self.name(of: $0.key)) == own }
+        return uploadRuns ? nil : .send(newDescription(for: name))
+    }
+
+    private static func tell(_ admitted: [(Waiter, Admission)]) {
+        for (waiter, admission) in admitted { waiter.admit(admission) }
+    }
+
+    /// The session listed `running`, the tasks it has that have not
+    /// ended: each an orphan unless this launch made it. The part files an
+    /// earlier launch left for any other task are removed.
+    func listed(_ running: [String]) {
+        let admitted = state.withLock { state in
+            for description in running
+            where state.requests[description] == nil && state.orphans[description] == nil
+                && !state.forgotten.contains(description)
+            {
+                state.orphans[description] = Orphan()
+            }
+            state.listed = true
+            return Self.admitted(&state)
+        }
+        let kept = Set(running.map { FileBodyTransport.partFile(for: $0, in: parts).lastPathComponent })
+        for file in earlierParts where !kept.contains(file.lastPathComponent) {
+            try? FileManager.default.removeItem(at: file)
+        }
+        Self.tell(admitted)
+    }
+
+    // MARK: - Requests
+
+    /// Routes the events of the task `description` to `answer`, whose
+    /// body is `file`: a new task, or an orphan joined, whose progress and
+    /// answer so far `answer` is told at once, and whose end, if it ended,
+    /// completes it.
+    func start(_ description: String, _ answer: TaskAnswer, file: URL) {
+        var answer = answer
+        let orphan = state.withLock { state in
+            let orphan = state.orphans.removeValue(forKey: description)
+            if let orphan {
+                answer.received(orphan.answer)
+            }
+            if orphan?.end == nil {
+                state.requests[description] = Request(answer: answer, file: file)
+            }
+            return orphan
+        }
+        guard let orphan else { return }
+        answer.sent(orphan.sent)
+        if let end = orphan.end {
+            Self.complete(Request(answer: answer, file: file), end)
+        }
+    }
+
+    /// Drops `description`: its events no longer matter.
+    func forget(_ description: String) {
+        state.withLock { state in
+            if state.requests.removeValue(forKey: description) != nil {
+                state.forgotten.insert(description)
+            }
+        }
+    }
+
+    /// Completes `request` with the outcome of its task's `end`.
+    private static func complete(_ request: Request, _ end: End) {
+        let size = request.answer.size
+        if end.bodySize > 0, end.bodySize != size {
+            // The session read the file as it was when the task started,
+            // not as the request was made.
+            let reason = "it changed from \(size) to \(end.bodySize) bytes before it was sent"
+            request.answer.complete(.failure(.unreadableFile(request.file, reason: reason)))
+            return
+        }
+        // A body file that went missing or shrank fails its task: say so,
+        // rather than what the session says.
+        let fileFailure = end.error == nil ? nil : BoundedFileStream.failure(of: request.file, upTo: size)
+        request.answer.ended(response: end.response, error: end.error, fileFailure: fileFailure)
+    }
+
+    // MARK: - The session's events
+
+    func task(_ task: String, didSendBodyBytes sent: Int64) {
+        let request = state.withLock { state -> Request? in
+            if let request = state.requests[task] { return request }
+            if !state.forgotten.contains(task) { state.orphans[task, default: Orphan()].sent = sent }
+            return nil
+        }
+        request?.answer.sent(sent)
+    }
+
+    func task(_ task: String, didReceive data: Data) {
+        state.withLock { state in
+            if state.requests[task] != nil {
+                state.requests[task]?.answer.received(data)
+            } else if !state.forgotten.contains(task) {
+                let room = Self.orphanAnswerLimit - (state.orphans[task]?.answer.count ?? 0)
+                state.orphans[task, default: Orphan()].answer.append(data.prefix(max(0, room)))
+            }
+        }
+    }
+
+    func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64) {
+        let end = End(response: response, error: error, bodySize: bodySize)
+        let (request, admitted) = state.withLock { state -> (Request?, [(Waiter, Admission)]) in
+            if let request = state.requests.removeValue(forKey: task) { return (request, []) }
+            guard state.forgotten.remove(task) == nil else { return (nil, []) }
+            state.orphans[task, default: Orphan()].end = end
+            return (nil, Self.admitted(&state))
+        }
+        if let request {
+            Self.complete(request, end)
+        } else {
+            // An orphan's part file has no use once its task ended.
+            try? FileManager.default.removeItem(at: FileBodyTransport.partFile(for: task, in: parts))
+        }
+        Self.tell(admitted)
+    }
+
+    /// Nothing here waits for it: the handler an app delegate is given is
+    /// not the transport's.
+    func sessionDidFinishEvents() {}
+}
