@@ -217,9 +217,10 @@ package final class TestBackgroundSystem: Sendable {
         }
     }
 
-    /// The app comes back on screen: it gets the events held for its
-    /// sessions, the rate limiter's delay is none again, and the tasks
-    /// waiting for it start.
+    /// The app comes back on screen, or the user opens it after it was
+    /// terminated or force-quit: it gets the events held for its sessions,
+    /// the rate limiter's delay is none again, and the tasks waiting for
+    /// it start.
     package func enterForeground() {
         let starts = state.withLock { state in
             state.app = .foreground
@@ -344,8 +345,8 @@ package final class TestBackgroundSystem: Sendable {
         start?()
     }
 
-    fileprivate func cancel(description: String, in session: Session) {
-        let cut = state.withLock { state -> [Int] in
+    fileprivate func cancel(description: String, in session: Session) -> Bool {
+        let cut = state.withLock { state -> [Int]? in
             // The app that made a session it no longer has is gone: it
             // cancels nothing.
             guard state.isLive(session),
@@ -353,14 +354,16 @@ package final class TestBackgroundSystem: Sendable {
                     state.tasks[$0].identifier == session.identifier && state.tasks[$0].description == description
                         && state.tasks[$0].phase != .ended
                 })
-            else { return [] }
+            else { return nil }
             let cut = state.end(index)
             route(
                 [.completed(task: description, response: nil, error: URLError(.cancelled), bodySize: 0)],
                 of: session.identifier, &state)
             return cut
         }
+        guard let cut else { return false }
         cancel(runs: cut)
+        return true
     }
 
     fileprivate func getAllTasks(in session: Session, _ body: @escaping @Sendable ([String]) -> Void) {
@@ -509,7 +512,8 @@ extension TestBackgroundSystem {
             try system.upload(request, fromFile: file, description: description, in: self)
         }
 
-        package func cancel(description: String) {
+        @discardableResult
+        package func cancel(description: String) -> Bool {
             system.cancel(description: description, in: self)
         }
 

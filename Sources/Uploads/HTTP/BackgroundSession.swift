@@ -22,8 +22,10 @@ package protocol BackgroundSession: Sendable {
     ///   does for a request that carries a body of its own (bytes or a
     ///   stream), which a background session does not take.
     func upload(_ request: URLRequest, fromFile file: URL, description: String) throws
-    /// Cancels the task named `description`, if the session has it.
-    func cancel(description: String)
+    /// Cancels the task named `description`, if the session has it;
+    /// whether it had it (the task then reads its file no more).
+    @discardableResult
+    func cancel(description: String) -> Bool
     /// Calls `body`, on a thread of the session's, with the descriptions
     /// of the tasks the session has that have not ended: those it carried
     /// on while the app was gone too.
@@ -113,8 +115,11 @@ package final class URLSessionBackgroundSession: BackgroundSession {
         task.resume()
     }
 
-    package func cancel(description: String) {
-        delegate.tasks.withLock { $0[description] }?.cancel()
+    @discardableResult
+    package func cancel(description: String) -> Bool {
+        guard let task = delegate.tasks.withLock({ $0[description] }) else { return false }
+        task.cancel()
+        return true
     }
 
     package func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {

@@ -215,6 +215,11 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         }
     }
 
+    /// Removes the part file of the task `description`, if it has one.
+    func removePart(of description: String) {
+        try? FileManager.default.removeItem(at: FileBodyTransport.partFile(for: description, in: parts))
+    }
+
     /// Drops `description`: its events no longer matter.
     func forget(_ description: String) {
         state.withLock { state in
@@ -272,10 +277,10 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         }
         if let request {
             Self.complete(request, end)
-        } else {
-            // An orphan's part file has no use once its task ended.
-            try? FileManager.default.removeItem(at: FileBodyTransport.partFile(for: task, in: parts))
         }
+        // A part file has no use once its task ended (and its request
+        // read what became of it).
+        removePart(of: task)
         Self.tell(admitted)
     }
 

@@ -52,11 +52,17 @@ final class BackgroundTransport: HTTPTransport {
     ) throws {
         self.identifier = identifier
         tasks = try Tasks(session: session, identifier: identifier, configuration: configuration, parts: folder)
-        bodies = FileBodyTransport(sendingThrough: tasks, partsIn: folder)
+        bodies = FileBodyTransport(sendingThrough: tasks, partsIn: folder, removesParts: false)
     }
 
     func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
-        guard let name = request.name else { return bodies.send(request) }
+        guard let name = request.name else {
+            // Described by a name of its own, that its part file is named
+            // after.
+            var request = request
+            request.taskDescription = UUID().uuidString
+            return bodies.send(request)
+        }
         return Job { [self] controller in
             let stopWaiting = tasks.registry.admit(name) { [self] admission in
                 let job: Job<HTTPAnswer>
@@ -110,41 +116,51 @@ final class BackgroundTransport: HTTPTransport {
                 let description = request.taskDescription ?? UUID().uuidString
                 let answer = answer(to: request, size: length, controller)
                 registry.start(description, answer, file: file)
-                controller.onCancel { [registry, session] in
+                controller.onCancel { [self] in
                     registry.forget(description)
-                    session.cancel(description: description)
+                    cancel(description)
                 }
-                guard !controller.isCompleted else { return }
+                guard !controller.isCompleted else {
+                    registry.removePart(of: description)
+                    return
+                }
                 do {
                     try session.upload(request.urlRequest, fromFile: file, description: description)
                 } catch {
                     registry.forget(description)
+                    registry.removePart(of: description)
                     controller.fail(with: error)
                     return
                 }
                 // A cancel between the check and the task's start found no
                 // task to cancel: cancel it now.
                 if controller.isCompleted {
-                    session.cancel(description: description)
+                    cancel(description)
                 }
+            }
+        }
+
+        /// Cancels the task `description`; its part file goes once the
+        /// session took the cancel (a session its app lost takes none: the
+        /// task goes on, and reads its file when it starts).
+        private func cancel(_ description: String) {
+            if session.cancel(description: description) {
+                registry.removePart(of: description)
             }
         }
 
         /// A job that joins the task `description` an earlier launch
         /// left, carrying `request`: its progress and answer are the
-        /// request's, and its part file is removed once it ends.
+        /// request's.
         func join(_ request: HTTPRequest, task description: String) -> Job<HTTPAnswer> {
             Job { [self] controller in
                 let file =
                     request.body.fileFromItsStart?.file
                     ?? FileBodyTransport.partFile(for: description, in: registry.parts)
-                let answer = answer(to: request, size: request.body.count, controller) { [registry] in
-                    try? FileManager.default.removeItem(
-                        at: FileBodyTransport.partFile(for: description, in: registry.parts))
-                }
-                controller.onCancel { [registry, session] in
+                let answer = answer(to: request, size: request.body.count, controller)
+                controller.onCancel { [self] in
                     registry.forget(description)
-                    session.cancel(description: description)
+                    cancel(description)
                 }
                 registry.start(description, answer, file: file)
             }
@@ -152,12 +168,11 @@ final class BackgroundTransport: HTTPTransport {
 
         /// What the events of the task carrying `request`, whose body is
         /// `size` bytes, make of it: the outcome `controller` completes
-        /// with, once `ended` ran.
+        /// with.
         private func answer(
             to request: HTTPRequest,
             size: Int64,
-            _ controller: Job<HTTPAnswer>.Controller,
-            ended: @escaping @Sendable () -> Void = {}
+            _ controller: Job<HTTPAnswer>.Controller
         ) -> TaskAnswer {
             let url = request.urlRequest.url ?? request.destination
             // The request holds this object, and so the session and what
@@ -166,7 +181,6 @@ final class BackgroundTransport: HTTPTransport {
             // gives up its session once its last request ended.
             return TaskAnswer(request, size: size) { [self] outcome in
                 withExtendedLifetime(self) {
-                    ended()
                     _ = controller.complete(
                         with: outcome.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
                 }

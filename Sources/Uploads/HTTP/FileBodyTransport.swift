@@ -14,8 +14,9 @@ import FoundationNetworking
 /// such as a post's document) is written to a part file of its own in
 /// ``folder``, exactly its bytes, before the request is sent, and the part
 /// file is removed once the request ends, whatever its outcome: a retry
-/// writes it again. A file sent whole goes as it is, and a request with no
-/// body has none.
+/// writes it again (unless ``removesParts`` is `false`: the transport it
+/// sends through removes it then). A file sent whole goes as it is, and a
+/// request with no body has none.
 ///
 /// A part file is written from the body as it is at that moment: a file
 /// that has shrunk fails the request with
@@ -25,14 +26,21 @@ import FoundationNetworking
 final class FileBodyTransport: HTTPTransport {
     /// Where part files are written.
     let folder: URL
+    /// Whether a part file is removed once its request ends; `false`
+    /// leaves that to the transport it sends through, as a background
+    /// transport does, whose task may outlive the request (its app was
+    /// killed) and reads the file when it starts.
+    let removesParts: Bool
     /// What sends the requests, their bodies files.
     private let transport: any HTTPTransport
 
     /// A transport that sends through `transport`, writing part files in
-    /// `folder` (made when the first is written).
-    init(sendingThrough transport: any HTTPTransport, partsIn folder: URL) {
+    /// `folder` (made when the first is written), and removing them once
+    /// their requests end when `removesParts`.
+    init(sendingThrough transport: any HTTPTransport, partsIn folder: URL, removesParts: Bool = true) {
         self.transport = transport
         self.folder = folder
+        self.removesParts = removesParts
     }
 
     func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
@@ -45,11 +53,11 @@ final class FileBodyTransport: HTTPTransport {
                 controller.fail(with: error)
                 return
             }
-            controller.perform(transport.send(request)) { outcome in
+            controller.perform(transport.send(request)) { [removesParts] outcome in
                 // Ended (a cancel ends it too): the storage took the part
                 // file's bytes or the request failed, and a retry writes
                 // it again.
-                if let part {
+                if let part, removesParts {
                     try? FileManager.default.removeItem(at: part)
                 }
                 controller.complete(with: outcome)

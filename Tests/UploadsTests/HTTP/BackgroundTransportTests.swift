@@ -59,11 +59,11 @@ struct BackgroundTransportTests {
 
         /// Cancels a task it has; one it does not have yet is not found, as
         /// in a real session.
-        func cancel(description: String) {
+        func cancel(description: String) -> Bool {
             state.withValue { state in
-                if state.tasks.contains(where: { $0.description == description }) {
-                    state.cancelled.append(description)
-                }
+                guard state.tasks.contains(where: { $0.description == description }) else { return false }
+                state.cancelled.append(description)
+                return true
             }
         }
 

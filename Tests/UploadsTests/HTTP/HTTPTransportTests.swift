@@ -125,6 +125,20 @@ struct HTTPTransportTests {
         }
     }
 
+    /// A post of a 300 kB clip written in `folder`, to `fixture`, and the
+    /// tus uploader of 128 KiB chunks (its own session refusing every
+    /// request) that sends it.
+    static func tusPost(in folder: TemporaryFolder, to fixture: TusFixture) throws -> (TusUploader, Post) {
+        let clip = folder.url.appendingPathComponent("clip.mp4")
+        try writePatternedFile(clip, size: 300_000)
+        let uploader = try TusUploader(
+            manifestFolder: folder.url.appendingPathComponent("manifests"), chunkSize: 128 * 1024,
+            configuration: .refusingEveryRequest)
+        let post = Post(
+            text: "tus", videos: [Video(file: clip, destination: fixture.endpoint)], destination: fixture.endpoint)
+        return (uploader, post)
+    }
+
     @Test func anUploaderWhoseOwnSessionRefusesEveryRequestFailsWithoutOne() async throws {
         let uploader = URLSessionUploader(configuration: .refusingEveryRequest)
         let photo = Photo(bytes: Data("x".utf8), destination: URL(string: "http://127.0.0.1:9/0.jpg")!)
@@ -224,8 +238,9 @@ struct HTTPTransportTests {
         let transport = try BackgroundTransport(
             identifier: "com.example.\(UUID().uuidString)", partsIn: folder.url.appendingPathComponent("parts")
         ) { identifier, events in
-            ChangingFileSession(session: URLSessionBackgroundSession(identifier: identifier, events: events)) {
-                if $0 == grown {
+            HookedBackgroundSession(session: URLSessionBackgroundSession(identifier: identifier, events: events)) {
+                _, file, _ in
+                if file == grown {
                     let handle = try? FileHandle(forWritingTo: grown)
                     _ = try? handle?.seekToEnd()
                     try? handle?.write(contentsOf: Data(count: 10))
@@ -332,15 +347,8 @@ struct HTTPTransportTests {
     func everyTusRequestGoesThroughTheOutboxsTransport(carrier: Carrier) async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let clip = folder.url.appendingPathComponent("clip.mp4")
-        try writePatternedFile(clip, size: 300_000)
         try await TusFixture.with(.resumableUpload) { fixture in
-            let uploader = try TusUploader(
-                manifestFolder: folder.url.appendingPathComponent("manifests"), chunkSize: 128 * 1024,
-                configuration: .refusingEveryRequest)
-            let post = Post(
-                text: "tus", videos: [Video(file: clip, destination: fixture.endpoint)],
-                destination: fixture.endpoint)
+            let (uploader, post) = try Self.tusPost(in: folder, to: fixture)
             let seam = try Seam(carrier, in: folder)
             let outbox = try seam.outbox(in: folder, uploader: uploader)
             let id = try outbox.add(post)
@@ -392,29 +400,5 @@ extension S3Storage {
                 seam.expectWholeFiles(partFiles: 5)
             }
         }
-    }
-}
-
-/// The platform's session, with each task's file changed just before the
-/// session is given it.
-private struct ChangingFileSession: BackgroundSession {
-    let session: URLSessionBackgroundSession
-    let change: @Sendable (URL) -> Void
-
-    func upload(_ request: URLRequest, fromFile file: URL, description: String) throws {
-        change(file)
-        session.upload(request, fromFile: file, description: description)
-    }
-
-    func cancel(description: String) {
-        session.cancel(description: description)
-    }
-
-    func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {
-        session.getAllTasks(body)
-    }
-
-    func finishTasksAndInvalidate() {
-        session.finishTasksAndInvalidate()
     }
 }

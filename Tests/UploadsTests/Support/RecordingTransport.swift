@@ -55,9 +55,9 @@ final class RecordingTransport: HTTPTransport {
     }
 }
 
-/// A background session (the platform's, ``URLSessionBackgroundSession``,
-/// in process on Linux, by default), recording the tasks it is given.
-final class RecordingBackgroundSession: BackgroundSession {
+/// Records the tasks of the background sessions it makes (the platform's,
+/// ``URLSessionBackgroundSession``, in process on Linux, by default).
+final class RecordingBackgroundSession: Sendable {
     /// One task, as it was started.
     struct Task: Sendable {
         var file: URL
@@ -67,7 +67,7 @@ final class RecordingBackgroundSession: BackgroundSession {
 
     /// Makes the sessions, and keeps what they record.
     final class Maker: Sendable {
-        fileprivate let log = LockedValue<[Task]>([])
+        private let log = LockedValue<[Task]>([])
         private let makeSession: @Sendable (String, any BackgroundSessionEvents) throws -> any BackgroundSession
         /// Every task started so far, in order.
         var tasks: [Task] { log.value }
@@ -83,25 +83,37 @@ final class RecordingBackgroundSession: BackgroundSession {
         }
 
         func make(_ identifier: String, _ events: any BackgroundSessionEvents) throws -> any BackgroundSession {
-            RecordingBackgroundSession(session: try makeSession(identifier, events), log: log)
+            HookedBackgroundSession(session: try makeSession(identifier, events)) { [log] _, file, _ in
+                log.withValue { $0.append(Task(file: file, size: try? Media.sizeOfReadableFile(at: file))) }
+            }
         }
     }
+}
 
-    private let session: any BackgroundSession
-    private let log: LockedValue<[Task]>
+/// A background session that hands everything to another, running
+/// `before` as each task is given to it and `after` once it was.
+struct HookedBackgroundSession: BackgroundSession {
+    let session: any BackgroundSession
+    var before: @Sendable (_ request: URLRequest, _ file: URL, _ description: String) -> Void
+    var after: @Sendable (_ description: String) -> Void = { _ in }
 
-    private init(session: any BackgroundSession, log: LockedValue<[Task]>) {
+    init(
+        session: any BackgroundSession,
+        after: @escaping @Sendable (String) -> Void = { _ in },
+        before: @escaping @Sendable (URLRequest, URL, String) -> Void
+    ) {
         self.session = session
-        self.log = log
+        self.before = before
+        self.after = after
     }
 
     func upload(_ request: URLRequest, fromFile file: URL, description: String) throws {
-        let task = Task(file: file, size: try? Media.sizeOfReadableFile(at: file))
-        log.withValue { $0.append(task) }
+        before(request, file, description)
         try session.upload(request, fromFile: file, description: description)
+        after(description)
     }
 
-    func cancel(description: String) {
+    func cancel(description: String) -> Bool {
         session.cancel(description: description)
     }
 

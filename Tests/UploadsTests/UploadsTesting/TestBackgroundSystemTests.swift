@@ -331,8 +331,8 @@ struct TestBackgroundSystemTests {
             system.networkComesBack()
             let heard = await app.heard(within: 20) { $0.filter(\.isCompletion).count == 2 }
             #expect(
-                heard == [
-                    .completed("missing", error: .fileDoesNotExist), .completed("clip", error: .fileDoesNotExist),
+                heard.sorted { $0.description < $1.description } == [
+                    .completed("clip", error: .fileDoesNotExist), .completed("missing", error: .fileDoesNotExist),
                 ])
             let received = try await server.received()
             #expect(received.isEmpty, "nothing sent")

@@ -1,0 +1,263 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import TestSupport
+import Testing
+import UploadsTesting
+
+@testable import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An outbox whose requests go by a background session, its app killed
+/// mid-transfer by the system and launched again: the new outbox, on the
+/// same folder and session identifier, rejoins the transfers the system
+/// carried on, takes the answers of those that ended while the app was
+/// gone, asks the storage before sending again what it cannot tell, and
+/// sends again what a force-quit cancelled. Through the double of Apple's
+/// session, to servers nobody here wrote: Node's `http`, a tus server from
+/// PyPI and moto's S3.
+@Suite("An outbox on a background session, its app killed", .startsProcesses, .timeLimit(.minutes(1)))
+struct OutboxBackgroundTests {
+    static let identifier = "com.example.outbox.background"
+
+    let folder: TemporaryFolder
+    let system = TestBackgroundSystem(queue: TestQueue())
+
+    init() throws {
+        folder = try TemporaryFolder()
+    }
+
+    /// A launch of the app: an outbox on the folder whose requests go by a
+    /// background session of the system, which takes the network away as
+    /// it is given the first task `cut` names, if any.
+    func launch(
+        _ uploader: any Uploader, publishing: PublishOptions = PublishOptions(), cut: NetworkCut? = nil
+    ) throws -> Outbox {
+        let transport = try BackgroundTransport(
+            identifier: Self.identifier, partsIn: folder.url.appendingPathComponent("parts")
+        ) { [system] identifier, events in
+            let session = try system.session(identifier: identifier, events: events)
+            guard let cut else { return session }
+            return HookedBackgroundSession(session: session, after: cut.after) { _, _, description in
+                cut.before(description, on: system)
+            }
+        }
+        return try Outbox(
+            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
+            options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
+            transport: transport)
+    }
+
+    /// The system kills the app: its session is gone, and its outbox lets
+    /// the folder go for the next launch. (A killed process runs nothing
+    /// more; `close()` cancels the outbox's uploads, but the system takes
+    /// no cancel from a session its app lost, and the part files of the
+    /// tasks it carries on stay.)
+    func kill(_ outbox: Outbox) {
+        system.terminate()
+        outbox.close()
+    }
+
+    // MARK: - Raw uploads, to Node's `http`
+
+    /// An 8 MB clip (more than the socket buffers hold, so that a
+    /// transfer the server holds midway cannot end) and the raw uploader
+    /// that sends it.
+    func rawClip() throws -> (clip: URL, uploader: URLSessionUploader) {
+        let clip = folder.url.appendingPathComponent("clip.mp4")
+        try writePatternedFile(clip, size: 8_000_000)
+        return (clip, URLSessionUploader(configuration: .refusingEveryRequest))
+    }
+
+    /// Launches the app, which adds the post of `clip` and its document to
+    /// `server`; returns once the server holds the clip's transfer midway.
+    func launchHoldingTheClip(
+        _ clip: URL, by uploader: URLSessionUploader, on server: FixtureServer
+    ) async throws -> (Outbox, Outbox.PostID) {
+        try await server.setRule("clip.mp4", ["hold_after": 65_536])
+        let outbox = try launch(uploader)
+        let post = Post(
+            text: "background", videos: [Video(file: clip, destination: server.url("clip.mp4"))],
+            destination: server.url("post.json"))
+        let id = try outbox.add(post)
+        try #require(try await server.waitFor(bytes: 65_536, ended: 0).ok, "the server holds the transfer")
+        return (outbox, id)
+    }
+
+    @Test func aPostWhoseAppIsKilledTwiceMidTransferReachesTheServerOnce() async throws {
+        defer { folder.remove() }
+        let (clip, uploader) = try rawClip()
+        try await FixtureServer.with { server in
+            var (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
+            kill(outbox)
+            outbox = try launch(uploader)
+            kill(outbox)
+            outbox = try launch(uploader)
+            #expect(try await server.release(resuming: true) == 1)
+            let settled = try await HTTPTransportTests.settled(outbox, id)
+            #expect(settled.state == .published, "\(String(describing: settled.error))")
+            outbox.close()
+
+            let received = try await server.received()
+            #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
+            #expect(received.first { $0.path == "/clip.mp4" }?.sha256 == (try await sha256(of: clip)))
+            #expect(system.tasks.map(\.sends) == [1, 1], "the clip's task, rejoined twice, and the document's")
+            #expect(TemporaryFolder.files(in: folder.url.appendingPathComponent("parts")) == [])
+        }
+    }
+
+    @Test func aTransferThatEndedWhileTheAppWasGoneGivesItsReceipt() async throws {
+        defer { folder.remove() }
+        let (clip, uploader) = try rawClip()
+        try await FixtureServer.with { server in
+            var (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
+            kill(outbox)
+            #expect(try await server.release(resuming: true) == 1)
+            #expect(try await server.waitForUpload(of: "clip.mp4").map(\.complete) == [true])
+            // The user opens the app (which the system may have launched in
+            // the background meanwhile, where its tasks would wait).
+            system.enterForeground()
+            outbox = try launch(uploader)
+            let settled = try await HTTPTransportTests.settled(outbox, id)
+            #expect(settled.state == .published, "\(String(describing: settled.error))")
+            outbox.close()
+            let received = try await server.received()
+            #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
+            #expect(system.tasks.count == 2)
+        }
+    }
+
+    /// A force-quit's `-999` is a cancel to resume from: the user's next
+    /// launch sends the clip again, and the post is published.
+    @Test func aPostWhoseAppIsForceQuitIsPublishedAfterTheUsersNextLaunch() async throws {
+        defer { folder.remove() }
+        let (clip, uploader) = try rawClip()
+        try await FixtureServer.with { server in
+            var (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
+            system.forceQuit()
+            outbox.close()
+            // Reading again, the server finds the connection gone.
+            #expect(try await server.release(resuming: true) == 1)
+            #expect(try await server.waitForUpload(of: "clip.mp4").map(\.complete) == [false])
+            outbox = try launch(uploader)
+            let settled = try await HTTPTransportTests.settled(outbox, id)
+            #expect(settled.state == .published, "\(String(describing: settled.error))")
+            outbox.close()
+            let clips = try await server.received().filter { $0.path == "/clip.mp4" }
+            #expect(clips.map(\.complete) == [false, true])
+            #expect(clips.last?.sha256 == (try await sha256(of: clip)))
+        }
+    }
+
+    // MARK: - tus and S3
+
+    /// The app is killed while a tus `PATCH` waits for the network: the
+    /// next launch's `HEAD` waits for that task, which goes once the
+    /// network returns, and no byte reaches the server twice.
+    @Test(TusFixture.requirement)
+    func aTusUploadKilledWhileAPatchWaitsSendsEachByteOnce() async throws {
+        defer { folder.remove() }
+        try await TusFixture.with(.resumableUpload) { fixture in
+            let (uploader, post) = try HTTPTransportTests.tusPost(in: folder, to: fixture)
+            let cut = NetworkCut { $0.contains("medium 0: PATCH at 131072") }
+            var outbox = try launch(uploader, cut: cut)
+            let id = try outbox.add(post)
+            #expect(await cut.happened.signalled(within: 20))
+            kill(outbox)
+            outbox = try launch(uploader)
+            system.networkComesBack()
+            let settled = try await HTTPTransportTests.settled(outbox, id)
+            #expect(settled.state == .published, "\(String(describing: settled.error))")
+            outbox.close()
+
+            // The video's upload and the document's, each by its offsets.
+            let patches = try await fixture.requests().filter { $0.method == "PATCH" && $0.status == 204 }
+            let offsets = Dictionary(grouping: patches, by: \.path).values.map { $0.compactMap(\.offset) }
+            #expect(
+                offsets.map { $0.compactMap { Int($0) } }.sorted { $0.count > $1.count } == [
+                    [0, 131_072, 262_144], [0],
+                ],
+                "no byte sent twice: \(offsets)")
+            #expect(
+                system.tasks.filter { $0.description.contains("medium 0: PATCH at 131072") }.map(\.sends) == [1],
+                "the PATCH that waited was joined, not made again")
+        }
+    }
+}
+
+extension S3Storage {
+    /// An S3 multipart upload whose app is killed while a part waits for
+    /// the network.
+    @Suite(
+        "An outbox on a background session, its app killed, on S3", .startsProcesses, .timeLimit(.minutes(1)),
+        S3Fixture.requirement)
+    struct OutboxBackgroundS3Tests {
+        typealias Storage = S3UploaderTests
+
+        /// The next launch asks the storage (`HeadObject`, `ListParts`)
+        /// once the part that waited went, and sends only the part it
+        /// lacks: each part reaches the storage once.
+        @Test func aMultipartUploadKilledWhileAPartWaitsSendsEachPartOnce() async throws {
+            try await Storage.withStorage { s3, folder, file in
+                let tests = try OutboxBackgroundTests()
+                defer { tests.folder.remove() }
+                let uploader = try S3Uploader(
+                    presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
+                    partSize: Int64(5 * Storage.mebibyte), maxConcurrentParts: 1,
+                    configuration: .refusingEveryRequest)
+                let post = Post(
+                    text: "s3", videos: [Storage.video(file, key: "videos/background.mp4")],
+                    destination: URL(string: "https://media.example.com/posts/background.json")!)
+                let cut = NetworkCut { $0.contains("medium 0: part 2") }
+                var outbox = try tests.launch(uploader, cut: cut)
+                let id = try outbox.add(post)
+                #expect(await cut.happened.signalled(within: 20))
+                tests.kill(outbox)
+                outbox = try tests.launch(uploader)
+                tests.system.networkComesBack()
+                let settled = try await HTTPTransportTests.settled(outbox, id)
+                #expect(settled.state == .published, "\(String(describing: settled.error))")
+                outbox.close()
+
+                let parts = try await s3.requests().filter { $0.operation == "uploadPart" && $0.status == 200 }
+                #expect(parts.compactMap(\.partNumber).sorted() == [1, 2, 3], "each part stored once")
+                #expect(
+                    tests.system.tasks.filter { $0.description.contains("medium 0: part 2") }.map(\.sends) == [1],
+                    "the part that waited went once, and was not made again")
+            }
+        }
+    }
+}
+
+/// Takes the network away just before the first task whose description
+/// `cuts` names is given to the session.
+final class NetworkCut: Sendable {
+    let cuts: @Sendable (String) -> Bool
+    /// Signalled once the network went and the task was given.
+    let happened = DispatchSemaphore(value: 0)
+    /// The task, once given.
+    private let task = LockedValue<String?>(nil)
+
+    init(_ cuts: @escaping @Sendable (String) -> Bool) {
+        self.cuts = cuts
+    }
+
+    /// Takes the network of `system` away before the task `description`,
+    /// if it is the one.
+    func before(_ description: String, on system: TestBackgroundSystem) {
+        guard cuts(description) else { return }
+        let first = task.withValue { task in
+            defer { task = task ?? description }
+            return task == nil
+        }
+        if first { system.networkGoesDown() }
+    }
+
+    /// Tells that the task `description` was given, if it is the one.
+    @Sendable func after(_ description: String) {
+        if task.value == description { happened.signal() }
+    }
+}
