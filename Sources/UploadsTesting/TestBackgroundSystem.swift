@@ -40,7 +40,8 @@ import FoundationNetworking
 ///   completion handler suspends the app again; ``wakes`` counts the calls.
 ///   A session made again with the identifier of one whose app was gone
 ///   gets the held events whenever it is made, and ``Session/getAllTasks(_:)``
-///   lists the tasks still running.
+///   lists the tasks still running. A session invalidated
+///   (`finishTasksAndInvalidate()`) hears the events of its tasks itself.
 /// - **A force-quit cancels.** ``forceQuit()`` cancels every task with
 ///   `NSURLErrorCancelled` (-999), its reason
 ///   `NSURLErrorBackgroundTaskCancelledReasonKey` 0 (the user force-quit
@@ -179,21 +180,22 @@ package final class TestBackgroundSystem: Sendable {
     /// - Throws: ``Refusal/identifierInUse(_:)`` when a session of
     ///   `identifier` is live.
     package func session(identifier: String, events: any BackgroundSessionEvents) throws(Refusal) -> Session {
-        try state.withLock { state throws(Refusal) in
+        let (session, starts) = try state.withLock { state throws(Refusal) in
             guard state.sessions[identifier] == nil else { throw .identifierInUse(identifier) }
-            if state.app == .terminated || state.app == .forceQuit {
-                state.app = .foreground
-                state.delay = .zero
-            }
+            let starts = state.app == .terminated || state.app == .forceQuit ? foreground(&state) : []
             state.nextSession += 1
             state.sessions[identifier] = AppSession(serial: state.nextSession, events: events)
             flush(identifier, &state)
-            return Session(system: self, identifier: identifier, serial: state.nextSession)
+            return (Session(system: self, identifier: identifier, serial: state.nextSession), starts)
         }
+        for run in starts { send(run) }
+        return session
     }
 
     /// Calls `handler` each time the system wakes or launches the app in
-    /// the background for a session, as iOS calls the app delegate.
+    /// the background for a session, as iOS calls the app delegate; on the
+    /// queue that tells the sessions their events, before it tells them
+    /// those it held, so the handler must not wait for a session's answer.
     package func onBackgroundLaunch(_ handler: @escaping LaunchHandler) {
         state.withLock { $0.launchHandler = handler }
     }
@@ -222,16 +224,20 @@ package final class TestBackgroundSystem: Sendable {
     /// the rate limiter's delay is none again, and the tasks waiting for
     /// it start.
     package func enterForeground() {
-        let starts = state.withLock { state in
-            state.app = .foreground
-            state.delay = .zero
-            for identifier in state.sessions.keys { flush(identifier, &state) }
-            return state.tasks.indices.filter { state.tasks[$0].phase == .waiting }.compactMap { index in
-                state.tasks[index].deferral?.cancel()
-                return state.start(index)
-            }
+        let starts = state.withLock { foreground(&$0) }
+        for run in starts { send(run) }
+    }
+
+    /// Brings the app to the foreground; returns the transfers of the
+    /// tasks that waited for the rate limiter.
+    private func foreground(_ state: inout State) -> [Run] {
+        state.app = .foreground
+        state.delay = .zero
+        for identifier in state.sessions.keys { flush(identifier, &state) }
+        return state.tasks.indices.filter { state.tasks[$0].phase == .waiting }.compactMap { index in
+            state.tasks[index].deferral?.cancel()
+            return state.start(index)
         }
-        for start in starts { start() }
     }
 
     /// The system kills the app: its sessions are gone (what the test
@@ -298,7 +304,7 @@ package final class TestBackgroundSystem: Sendable {
                 state.start($0)
             }
         }
-        for start in starts { start() }
+        for run in starts { send(run) }
     }
 
     // MARK: - What a test reads
@@ -322,7 +328,7 @@ package final class TestBackgroundSystem: Sendable {
         _ request: URLRequest, fromFile file: URL, description: String, in session: Session
     ) throws(Refusal) {
         guard request.httpBody == nil, request.httpBodyStream == nil else { throw .bodyNotAFile(task: description) }
-        let start = try state.withLock { state throws(Refusal) -> (@Sendable () -> Void)? in
+        let (run, delay, index) = try state.withLock { state throws(Refusal) -> (Run?, Duration?, Int) in
             guard state.isLive(session) else { throw .sessionInvalidated(session.identifier) }
             guard
                 !state.tasks.contains(where: {
@@ -331,18 +337,32 @@ package final class TestBackgroundSystem: Sendable {
             else { throw .descriptionInUse(description) }
             let index = state.tasks.count
             state.tasks.append(
-                Transfer(identifier: session.identifier, description: description, request: request, file: file))
-            guard state.app == .background, state.delay > .zero else { return state.start(index) }
-            state.tasks[index].deferral = queue.enqueue(after: state.delay) { [weak self] in
-                guard let self else { return }
-                let start = self.state.withLock { state in
-                    state.tasks[index].phase == .waiting ? state.start(index) : nil
-                }
-                start?()
-            }
-            return nil
+                Transfer(
+                    identifier: session.identifier, session: session.serial, description: description, request: request,
+                    file: file))
+            guard state.app == .background, state.delay > .zero else { return (state.start(index), nil, index) }
+            return (nil, state.delay, index)
         }
-        start?()
+        send(run)
+        guard let delay else { return }
+        // Scheduled outside the lock: the queue may run it at once.
+        let deferral = queue.enqueue(after: delay) { [weak self] in
+            guard let self else { return }
+            send(state.withLock { $0.tasks[index].phase == .waiting ? $0.start(index) : nil })
+        }
+        state.withLock { state in
+            if state.tasks[index].phase == .waiting { state.tasks[index].deferral = deferral }
+        }
+    }
+
+    /// Hands `run` to the session that sends the transfers; cancels it
+    /// again if it was cut meanwhile.
+    private func send(_ run: Run?) {
+        guard let run, let transfers = state.withLock({ $0.transfers }) else { return }
+        transfers.upload(run.request, fromFile: run.file, description: String(run.number))
+        if state.withLock({ $0.runs[run.number] == nil }) {
+            transfers.cancel(description: String(run.number))
+        }
     }
 
     fileprivate func cancel(description: String, in session: Session) -> Bool {
@@ -358,7 +378,7 @@ package final class TestBackgroundSystem: Sendable {
             let cut = state.end(index)
             route(
                 [.completed(task: description, response: nil, error: URLError(.cancelled), bodySize: 0)],
-                of: session.identifier, &state)
+                of: state.tasks[index], &state)
             return cut
         }
         guard let cut else { return false }
@@ -368,14 +388,21 @@ package final class TestBackgroundSystem: Sendable {
 
     fileprivate func getAllTasks(in session: Session, _ body: @escaping @Sendable ([String]) -> Void) {
         let running = state.withLock { state in
-            state.tasks.filter { $0.identifier == session.identifier && $0.phase != .ended }.map(\.description)
+            state.tasks.filter {
+                $0.identifier == session.identifier && $0.phase != .ended && state.invalidated[$0.session] == nil
+            }.map(\.description)
         }
         delivery.async { body(running) }
     }
 
     fileprivate func invalidate(_ session: Session) {
         state.withLock { state in
-            if state.isLive(session) { state.sessions[session.identifier] = nil }
+            // Its tasks go on, and tell their events to it, not to a session
+            // made later with its identifier.
+            guard state.isLive(session), let live = state.sessions.removeValue(forKey: session.identifier) else {
+                return
+            }
+            state.invalidated[session.serial] = live
         }
     }
 
@@ -385,7 +412,7 @@ package final class TestBackgroundSystem: Sendable {
         state.withLock { state in
             guard let index = state.runs[run] else { return }
             let task = state.tasks[index]
-            guard let events = state.deliverable(task.identifier) else { return }
+            guard case .now(let events) = state.target(of: task) else { return }
             deliver([.sent(task: task.description, bytes: sent)], to: events)
         }
     }
@@ -406,7 +433,7 @@ package final class TestBackgroundSystem: Sendable {
             state.tasks[index].run = nil
             var events: [Event] = task.answer.isEmpty ? [] : [.received(task: task.description, data: task.answer)]
             events.append(.completed(task: task.description, response: response, error: error, bodySize: bodySize))
-            route(events, of: task.identifier, &state)
+            route(events, of: task, &state)
             wakeWhereDue(&state)
         }
     }
@@ -415,11 +442,11 @@ package final class TestBackgroundSystem: Sendable {
 
     /// Tells `events` to the app's session of `identifier` now if it can
     /// hear them, else holds them for it.
-    private func route(_ events: [Event], of identifier: String, _ state: inout State) {
-        if let target = state.deliverable(identifier) {
-            deliver(events, to: target)
-        } else {
-            state.held[identifier, default: []] += events
+    private func route(_ events: [Event], of task: Transfer, _ state: inout State) {
+        switch state.target(of: task) {
+        case .now(let target): deliver(events, to: target)
+        case .held: state.held[task.identifier, default: []] += events
+        case .dropped: break
         }
     }
 
@@ -534,9 +561,20 @@ extension TestBackgroundSystem {
         case finishedEvents
     }
 
+    /// One transfer of a task: its request sent whole.
+    private struct Run: Sendable {
+        let number: Int
+        /// The task's index.
+        let task: Int
+        let request: URLRequest
+        let file: URL
+    }
+
     /// One task, as the system carries it.
     private struct Transfer {
         let identifier: String
+        /// The serial number of the session that made it.
+        let session: Int
         let description: String
         let request: URLRequest
         let file: URL
@@ -547,6 +585,16 @@ extension TestBackgroundSystem {
         /// The answer so far, told with its end.
         var answer = Data()
         var deferral: DelayedWork?
+    }
+
+    /// Where an event goes.
+    private enum Target {
+        /// To the app's session that hears it now.
+        case now(any BackgroundSessionEvents)
+        /// Held for the app's next session of its identifier.
+        case held
+        /// Nowhere: its session was invalidated, and is gone or not heard.
+        case dropped
     }
 
     /// A session of the app's that is live: its events held weakly, as the
@@ -560,6 +608,9 @@ extension TestBackgroundSystem {
         var app = AppState.foreground
         /// The live session of each identifier.
         var sessions: [String: AppSession] = [:]
+        /// The sessions invalidated, by serial number: their tasks tell
+        /// their events to them.
+        var invalidated: [Int: AppSession] = [:]
         var tasks: [Transfer] = []
         /// The task each transfer in flight sends, by its number.
         var runs: [Int: Int] = [:]
@@ -592,14 +643,26 @@ extension TestBackgroundSystem {
 
         /// The app's session of `identifier`, if the app can hear its
         /// events now.
+        /// Where the events of `task` go now.
+        func target(of task: Transfer) -> Target {
+            let hears = app == .foreground || app == .background
+            if let invalidated = invalidated[task.session] {
+                guard hears, let events = invalidated.events else { return .dropped }
+                return .now(events)
+            }
+            guard hears, let events = sessions[task.identifier]?.events else { return .held }
+            return .now(events)
+        }
+
         func deliverable(_ identifier: String) -> (any BackgroundSessionEvents)? {
             guard app == .foreground || app == .background else { return nil }
             return sessions[identifier]?.events
         }
 
         /// Starts sending task `index` (whole), or leaves it waiting for
-        /// the network; returns what hands it to the transfers.
-        mutating func start(_ index: Int) -> (@Sendable () -> Void)? {
+        /// the network; returns the transfer to hand it to the session
+        /// that sends them (``TestBackgroundSystem/send(_:)``).
+        mutating func start(_ index: Int) -> Run? {
             guard network else {
                 tasks[index].phase = .waitingForNetwork
                 return nil
@@ -611,10 +674,7 @@ extension TestBackgroundSystem {
             tasks[index].run = run
             tasks[index].sends += 1
             tasks[index].answer = Data()
-            guard let transfers else { return nil }
-            let request = tasks[index].request
-            let file = tasks[index].file
-            return { transfers.upload(request, fromFile: file, description: String(run)) }
+            return Run(number: run, task: index, request: tasks[index].request, file: tasks[index].file)
         }
 
         /// Ends task `index`; returns the transfer to cancel, if one was

@@ -20,10 +20,13 @@ package protocol BackgroundSession: Sendable {
     ///
     /// - Throws: When the session refuses the task outright: the double
     ///   does for a request that carries a body of its own (bytes or a
-    ///   stream), which a background session does not take.
+    ///   stream), which a background session does not take, and for a
+    ///   session invalidated or whose app is gone, or a description of a
+    ///   task that has not ended.
     func upload(_ request: URLRequest, fromFile file: URL, description: String) throws
-    /// Cancels the task named `description`, if the session has it;
-    /// whether it had it (the task then reads its file no more).
+    /// Cancels the task named `description`, if the session has it (one
+    /// it made, or listed by ``getAllTasks(_:)``); whether it had it (the
+    /// task then reads its file no more).
     @discardableResult
     func cancel(description: String) -> Bool
     /// Calls `body`, on a thread of the session's, with the descriptions
@@ -123,8 +126,13 @@ package final class URLSessionBackgroundSession: BackgroundSession {
     }
 
     package func getAllTasks(_ body: @escaping @Sendable ([String]) -> Void) {
-        session.getAllTasks { tasks in
-            body(tasks.filter { $0.state != .completed }.compactMap(\.taskDescription))
+        session.getAllTasks { [delegate] tasks in
+            let running = tasks.filter { $0.state != .completed }
+            // The tasks an earlier launch made are this session's to
+            // cancel too.
+            let described = running.compactMap { task in task.taskDescription.map { ($0, task) } }
+            delegate.tasks.withLock { known in known.merge(described) { made, _ in made } }
+            body(described.map(\.0))
         }
     }
 

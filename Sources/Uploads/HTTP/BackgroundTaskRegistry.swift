@@ -14,14 +14,16 @@ import FoundationNetworking
 /// A request named the same in every launch (``HTTPRequest/name``) is
 /// admitted once the session listed its tasks:
 /// - an orphan of its name still running, or that ended with an answer in
-///   200...299, is joined: its progress and answer are the request's, and
-///   nothing is sent again;
+///   200...299, is joined (by one request only): its progress and answer
+///   are the request's, and nothing is sent again;
 /// - while an orphan of its upload (another request of it: a tus `PATCH`,
-///   an S3 part) still runs, it waits for it to end, so that what it asks
-///   the storage counts what that orphan stored;
+///   an S3 part) still runs, joined or not, it waits for it to end, so
+///   that what it asks the storage counts what that orphan stored;
 /// - otherwise it is sent, as a task whose description is its name and a
 ///   mark of its own. An orphan of its name that failed or was cancelled
 ///   (a force-quit's `-999`) is not an answer: the request is sent again.
+///   Once a request of an upload is sent, the orphans of that upload that
+///   ended are dropped: what they stored, the storage tells.
 ///
 /// Each event of a task reaches its request, or else its orphan.
 final class BackgroundTaskRegistry: BackgroundSessionEvents {
@@ -61,6 +63,8 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var answer = Data()
         /// How it ended, once it did.
         var end: End?
+        /// Whether a request was admitted to join it.
+        var claimed = false
     }
 
     private struct Waiter {
@@ -74,6 +78,9 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var listed = false
         var requests: [String: Request] = [:]
         var orphans: [String: Orphan] = [:]
+        /// The orphans that requests joined while they ran, until they
+        /// end: they hold back the other requests of their upload too.
+        var joined: Set<String> = []
         /// The tasks of requests cancelled in this launch, whose events no
         /// longer count.
         var forgotten: Set<String> = []
@@ -111,9 +118,11 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         return String(description[..<mark.lowerBound])
     }
 
-    /// The upload a request named `name` is part of.
+    /// The upload a request named `name` is part of (an upload's name has
+    /// no `": "`, see ``HTTPRequest/name``).
     static func upload(of name: String) -> Substring {
-        name.split(separator: ":", maxSplits: 1).first ?? Substring(name)
+        guard let separator = name.range(of: ": ") else { return Substring(name) }
+        return name[..<separator.lowerBound]
     }
 
     // MARK: - Admission
@@ -152,17 +161,24 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
 
     /// What the request named `name` is to do now; `nil` while it waits.
     private static func admission(of name: String, _ state: inout State) -> Admission? {
-        let named = state.orphans.filter { Self.name(of: $0.key) == name }
+        let named = state.orphans.filter { !$0.value.claimed && Self.name(of: $0.key) == name }
         if let joined = named.first(where: { $0.value.end == nil })
             ?? named.first(where: { $0.value.end?.answered == true })
         {
+            state.orphans[joined.key]?.claimed = true
             return .join(joined.key)
         }
-        // Failed or cancelled: sent again.
-        for description in named.keys { state.orphans[description] = nil }
         let own = upload(of: name)
-        let uploadRuns = state.orphans.contains { $0.value.end == nil && upload(of: Self.name(of: $0.key)) == own }
-        return uploadRuns ? nil : .send(newDescription(for: name))
+        let ofUpload = { (description: String) in upload(of: Self.name(of: description)) == own }
+        let uploadRuns =
+            state.orphans.contains { $0.value.end == nil && ofUpload($0.key) } || state.joined.contains(where: ofUpload)
+        guard !uploadRuns else { return nil }
+        // Failed or cancelled (sent again), or answered to a request the
+        // storage now answers for.
+        for (description, orphan) in state.orphans where orphan.end != nil && !orphan.claimed && ofUpload(description) {
+            state.orphans[description] = nil
+        }
+        return .send(newDescription(for: name))
     }
 
     private static func tell(_ admitted: [(Waiter, Admission)]) {
@@ -205,13 +221,14 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             }
             if orphan?.end == nil {
                 state.requests[description] = Request(answer: answer, file: file)
+                if orphan != nil { state.joined.insert(description) }
             }
             return orphan
         }
         guard let orphan else { return }
         answer.sent(orphan.sent)
         if let end = orphan.end {
-            Self.complete(Request(answer: answer, file: file), end)
+            Self.complete(Request(answer: answer, file: file), end, fileFailure: nil)
         }
     }
 
@@ -222,15 +239,18 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
 
     /// Drops `description`: its events no longer matter.
     func forget(_ description: String) {
-        state.withLock { state in
-            if state.requests.removeValue(forKey: description) != nil {
-                state.forgotten.insert(description)
-            }
+        let admitted = state.withLock { state -> [(Waiter, Admission)] in
+            guard state.requests.removeValue(forKey: description) != nil else { return [] }
+            state.forgotten.insert(description)
+            // A joined task given up no longer holds its upload back.
+            return state.joined.remove(description) == nil ? [] : Self.admitted(&state)
         }
+        Self.tell(admitted)
     }
 
-    /// Completes `request` with the outcome of its task's `end`.
-    private static func complete(_ request: Request, _ end: End) {
+    /// Completes `request` with the outcome of its task's `end`, its file
+    /// found missing or shrunk as `fileFailure` says.
+    private static func complete(_ request: Request, _ end: End, fileFailure: UploadError?) {
         let size = request.answer.size
         if end.bodySize > 0, end.bodySize != size {
             // The session read the file as it was when the task started,
@@ -239,9 +259,6 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             request.answer.complete(.failure(.unreadableFile(request.file, reason: reason)))
             return
         }
-        // A body file that went missing or shrank fails its task: say so,
-        // rather than what the session says.
-        let fileFailure = end.error == nil ? nil : BoundedFileStream.failure(of: request.file, upTo: size)
         request.answer.ended(response: end.response, error: end.error, fileFailure: fileFailure)
     }
 
@@ -270,17 +287,24 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64) {
         let end = End(response: response, error: error, bodySize: bodySize)
         let (request, admitted) = state.withLock { state -> (Request?, [(Waiter, Admission)]) in
-            if let request = state.requests.removeValue(forKey: task) { return (request, []) }
+            if let request = state.requests.removeValue(forKey: task) {
+                guard state.joined.remove(task) != nil else { return (request, []) }
+                return (request, Self.admitted(&state))
+            }
             guard state.forgotten.remove(task) == nil else { return (nil, []) }
             state.orphans[task, default: Orphan()].end = end
             return (nil, Self.admitted(&state))
         }
-        if let request {
-            Self.complete(request, end)
+        // A body file that went missing or shrank fails its task: say so,
+        // rather than what the session says (read before the part file,
+        // which has no use once its task ended, is removed).
+        let fileFailure = request.flatMap { request in
+            end.error == nil ? nil : BoundedFileStream.failure(of: request.file, upTo: request.answer.size)
         }
-        // A part file has no use once its task ended (and its request
-        // read what became of it).
         removePart(of: task)
+        if let request {
+            Self.complete(request, end, fileFailure: fileFailure)
+        }
         Self.tell(admitted)
     }
 

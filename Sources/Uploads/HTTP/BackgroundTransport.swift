@@ -158,11 +158,11 @@ final class BackgroundTransport: HTTPTransport {
                     request.body.fileFromItsStart?.file
                     ?? FileBodyTransport.partFile(for: description, in: registry.parts)
                 let answer = answer(to: request, size: request.body.count, controller)
+                registry.start(description, answer, file: file)
                 controller.onCancel { [self] in
                     registry.forget(description)
                     cancel(description)
                 }
-                registry.start(description, answer, file: file)
             }
         }
 

@@ -140,8 +140,13 @@ struct BackgroundRejoinTests {
 
             let again = try transport()
             let next = Task { try await again.send(request("part 2", to: "next.mp4", on: server)).value }
-            let cancelled = again.send(request("part 3", to: "cancelled.mp4", on: server)).perform { _ in }
+            // Waiting once performed here, then cancelled.
+            let outcome = LockedValue<Result<HTTPAnswer, any Error>?>(nil)
+            let cancelled = again.send(request("part 3", to: "cancelled.mp4", on: server))
+                .perform(on: ImmediateQueue()) { outcome.setValue($0) }
+            #expect(outcome.value == nil, "part 3 waits")
             cancelled.cancel()
+            #expect(throws: CancellationError.self) { try outcome.value?.get() }
             let unnamed = try await withTimeLimit(.seconds(20)) {
                 var other = request("other", to: "other.mp4", on: server)
                 other.upload = nil
@@ -152,7 +157,6 @@ struct BackgroundRejoinTests {
             #expect(try await server.release(resuming: true) == 1)
             let receipt = try await withTimeLimit(.seconds(20)) { try await next.value }.receipt
             #expect(receipt.status == 201)
-            #expect(cancelled.isCompleted)
             let paths = try await server.received().map(\.path)
             #expect(
                 paths == ["/clip.mp4", "/other.mp4", "/next.mp4"] || paths == ["/other.mp4", "/clip.mp4", "/next.mp4"])

@@ -371,6 +371,23 @@ struct TestBackgroundSystemTests {
         #expect(system.tasks == [])
     }
 
+    /// An invalidated session's tasks go on, and tell their events to it
+    /// (`finishTasksAndInvalidate()`), not to a session made later with
+    /// its identifier.
+    @Test func anInvalidatedSessionsTasksTellItTheirEnd() async throws {
+        try await withAppSession { system, session, app, server in
+            try await startClipHeldMidway(through: session, on: server)
+            session.finishTasksAndInvalidate()
+            let later = HeardEvents()
+            let again = try system.session(identifier: Self.identifier, events: later)
+            #expect(await again.allTasks() == [], "not the later session's")
+            #expect(try await server.release(resuming: true) == 1)
+            let heard = await app.heard(within: 20) { $0.contains { $0.isCompletion } }
+            #expect(heard.last == .completed("clip", status: 201, bodySize: 8_000_000))
+            #expect(later.heard == [], "the later session heard nothing of it")
+        }
+    }
+
     /// Apple ("Downloading files in the background"): "Only upload tasks
     /// from a file are supported (uploads from data instances or a stream
     /// fail after the app exits)." The double refuses a request carrying a
