@@ -1,0 +1,133 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+
+@testable import Uploads
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How the registry of a background transport admits the requests named
+/// in every launch, told the session's events by hand: which wait, which
+/// join a task an earlier launch left, and which are sent.
+@Suite("A background session's tasks, as a transport knows them", .timeLimit(.minutes(1)))
+struct BackgroundTaskRegistryTests {
+    let parts = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString)")
+
+    /// What `name` was admitted to do so far, in order.
+    final class Admissions: Sendable {
+        private let log = LockedValue<[BackgroundTaskRegistry.Admission]>([])
+        var all: [BackgroundTaskRegistry.Admission] { log.value }
+
+        func admit(_ name: String, by registry: BackgroundTaskRegistry) {
+            _ = registry.admit(name) { admission in self.log.withValue { $0.append(admission) } }
+        }
+    }
+
+    /// A request's answer whose outcome `outcome` keeps.
+    static func answer(_ outcome: LockedValue<Result<Int, UploadError>?>) -> TaskAnswer {
+        let url = URL(string: "https://example.com/clip.mp4")!
+        let request = HTTPRequest(
+            urlRequest: URLRequest(url: url), body: .data(Data("bytes".utf8)), destination: url, resendable: true,
+            answerLimit: 100, progress: { _ in })
+        return TaskAnswer(request, size: 5) { result in outcome.setValue(result.map(\.receipt.status)) }
+    }
+
+    static func answered(_ status: Int) -> URLResponse {
+        HTTPURLResponse(
+            url: URL(string: "https://example.com/clip.mp4")!, statusCode: status, httpVersion: "HTTP/1.1",
+            headerFields: [:])!
+    }
+
+    @Test func nothingIsAdmittedBeforeTheSessionListedItsTasks() {
+        let registry = BackgroundTaskRegistry(parts: parts)
+        let admissions = Admissions()
+        admissions.admit("u: upload", by: registry)
+        #expect(admissions.all.isEmpty)
+        registry.listed([])
+        guard case .send(let description)? = admissions.all.first else {
+            Issue.record("not sent: \(admissions.all)")
+            return
+        }
+        #expect(BackgroundTaskRegistry.name(of: description) == "u: upload")
+        #expect(description.hasPrefix("u: upload @"))
+    }
+
+    @Test func aRunningOrphanIsJoinedByOneRequestWhichTheOthersOfItsUploadWaitFor() throws {
+        let registry = BackgroundTaskRegistry(parts: parts)
+        registry.listed(["u: part 1 @A"])
+        let admissions = Admissions()
+        admissions.admit("u: part 1", by: registry)
+        admissions.admit("u: part 1", by: registry)
+        admissions.admit("u: list parts", by: registry)
+        admissions.admit("v: upload", by: registry)
+        guard admissions.all.count == 2, case .join("u: part 1 @A") = admissions.all[0], case .send = admissions.all[1]
+        else {
+            Issue.record("expected the join and v's upload: \(admissions.all)")
+            return
+        }
+        let outcome = LockedValue<Result<Int, UploadError>?>(nil)
+        registry.start("u: part 1 @A", Self.answer(outcome), file: parts.appendingPathComponent("none"))
+        #expect(admissions.all.count == 2, "the joined task still holds its upload back")
+        registry.task("u: part 1 @A", didCompleteWith: Self.answered(200), error: nil, bodySize: 5)
+        #expect(try outcome.value?.get() == 200)
+        #expect(admissions.all.count == 4, "the others of its upload go once it ended")
+        #expect(admissions.all.dropFirst(2).allSatisfy { if case .send = $0 { true } else { false } })
+    }
+
+    @Test func anOrphanThatEndedAnsweredGivesItsAnswerAndOneThatFailedIsSentAgain() throws {
+        let registry = BackgroundTaskRegistry(parts: parts)
+        registry.task("u: upload @A", didReceive: Data("stored".utf8))
+        registry.task("u: upload @A", didCompleteWith: Self.answered(201), error: nil, bodySize: 5)
+        registry.task("v: upload @B", didCompleteWith: nil, error: URLError(.cancelled), bodySize: 0)
+        registry.listed([])
+        let admissions = Admissions()
+        admissions.admit("u: upload", by: registry)
+        admissions.admit("v: upload", by: registry)
+        guard admissions.all.count == 2, case .join("u: upload @A") = admissions.all[0],
+            case .send(let again) = admissions.all[1]
+        else {
+            Issue.record("expected a join and a send: \(admissions.all)")
+            return
+        }
+        #expect(again != "v: upload @B")
+        let outcome = LockedValue<Result<Int, UploadError>?>(nil)
+        registry.start("u: upload @A", Self.answer(outcome), file: parts.appendingPathComponent("none"))
+        #expect(try outcome.value?.get() == 201, "at once")
+    }
+
+    /// Once a request of an upload is sent anew (a tus `HEAD`), what that
+    /// upload's orphans stored the storage tells: a later request of the
+    /// same name does not join a stale one.
+    @Test func theOrphansThatEndedAreDroppedOnceTheirUploadSendsAnew() {
+        let registry = BackgroundTaskRegistry(parts: parts)
+        registry.task("u: PATCH at 0 @A", didCompleteWith: Self.answered(204), error: nil, bodySize: 5)
+        registry.listed([])
+        let admissions = Admissions()
+        admissions.admit("u: HEAD", by: registry)
+        admissions.admit("u: PATCH at 0", by: registry)
+        #expect(admissions.all.allSatisfy { if case .send = $0 { true } else { false } }, "\(admissions.all)")
+    }
+
+    /// The events of a task this launch gave up do not make it an orphan
+    /// a later request would join.
+    @Test func aTaskGivenUpIsNoOrphan() {
+        let registry = BackgroundTaskRegistry(parts: parts)
+        registry.listed([])
+        let outcome = LockedValue<Result<Int, UploadError>?>(nil)
+        registry.start("u: upload @A", Self.answer(outcome), file: parts.appendingPathComponent("none"))
+        registry.forget("u: upload @A")
+        registry.task("u: upload @A", didSendBodyBytes: 3)
+        registry.task("u: upload @A", didCompleteWith: nil, error: URLError(.cancelled), bodySize: 0)
+        let admissions = Admissions()
+        admissions.admit("u: upload", by: registry)
+        guard case .send(let description)? = admissions.all.first else {
+            Issue.record("not sent: \(admissions.all)")
+            return
+        }
+        #expect(description != "u: upload @A")
+        #expect(outcome.value == nil, "the request given up heard nothing")
+    }
+}
