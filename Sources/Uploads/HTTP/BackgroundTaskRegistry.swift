@@ -36,9 +36,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     }
 
     /// How a task ended, as its session told.
-    struct End: @unchecked Sendable {
-        // @unchecked: the URLResponse a session hands its delegate is never
-        // changed; it is read under the registry's lock or after it.
+    struct End: Sendable {
         var response: URLResponse?
         var error: (any Error)?
         var bodySize: Int64
