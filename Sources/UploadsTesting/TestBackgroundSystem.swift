@@ -265,10 +265,10 @@ package final class TestBackgroundSystem: Sendable {
             for index in state.tasks.indices where state.tasks[index].phase != .ended {
                 cut += state.end(index)
                 let task = state.tasks[index]
-                state.held[task.identifier, default: []].append(
-                    .completed(
-                        task: task.description, response: nil, error: URLError(.cancelled, userInfo: reason),
-                        bodySize: 0))
+                let cancelled = URLError(.cancelled, userInfo: reason)
+                route(
+                    [.completed(task: task.description, response: nil, error: cancelled, bodySize: 0)], of: task, &state
+                )
             }
             return cut
         }
@@ -440,8 +440,9 @@ package final class TestBackgroundSystem: Sendable {
 
     // MARK: - Telling the app
 
-    /// Tells `events` to the app's session of `identifier` now if it can
-    /// hear them, else holds them for it.
+    /// Tells `events` of `task` to the app's session that hears them now,
+    /// else holds them for its identifier's next session (or drops them,
+    /// when the session that made it was invalidated).
     private func route(_ events: [Event], of task: Transfer, _ state: inout State) {
         switch state.target(of: task) {
         case .now(let target): deliver(events, to: target)
@@ -641,22 +642,22 @@ extension TestBackgroundSystem {
             sessions[session.identifier]?.serial == session.serial
         }
 
-        /// The app's session of `identifier`, if the app can hear its
-        /// events now.
+        /// Whether the app hears events now: it runs.
+        var hears: Bool { app == .foreground || app == .background }
+
         /// Where the events of `task` go now.
         func target(of task: Transfer) -> Target {
-            let hears = app == .foreground || app == .background
             if let invalidated = invalidated[task.session] {
                 guard hears, let events = invalidated.events else { return .dropped }
                 return .now(events)
             }
-            guard hears, let events = sessions[task.identifier]?.events else { return .held }
-            return .now(events)
+            return deliverable(task.identifier).map { .now($0) } ?? .held
         }
 
+        /// The app's session of `identifier`, if the app can hear its
+        /// events now.
         func deliverable(_ identifier: String) -> (any BackgroundSessionEvents)? {
-            guard app == .foreground || app == .background else { return nil }
-            return sessions[identifier]?.events
+            hears ? sessions[identifier]?.events : nil
         }
 
         /// Starts sending task `index` (whole), or leaves it waiting for

@@ -51,6 +51,9 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var answer: TaskAnswer
         /// The body's file.
         var file: URL
+        /// Whether its task is an orphan it joined, which holds back the
+        /// other requests of its upload until it ends.
+        var joined = false
     }
 
     /// A task an earlier launch left.
@@ -76,9 +79,6 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var listed = false
         var requests: [String: Request] = [:]
         var orphans: [String: Orphan] = [:]
-        /// The orphans that requests joined while they ran, until they
-        /// end: they hold back the other requests of their upload too.
-        var joined: Set<String> = []
         /// The tasks of requests cancelled in this launch, whose events no
         /// longer count.
         var forgotten: Set<String> = []
@@ -169,7 +169,8 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         let own = upload(of: name)
         let ofUpload = { (description: String) in upload(of: Self.name(of: description)) == own }
         let uploadRuns =
-            state.orphans.contains { $0.value.end == nil && ofUpload($0.key) } || state.joined.contains(where: ofUpload)
+            state.orphans.contains { $0.value.end == nil && ofUpload($0.key) }
+            || state.requests.contains { $0.value.joined && ofUpload($0.key) }
         guard !uploadRuns else { return nil }
         // Failed or cancelled (sent again), or answered to a request the
         // storage now answers for.
@@ -218,8 +219,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
                 answer.received(orphan.answer)
             }
             if orphan?.end == nil {
-                state.requests[description] = Request(answer: answer, file: file)
-                if orphan != nil { state.joined.insert(description) }
+                state.requests[description] = Request(answer: answer, file: file, joined: orphan != nil)
             }
             return orphan
         }
@@ -238,10 +238,10 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     /// Drops `description`: its events no longer matter.
     func forget(_ description: String) {
         let admitted = state.withLock { state -> [(Waiter, Admission)] in
-            guard state.requests.removeValue(forKey: description) != nil else { return [] }
+            guard let request = state.requests.removeValue(forKey: description) else { return [] }
             state.forgotten.insert(description)
             // A joined task given up no longer holds its upload back.
-            return state.joined.remove(description) == nil ? [] : Self.admitted(&state)
+            return request.joined ? Self.admitted(&state) : []
         }
         Self.tell(admitted)
     }
@@ -286,8 +286,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         let end = End(response: response, error: error, bodySize: bodySize)
         let (request, admitted) = state.withLock { state -> (Request?, [(Waiter, Admission)]) in
             if let request = state.requests.removeValue(forKey: task) {
-                guard state.joined.remove(task) != nil else { return (request, []) }
-                return (request, Self.admitted(&state))
+                return (request, request.joined ? Self.admitted(&state) : [])
             }
             guard state.forgotten.remove(task) == nil else { return (nil, []) }
             state.orphans[task, default: Orphan()].end = end

@@ -114,12 +114,7 @@ final class BackgroundTransport: HTTPTransport {
             }
             return Job { [self] controller in
                 let description = request.taskDescription ?? UUID().uuidString
-                let answer = answer(to: request, size: length, controller)
-                registry.start(description, answer, file: file)
-                controller.onCancel { [self] in
-                    registry.forget(description)
-                    cancel(description)
-                }
+                carry(request, size: length, by: description, file: file, controller)
                 guard !controller.isCompleted else {
                     registry.removePart(of: description)
                     return
@@ -157,33 +152,35 @@ final class BackgroundTransport: HTTPTransport {
                 let file =
                     request.body.fileFromItsStart?.file
                     ?? FileBodyTransport.partFile(for: description, in: registry.parts)
-                let answer = answer(to: request, size: request.body.count, controller)
-                registry.start(description, answer, file: file)
-                controller.onCancel { [self] in
-                    registry.forget(description)
-                    cancel(description)
-                }
+                carry(request, size: request.body.count, by: description, file: file, controller)
             }
         }
 
-        /// What the events of the task carrying `request`, whose body is
-        /// `size` bytes, make of it: the outcome `controller` completes
-        /// with.
-        private func answer(
-            to request: HTTPRequest,
+        /// Completes `controller` with what the events of the task
+        /// `description` make of `request`, whose body is `size` bytes of
+        /// `file`; a cancel gives the task up.
+        private func carry(
+            _ request: HTTPRequest,
             size: Int64,
+            by description: String,
+            file: URL,
             _ controller: Job<HTTPAnswer>.Controller
-        ) -> TaskAnswer {
+        ) {
             let url = request.urlRequest.url ?? request.destination
             // The request holds this object, and so the session and what
             // its events reach, until it ends or is cancelled (a task the
             // session never ends would keep them): a transport let go of
             // gives up its session once its last request ended.
-            return TaskAnswer(request, size: size) { [self] outcome in
+            let answer = TaskAnswer(request, size: size) { [self] outcome in
                 withExtendedLifetime(self) {
                     _ = controller.complete(
                         with: outcome.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
                 }
+            }
+            registry.start(description, answer, file: file)
+            controller.onCancel { [self] in
+                registry.forget(description)
+                cancel(description)
             }
         }
     }

@@ -237,7 +237,7 @@ extension S3Storage {
 final class NetworkCut: Sendable {
     let cuts: @Sendable (String) -> Bool
     /// Signalled once the network went and the task was given.
-    let happened = DispatchSemaphore(value: 0)
+    let happened = DispatchSemaphore(value: 0)  // allowed: waited by signalled(within:), on a thread of its own
     /// The task, once given.
     private let task = LockedValue<String?>(nil)
 
