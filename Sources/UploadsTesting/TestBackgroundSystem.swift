@@ -58,9 +58,9 @@ import FoundationNetworking
 ///
 /// Its transfers are real requests, made by an in-process session, so
 /// that the servers a test runs read the bodies.
-package final class TestBackgroundSystem: Sendable {
+public final class TestBackgroundSystem: Sendable {
     /// Where the app is in its life.
-    package enum AppState: Sendable, Equatable {
+    public enum AppState: Sendable, Equatable {
         /// On screen.
         case foreground
         /// Running, off screen: tasks it makes wait (the rate limiter).
@@ -75,7 +75,7 @@ package final class TestBackgroundSystem: Sendable {
     }
 
     /// Why the system refused what the app asked.
-    package enum Refusal: Error, Equatable, CustomStringConvertible {
+    public enum Refusal: Error, Equatable, CustomStringConvertible {
         /// A session of this identifier is live already.
         case identifierInUse(String)
         /// The task's request carried a body of its own, bytes or a
@@ -87,7 +87,7 @@ package final class TestBackgroundSystem: Sendable {
         /// The session has a task of this description that has not ended.
         case descriptionInUse(String)
 
-        package var description: String {
+        public var description: String {
             switch self {
             case .identifierInUse(let identifier):
                 "a background session with the identifier \(identifier) is live already"
@@ -102,9 +102,9 @@ package final class TestBackgroundSystem: Sendable {
     }
 
     /// A task as the system has it.
-    package struct TaskRecord: Sendable, Equatable {
+    public struct TaskRecord: Sendable, Equatable {
         /// Where a task is.
-        package enum Phase: Sendable, Equatable {
+        public enum Phase: Sendable, Equatable {
             /// Waiting for its delay to pass (made in the background).
             case waiting
             /// Its request is being sent.
@@ -116,28 +116,28 @@ package final class TestBackgroundSystem: Sendable {
         }
 
         /// The identifier of its session.
-        package var identifier: String
+        public var identifier: String
         /// Its description.
-        package var description: String
+        public var description: String
         /// Where it is.
-        package var phase: Phase
+        public var phase: Phase
         /// How many times its request was sent: more than once when the
         /// network cut it.
-        package var sends: Int
+        public var sends: Int
     }
 
     /// One time the system woke or launched the app for a session.
-    package struct Wake: Sendable, Equatable {
+    public struct Wake: Sendable, Equatable {
         /// The session's identifier.
-        package var identifier: String
+        public var identifier: String
         /// How many times the app called the completion handler it was
         /// given: once, as Apple asks.
-        package var completionHandlerCalls: Int
+        public var completionHandlerCalls: Int
     }
 
     /// The handler of a background launch: the app delegate's
     /// `application(_:handleEventsForBackgroundURLSession:completionHandler:)`.
-    package typealias LaunchHandler =
+    public typealias LaunchHandler =
         @Sendable (_ identifier: String, _ completionHandler: @escaping @Sendable () -> Void) -> Void
 
     private let state: Lock<State>
@@ -151,7 +151,7 @@ package final class TestBackgroundSystem: Sendable {
     /// session of `configuration`, and whose rate limiter's first delay
     /// (after the first wake or launch in the background) is
     /// `backgroundDelay`.
-    package init(
+    public init(
         queue: any JobQueue,
         configuration: URLSessionConfiguration = .ephemeral,
         backgroundDelay: Duration = .seconds(60)
@@ -192,27 +192,39 @@ package final class TestBackgroundSystem: Sendable {
         return session
     }
 
+    /// What carries an outbox's requests by the background session of
+    /// `identifier` this system keeps: give it to
+    /// ``Outbox/init(folder:uploader:options:queue:transfers:)`` in place of
+    /// ``Outbox/Transfers/background(identifier:)``. Opening an outbox
+    /// throws ``Refusal/identifierInUse(_:)`` while a session of
+    /// `identifier` is live.
+    public func transfers(identifier: String) -> Outbox.Transfers {
+        .background(identifier: identifier) { [self] identifier, events in
+            try session(identifier: identifier, events: events)
+        }
+    }
+
     /// Calls `handler` each time the system wakes or launches the app in
     /// the background for a session, as iOS calls the app delegate; on the
     /// queue that tells the sessions their events, before it tells them
     /// those it held, so the handler must not wait for a session's answer.
-    package func onBackgroundLaunch(_ handler: @escaping LaunchHandler) {
+    public func onBackgroundLaunch(_ handler: @escaping LaunchHandler) {
         state.withLock { $0.launchHandler = handler }
     }
 
     // MARK: - The app's life
 
     /// Where the app is in its life.
-    package var appState: AppState { state.withLock { $0.app } }
+    public var appState: AppState { state.withLock { $0.app } }
 
     /// The app leaves the screen, and runs on for a while.
-    package func enterBackground() {
+    public func enterBackground() {
         state.withLock { $0.app = .background }
     }
 
     /// The app is suspended: it gets no events until the system wakes it,
     /// which it does at once if its sessions' tasks have all ended.
-    package func suspend() {
+    public func suspend() {
         state.withLock { state in
             state.app = .suspended
             wakeWhereDue(&state)
@@ -223,7 +235,7 @@ package final class TestBackgroundSystem: Sendable {
     /// terminated or force-quit: it gets the events held for its sessions,
     /// the rate limiter's delay is none again, and the tasks waiting for
     /// it start.
-    package func enterForeground() {
+    public func enterForeground() {
         let starts = state.withLock { foreground(&$0) }
         for run in starts { send(run) }
     }
@@ -243,7 +255,7 @@ package final class TestBackgroundSystem: Sendable {
     /// The system kills the app: its sessions are gone (what the test
     /// holds of them takes no task and cancels none), their tasks go on, and the app is
     /// launched in the background once a session's tasks have all ended.
-    package func terminate() {
+    public func terminate() {
         state.withLock { state in
             state.app = .terminated
             state.sessions = [:]
@@ -255,7 +267,7 @@ package final class TestBackgroundSystem: Sendable {
     /// The user force-quits the app: every task that has not ended is
     /// cancelled with `NSURLErrorCancelled`, and the app is not launched
     /// again until the user does.
-    package func forceQuit() {
+    public func forceQuit() {
         let cut = state.withLock { state in
             state.app = .forceQuit
             state.sessions = [:]
@@ -279,7 +291,7 @@ package final class TestBackgroundSystem: Sendable {
 
     /// The network goes: every transfer in flight is cut, and waits for
     /// it to return.
-    package func networkGoesDown() {
+    public func networkGoesDown() {
         let cut = state.withLock { state in
             state.network = false
             var cut: [Int] = []
@@ -297,7 +309,7 @@ package final class TestBackgroundSystem: Sendable {
     }
 
     /// The network returns: every transfer it cut is sent again whole.
-    package func networkComesBack() {
+    public func networkComesBack() {
         let starts = state.withLock { state in
             state.network = true
             return state.tasks.indices.filter { state.tasks[$0].phase == .waitingForNetwork }.compactMap {
@@ -310,7 +322,7 @@ package final class TestBackgroundSystem: Sendable {
     // MARK: - What a test reads
 
     /// Every task the app's sessions made, in the order they were made.
-    package var tasks: [TaskRecord] {
+    public var tasks: [TaskRecord] {
         state.withLock { state in
             state.tasks.map {
                 TaskRecord(identifier: $0.identifier, description: $0.description, phase: $0.phase, sends: $0.sends)
@@ -320,7 +332,7 @@ package final class TestBackgroundSystem: Sendable {
 
     /// Every time the system woke or launched the app for a session, in
     /// order.
-    package var wakes: [Wake] { state.withLock { $0.wakes } }
+    public var wakes: [Wake] { state.withLock { $0.wakes } }
 
     // MARK: - Sessions' calls
 

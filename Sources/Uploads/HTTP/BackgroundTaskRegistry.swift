@@ -26,6 +26,11 @@ import FoundationNetworking
 ///   ended are dropped: what they stored, the storage tells.
 ///
 /// Each event of a task reaches its request, or else its orphan.
+///
+/// It holds the completion handler the app delegate was given for the
+/// session (``BackgroundCompletionHandlers``) until the session told every
+/// event it held and the owner settled what each task's end made of its
+/// upload (``settled(_:)``), then calls it, once, on the main actor.
 final class BackgroundTaskRegistry: BackgroundSessionEvents {
     /// What a request named in every launch is to do.
     enum Admission: Sendable {
@@ -84,10 +89,28 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var forgotten: Set<String> = []
         var waiters: [Waiter] = []
         var nextWaiter = 0
+        /// The completion handler of the app delegate, until it is called.
+        var handler: (@MainActor () -> Void)?
+        /// Tells a handler from the ones held before it.
+        var handlerNumber = 0
+        /// Whether the session told every event it held since the last
+        /// handler was called.
+        var finishedEvents = false
+        /// The uploads a request of which heard its task's end, whose
+        /// owner has not said what the end made of them.
+        var unsettled: Set<String> = []
+        /// Calls the handler once its time limit passed.
+        var limit: DelayedWork?
+        /// Tells whether the owner still runs an upload, once it can.
+        var runs: (@Sendable (String) -> Bool)?
     }
 
     /// The most bytes of an orphan's answer kept until a request joins it.
     static let orphanAnswerLimit = 1 << 20
+    /// The longest a completion handler waits for the uploads to settle
+    /// once the session told its events: iOS gives an app woken in the
+    /// background about 30 seconds.
+    static let handlerTimeLimit = Duration.seconds(20)
 
     private let state = Lock(State())
     /// Where the part files are, each named after its task.
@@ -95,10 +118,24 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     /// The part files an earlier launch left, found before this one wrote
     /// any.
     private let earlierParts: [URL]
+    /// Runs the time limit of a completion handler.
+    private let queue: any JobQueue
+    /// Calls a completion handler.
+    private let calling: @Sendable (_ handler: @escaping @MainActor () -> Void) -> Void
 
-    /// A registry of the tasks whose part files are in `parts`.
-    init(parts: URL) {
+    /// A registry of the tasks whose part files are in `parts`, whose
+    /// completion handlers' time limits run on `queue`, and which are
+    /// called by `calling`: on the main actor, as UIKit asks.
+    init(
+        parts: URL,
+        queue: any JobQueue = DispatchQueue.global(),
+        calling: @escaping @Sendable (_ handler: @escaping @MainActor () -> Void) -> Void = { handler in
+            Task { @MainActor in handler() }
+        }
+    ) {
         self.parts = parts
+        self.queue = queue
+        self.calling = calling
         let files = (try? FileManager.default.contentsOfDirectory(at: parts, includingPropertiesForKeys: nil)) ?? []
         earlierParts = files.filter { $0.pathExtension == "part" }
     }
@@ -135,6 +172,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             return (state.nextWaiter, Self.admitted(&state))
         }
         Self.tell(admitted)
+        callHandlerIfSettled()
         return { [self] in
             state.withLock { state in state.waiters.removeAll { $0.number == number } }
         }
@@ -164,6 +202,8 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             ?? named.first(where: { $0.value.end?.answered == true })
         {
             state.orphans[joined.key]?.claimed = true
+            // Its answer is the request's now.
+            if joined.value.end != nil { state.unsettled.insert(String(upload(of: name))) }
             return .join(joined.key)
         }
         let own = upload(of: name)
@@ -177,6 +217,8 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         for (description, orphan) in state.orphans where orphan.end != nil && !orphan.claimed && ofUpload(description) {
             state.orphans[description] = nil
         }
+        // The upload went on from what its tasks' ends made of it.
+        state.unsettled.remove(String(own))
         return .send(newDescription(for: name))
     }
 
@@ -203,6 +245,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             try? FileManager.default.removeItem(at: file)
         }
         Self.tell(admitted)
+        callHandlerIfSettled()
     }
 
     // MARK: - Requests
@@ -286,6 +329,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         let end = End(response: response, error: error, bodySize: bodySize)
         let (request, admitted) = state.withLock { state -> (Request?, [(Waiter, Admission)]) in
             if let request = state.requests.removeValue(forKey: task) {
+                state.unsettled.insert(String(Self.upload(of: Self.name(of: task))))
                 return (request, request.joined ? Self.admitted(&state) : [])
             }
             guard state.forgotten.remove(task) == nil else { return (nil, []) }
@@ -303,9 +347,109 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             Self.complete(request, end, fileFailure: fileFailure)
         }
         Self.tell(admitted)
+        callHandlerIfSettled()
     }
 
-    /// Nothing here waits for it: the handler an app delegate is given is
-    /// not the transport's.
-    func sessionDidFinishEvents() {}
+    func sessionDidFinishEvents() {
+        state.withLock { $0.finishedEvents = true }
+        callHandlerIfSettled()
+    }
+
+    // MARK: - The completion handler
+
+    /// A handler taken to be called, and the time limit to cancel.
+    private typealias Call = (handler: @MainActor () -> Void, limit: DelayedWork?)
+
+    /// Holds `handler`, the app delegate's for this session, to call once
+    /// the session told its events and they are settled, or once
+    /// ``handlerTimeLimit`` passed; a handler held before, not called
+    /// yet, is called now: the system gave a new one.
+    func hold(_ handler: @escaping @MainActor () -> Void) {
+        let (earlier, number) = state.withLock { state -> (Call?, Int) in
+            let earlier = Self.takeHandler(&state)
+            state.handler = handler
+            state.handlerNumber += 1
+            return (earlier, state.handlerNumber)
+        }
+        call(earlier)
+        let limit = queue.enqueue(after: Self.handlerTimeLimit) { [weak self] in
+            self?.callHandler(number)
+        }
+        let held = state.withLock { state in
+            guard state.handlerNumber == number, state.handler != nil else { return false }
+            state.limit = limit
+            return true
+        }
+        if !held { limit.cancel() }
+        callHandlerIfSettled()
+    }
+
+    /// The owner tells, with `runs`, whether it still runs an upload of
+    /// a given name (see ``HTTPRequest/name``), or starts it when its turn
+    /// comes: the handler waits for an orphan that ended, and that no
+    /// request joined yet, only when its upload is one the owner runs.
+    func ownerRuns(_ runs: @escaping @Sendable (String) -> Bool) {
+        state.withLock { $0.runs = runs }
+        callHandlerIfSettled()
+    }
+
+    /// The owner recorded what the upload `upload` came to.
+    func settled(_ upload: String) {
+        state.withLock { _ = $0.unsettled.remove(upload) }
+        callHandlerIfSettled()
+    }
+
+    /// Calls the handler held, if any: its session is gone.
+    func close() {
+        call(state.withLock { Self.takeHandler(&$0) })
+    }
+
+    /// Calls the handler held when the session told its events, every
+    /// upload a request of which heard its task's end is settled, and no
+    /// upload the owner runs has an orphan that ended unjoined.
+    private func callHandlerIfSettled() {
+        // The owner is asked outside the lock (it takes its own).
+        let (orphaned, runs) = state.withLock { state -> (Set<String>, (@Sendable (String) -> Bool)?) in
+            guard state.handler != nil, state.finishedEvents, state.unsettled.isEmpty else { return ([], nil) }
+            let ended = state.orphans.filter { $0.value.end != nil && !$0.value.claimed }.keys
+            return (Set(ended.map { String(Self.upload(of: Self.name(of: $0))) }), state.runs)
+        }
+        guard let runs, !orphaned.contains(where: runs) else { return }
+        call(
+            state.withLock { state in
+                guard state.finishedEvents, state.unsettled.isEmpty else { return nil }
+                return Self.takeHandler(&state)
+            })
+    }
+
+    /// Calls the handler numbered `number` if it is still held: its time
+    /// limit passed. What is not settled yet is left to the next launch,
+    /// which finds it in the journal or asks the storage.
+    private func callHandler(_ number: Int) {
+        call(
+            state.withLock { state in
+                guard state.handlerNumber == number else { return nil }
+                state.unsettled = []
+                return Self.takeHandler(&state)
+            })
+    }
+
+    /// Takes the handler held, if any, to be called: the events told
+    /// before it are its own.
+    private static func takeHandler(_ state: inout State) -> Call? {
+        guard let handler = state.handler else { return nil }
+        defer {
+            state.handler = nil
+            state.limit = nil
+            state.finishedEvents = false
+        }
+        return (handler, state.limit)
+    }
+
+    /// Calls a handler taken.
+    private func call(_ call: Call?) {
+        guard let call else { return }
+        call.limit?.cancel()
+        calling(call.handler)
+    }
 }

@@ -43,16 +43,43 @@ final class BackgroundTransport: HTTPTransport {
     /// finds the tasks it left (``BackgroundTaskRegistry``): a request
     /// named as one of them joins it rather than sending again.
     ///
+    /// It takes the completion handler the app delegate hands
+    /// ``Outbox/handleBackgroundEvents(identifier:completionHandler:)`` for
+    /// `identifier`, and calls it once its owner settled the session's
+    /// events (``ownerRuns(_:)``, ``settled(_:)``), or once
+    /// ``BackgroundTaskRegistry/handlerTimeLimit`` passed on `queue`.
+    ///
     /// - Throws: What `session` throws.
     init(
         identifier: String,
         partsIn folder: URL,
         configuration: URLSessionConfiguration = .ephemeral,
+        queue: any JobQueue = DispatchQueue.global(),
         session: (_ identifier: String, _ events: any BackgroundSessionEvents) throws -> any BackgroundSession
     ) throws {
         self.identifier = identifier
-        tasks = try Tasks(session: session, identifier: identifier, configuration: configuration, parts: folder)
+        tasks = try Tasks(
+            session: session, identifier: identifier, configuration: configuration, parts: folder, queue: queue)
         bodies = FileBodyTransport(sendingThrough: tasks, partsIn: folder, removesParts: false)
+    }
+
+    /// Its owner tells, with `runs`, whether it still runs the upload of a
+    /// given name (``UploadAttempts/uploadName``): the completion handler
+    /// does not wait for one it does not.
+    func ownerRuns(_ runs: @escaping @Sendable (String) -> Bool) {
+        tasks.registry.ownerRuns(runs)
+    }
+
+    /// Its owner recorded what the upload named `upload` came to.
+    func settled(_ upload: String) {
+        tasks.registry.settled(upload)
+    }
+
+    /// Its owner records nothing more: the completion handler it holds,
+    /// if any, is called now, and a later one goes to the next transport
+    /// of the identifier.
+    func close() {
+        tasks.close()
     }
 
     func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
@@ -89,21 +116,34 @@ final class BackgroundTransport: HTTPTransport {
         let registry: BackgroundTaskRegistry
         private let inProcess: InProcessTransport
 
+        private let identifier: String
+
         init(
             session make: (String, any BackgroundSessionEvents) throws -> any BackgroundSession,
             identifier: String,
             configuration: URLSessionConfiguration,
-            parts: URL
+            parts: URL,
+            queue: any JobQueue
         ) throws {
-            let registry = BackgroundTaskRegistry(parts: parts)
+            let registry = BackgroundTaskRegistry(parts: parts, queue: queue)
             self.registry = registry
+            self.identifier = identifier
             session = try make(identifier, registry)
             inProcess = InProcessTransport(configuration: configuration)
+            BackgroundCompletionHandlers.shared.attach(registry, for: identifier)
             session.getAllTasks { registry.listed($0) }
         }
 
         deinit {
             session.finishTasksAndInvalidate()
+            close()
+        }
+
+        /// Hands no completion handler to the registry from now on, and
+        /// calls the one it holds.
+        func close() {
+            BackgroundCompletionHandlers.shared.detach(registry, for: identifier)
+            registry.close()
         }
 
         func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {

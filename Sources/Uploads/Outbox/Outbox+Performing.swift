@@ -103,6 +103,7 @@ extension Outbox {
 
     private func finish(_ start: OutboxStateMachine.Start, _ outcome: Result<UploadReceipt, any Error>) {
         perform(changing { $0.finished(start, with: outcome) })
+        settledInBackgroundTransport(start)
     }
 
     /// Writes the records, removes the copies of published posts, then

@@ -89,6 +89,10 @@ public final class Outbox: Sendable {
     ///   - options: How many uploads at once, retries, time limits.
     ///   - queue: Where uploads run; the global concurrent queue by
     ///     default. Tests give a `TestQueue`.
+    ///   - transfers: What carries the requests: the uploader's own
+    ///     session by default, or a background session
+    ///     (``Transfers/background(identifier:)``), whose transfers go on
+    ///     while the app is suspended.
     /// - Throws: ``OutboxError/folderNotWritable(_:reason:)`` when the
     ///   folder cannot be written, ``OutboxError/alreadyOpen(_:)`` when
     ///   another outbox has it open, ``InvalidOptionError`` when an
@@ -97,9 +101,11 @@ public final class Outbox: Sendable {
         folder: URL,
         uploader: any Uploader,
         options: Options = Options(),
-        queue: any JobQueue = DispatchQueue.global()
+        queue: any JobQueue = DispatchQueue.global(),
+        transfers: Transfers = .inProcess
     ) throws {
-        try self.init(folder: folder, uploader: uploader, options: options, queue: queue, writer: .system)
+        try self.init(
+            folder: folder, uploader: uploader, options: options, queue: queue, writer: .system, transfers: transfers)
     }
 
     /// Opens the outbox with `writer` writing its files: `.unsynced` for
@@ -109,24 +115,34 @@ public final class Outbox: Sendable {
         uploader: any Uploader,
         options: Options,
         queue: any JobQueue,
-        writer: DurableFileWriter
+        writer: DurableFileWriter,
+        transfers: Transfers = .inProcess
     ) throws {
         try self.init(
-            folder: folder, uploader: uploader, options: options, queue: queue, writer: writer, transport: nil)
+            folder: folder, uploader: uploader, options: options, queue: queue, writer: writer,
+            transport: { try transfers.transport(folder: folder, queue: queue) })
     }
 
-    /// Opens the outbox with `transport` carrying every request of its
-    /// uploads (see ``HTTPTransport``).
+    /// Opens the outbox with the transport `transport` makes, once the
+    /// folder is the outbox's, carrying every request of its uploads (see
+    /// ``HTTPTransport``); `nil` for the uploaders' own.
     init(
         folder: URL,
         uploader: any Uploader,
         options: Options,
         queue: any JobQueue,
         writer: DurableFileWriter,
-        transport: (any HTTPTransport)?
+        transport makeTransport: () throws -> (any HTTPTransport)?
     ) throws {
         try options.validate()
         let journal = try OutboxJournal(folder: folder, writer: writer)
+        let transport: (any HTTPTransport)?
+        do {
+            transport = try makeTransport()
+        } catch {
+            journal.close()
+            throw error
+        }
         let (records, corrupt) = journal.load()
         var machine = OutboxStateMachine(folder: folder, options: options)
         for record in records.sorted(by: { $0.sequence < $1.sequence }) {
@@ -148,6 +164,7 @@ public final class Outbox: Sendable {
             actingOn: { [journal] effects, machine in
                 Self.carryOut(effects, journal: journal, machine: machine)
             })
+        attachToBackgroundTransport()
         perform(changing { $0.opened() })
     }
 
@@ -332,6 +349,7 @@ public final class Outbox: Sendable {
             released.signal()
         }
         released.wait()
+        closeBackgroundTransport()
     }
 
     deinit {
@@ -341,6 +359,7 @@ public final class Outbox: Sendable {
         // thread that makes them.
         perform(changing { $0.close() })
         machine.afterActions { [journal] in journal.close() }
+        closeBackgroundTransport()
     }
 }
 

@@ -142,6 +142,20 @@ extension OutboxStateMachine {
     /// Every post as the app sees it, in the order they go.
     var entries: [Outbox.Entry] { Self.entries(posts) }
 
+    /// Whether the upload named `name` (``Start/uploadName``) runs, or
+    /// starts when its turn comes: its post is ready, and the medium is not
+    /// stored (or the document not published).
+    func runsUpload(named name: String) -> Bool {
+        posts.values.contains { tracked in
+            guard tracked.phase.isReady else { return false }
+            let key = tracked.record.idempotencyKey
+            if name == "\(key) document" { return true }
+            return tracked.record.media.indices.contains { index in
+                tracked.record.media[index].receipt == nil && name == "\(key) medium \(index)"
+            }
+        }
+    }
+
     /// The post to `destination` as the app sees it.
     func entry(_ destination: URL) -> Outbox.Entry? {
         posts[destination].map(Self.entry)

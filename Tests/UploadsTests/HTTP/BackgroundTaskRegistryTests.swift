@@ -130,4 +130,97 @@ struct BackgroundTaskRegistryTests {
         #expect(description != "u: upload @A")
         #expect(outcome.value == nil, "the request given up heard nothing")
     }
+
+    // MARK: - The completion handler
+
+    /// A registry whose completion handlers' time limits run on `queue`,
+    /// and the number of handlers it gave to be called so far.
+    func handling(on queue: TestQueue = TestQueue()) -> (BackgroundTaskRegistry, LockedValue<Int>) {
+        let calls = LockedValue(0)
+        let registry = BackgroundTaskRegistry(parts: parts, queue: queue) { _ in calls.withValue { $0 += 1 } }
+        registry.ownerRuns { _ in true }
+        return (registry, calls)
+    }
+
+    /// The handler of a wake is called once the session told its events
+    /// and its owner settled every upload a task's end concerned: not at
+    /// the session's word alone, and once.
+    @Test func theHandlerIsCalledOnceTheEventsAreToldAndEveryUploadTheyEndedIsSettled() {
+        let (registry, calls) = handling()
+        registry.listed([])
+        registry.hold {}
+        let outcome = LockedValue<Result<Int, UploadError>?>(nil)
+        for task in ["u: upload @A", "v: part 1 @B"] {
+            registry.start(task, Self.answer(outcome), file: parts.appendingPathComponent("none"))
+            registry.task(task, didCompleteWith: Self.answered(200), error: nil, bodySize: 5)
+        }
+        registry.sessionDidFinishEvents()
+        #expect(calls.value == 0, "u and v are not settled")
+        registry.settled("u")
+        #expect(calls.value == 0, "v is not settled")
+        // v went on: its next request is sent.
+        Admissions().admit("v: part 2", by: registry)
+        #expect(calls.value == 1)
+        registry.sessionDidFinishEvents()
+        registry.settled("v")
+        #expect(calls.value == 1, "called once")
+    }
+
+    /// The system may tell the session's events before it hands the app
+    /// the handler: the handler is then called once it comes.
+    @Test func aHandlerThatComesAfterTheEventsIsCalledAtOnce() {
+        let (registry, calls) = handling()
+        registry.sessionDidFinishEvents()
+        #expect(calls.value == 0)
+        registry.hold {}
+        #expect(calls.value == 1)
+    }
+
+    /// A task that ended while the app was gone, that no request joined
+    /// yet, holds the handler back while its owner runs its upload (it
+    /// joins it when the upload's turn comes), at most until the time
+    /// limit; one of an upload the owner no longer runs (its post
+    /// published, paused or failed) does not.
+    @Test func theHandlerWaitsForTheUploadsItsOwnerRunsAndAtMostItsTimeLimit() throws {
+        let queue = TestQueue()
+        let (registry, calls) = handling(on: queue)
+        let running = LockedValue<Set<String>>(["u"])
+        registry.ownerRuns { running.value.contains($0) }
+        registry.listed([])
+        registry.hold {}
+        registry.task("u: upload @A", didCompleteWith: Self.answered(200), error: nil, bodySize: 5)
+        registry.task("w: upload @C", didCompleteWith: Self.answered(200), error: nil, bodySize: 5)
+        registry.sessionDidFinishEvents()
+        #expect(calls.value == 0, "u runs")
+        try queue.advance(by: BackgroundTaskRegistry.handlerTimeLimit - .milliseconds(1))
+        #expect(calls.value == 0)
+        try queue.advance(by: .milliseconds(1))
+        #expect(calls.value == 1, "called at its time limit")
+        #expect(queue.pendingCount == 0)
+
+        // The next wake's handler waits while u runs, and goes once u's
+        // request joined its orphan.
+        registry.hold {}
+        registry.sessionDidFinishEvents()
+        #expect(calls.value == 1)
+        Admissions().admit("u: upload", by: registry)
+        #expect(calls.value == 1, "u's request has the answer, not settled yet")
+        registry.settled("u")
+        #expect(calls.value == 2)
+    }
+
+    /// A handler held when the transport closes is called then; one the
+    /// system gives while another is held ends the other.
+    @Test func aHandlerIsCalledWhenTheTransportClosesOrTheSystemGivesAnother() throws {
+        let queue = TestQueue()
+        let (registry, calls) = handling(on: queue)
+        registry.hold {}
+        registry.hold {}
+        #expect(calls.value == 1, "the first, when the second came")
+        registry.close()
+        #expect(calls.value == 2)
+        try queue.advance(by: BackgroundTaskRegistry.handlerTimeLimit)
+        #expect(calls.value == 2, "each called once")
+        #expect(queue.pendingCount == 0, "no time limit left")
+    }
 }

@@ -84,7 +84,7 @@ struct HTTPTransportTests {
             try Outbox(
                 folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
                 options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
-                transport: transport)
+                transport: { transport })
         }
 
         /// Checks that every body sent was a whole file, that `count` of

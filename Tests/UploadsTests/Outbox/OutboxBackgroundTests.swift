@@ -36,9 +36,7 @@ struct OutboxBackgroundTests {
     func launch(
         _ uploader: any Uploader, publishing: PublishOptions = PublishOptions(), cut: NetworkCut? = nil
     ) throws -> Outbox {
-        let transport = try BackgroundTransport(
-            identifier: Self.identifier, partsIn: folder.url.appendingPathComponent("parts")
-        ) { [system] identifier, events in
+        let transfers = Outbox.Transfers.background(identifier: Self.identifier) { [system] identifier, events in
             let session = try system.session(identifier: identifier, events: events)
             guard let cut else { return session }
             return HookedBackgroundSession(session: session, after: cut.after) { _, _, description in
@@ -46,10 +44,15 @@ struct OutboxBackgroundTests {
             }
         }
         return try Outbox(
-            folder: folder.url.appendingPathComponent("outbox"), uploader: uploader,
-            options: Outbox.Options(publishing: publishing), queue: DispatchQueue.global(), writer: .unsynced,
-            transport: transport)
+            folder: outboxFolder, uploader: uploader, options: Outbox.Options(publishing: publishing),
+            queue: DispatchQueue.global(), writer: .unsynced, transfers: transfers)
     }
+
+    /// The outbox's folder.
+    var outboxFolder: URL { folder.url.appendingPathComponent("outbox") }
+
+    /// Where the outbox's part files are.
+    var parts: URL { outboxFolder.appendingPathComponent("transfers") }
 
     /// The system kills the app: its session is gone, and its outbox lets
     /// the folder go for the next launch. (A killed process runs nothing
@@ -105,7 +108,7 @@ struct OutboxBackgroundTests {
             #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
             #expect(received.first { $0.path == "/clip.mp4" }?.sha256 == (try await sha256(of: clip)))
             #expect(system.tasks.map(\.sends) == [1, 1], "the clip's task, rejoined twice, and the document's")
-            #expect(TemporaryFolder.files(in: folder.url.appendingPathComponent("parts")) == [])
+            #expect(TemporaryFolder.files(in: parts) == [])
         }
     }
 

@@ -1,0 +1,104 @@
+import Foundation
+import JobKit
+import JobKitTesting
+import TestSupport
+import Testing
+import UploadsTesting
+
+@testable import Uploads
+
+/// The system's completion handler of a background session, forwarded to
+/// ``Outbox/handleBackgroundEvents(identifier:completionHandler:)``: called
+/// once, after what the transfers came to is in the journal, whether the
+/// system woke a suspended app or launched a killed one.
+extension OutboxBackgroundTests {
+    /// What the app delegate saw: the outbox it opened, and, at each call
+    /// of the handler it forwarded, whether the journal held the clip's
+    /// receipt.
+    final class AppDelegate: Sendable {
+        let outbox = LockedValue<Outbox?>(nil)
+        let receiptOnDiskAtCalls = LockedValue<[Bool]>([])
+        /// Signalled at each call of the handler.
+        let called = DispatchSemaphore(value: 0)  // allowed: waited by signalled(within:), on a thread of its own
+    }
+
+    /// Whether the record of the only post in the journal holds the
+    /// receipt of its first medium.
+    func clipReceiptIsOnDisk() -> Bool {
+        let posts = outboxFolder.appendingPathComponent("posts")
+        let records = TemporaryFolder.files(in: posts).filter { $0.hasSuffix(".json") }
+        guard records.count == 1, let data = try? Data(contentsOf: posts.appendingPathComponent(records[0])),
+            let record = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let media = record["media"] as? [[String: Any]]
+        else { return false }
+        return media.first?["receipt"] != nil
+    }
+
+    /// Forwards each background launch's handler to the outbox, opening
+    /// one first when `opens` (the app was killed), and notes what the
+    /// journal held at each call.
+    func delegate(opening uploader: (any Uploader)?) -> AppDelegate {
+        let app = AppDelegate()
+        system.onBackgroundLaunch { [self] identifier, completionHandler in
+            // The system hands the handler before the app made its outbox
+            // again: the outbox takes it once made.
+            Outbox.handleBackgroundEvents(identifier: identifier) { [self] in
+                app.receiptOnDiskAtCalls.withValue { $0.append(clipReceiptIsOnDisk()) }
+                completionHandler()
+                app.called.signal()
+            }
+            if let uploader {
+                app.outbox.setValue(try? launch(uploader))
+            }
+        }
+        return app
+    }
+
+    /// Releases the clip the server holds, and checks that the handler of
+    /// the wake that follows was called once, after the clip's receipt was
+    /// in the journal; then the user opens the app, and the post
+    /// (the outbox the app has then) is published, each request sent once.
+    func expectOneCallThenPublished(
+        _ id: Outbox.PostID, by app: AppDelegate, outbox: () throws -> Outbox, on server: FixtureServer
+    ) async throws {
+        #expect(try await server.release(resuming: true) == 1)
+        #expect(await app.called.signalled(within: 20), "the handler was called")
+        #expect(app.receiptOnDiskAtCalls.value == [true], "after the clip's receipt was in the journal")
+        #expect(system.wakes.map(\.completionHandlerCalls) == [1])
+        #expect(system.appState == .suspended)
+
+        // The document's task, made in the background, starts.
+        system.enterForeground()
+        let outbox = try outbox()
+        let settled = try await HTTPTransportTests.settled(outbox, id)
+        #expect(settled.state == .published, "\(String(describing: settled.error))")
+        outbox.close()
+        let received = try await server.received()
+        #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
+        #expect(system.wakes.map(\.completionHandlerCalls) == [1], "called once")
+        #expect(TemporaryFolder.files(in: parts) == [])
+    }
+
+    @Test func aKilledAppLaunchedInTheBackgroundCallsTheHandlerOnceTheReceiptIsInTheJournal() async throws {
+        defer { folder.remove() }
+        let (clip, uploader) = try rawClip()
+        try await FixtureServer.with { server in
+            let (first, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
+            kill(first)
+            let app = delegate(opening: uploader)
+            try await expectOneCallThenPublished(id, by: app, outbox: { try #require(app.outbox.value) }, on: server)
+        }
+    }
+
+    @Test func aSuspendedAppWokenInTheBackgroundCallsTheHandlerOnceTheReceiptIsInTheJournal() async throws {
+        defer { folder.remove() }
+        let (clip, uploader) = try rawClip()
+        try await FixtureServer.with { server in
+            let (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
+            let app = delegate(opening: nil)
+            system.enterBackground()
+            system.suspend()
+            try await expectOneCallThenPublished(id, by: app, outbox: { outbox }, on: server)
+        }
+    }
+}
