@@ -16,8 +16,8 @@ import FoundationNetworking
 /// ``enterBackground()``, ``suspend()``, ``enterForeground()``,
 /// ``terminate()`` and ``forceQuit()``, the network with
 /// ``networkGoesDown()`` and ``networkComesBack()``, and time with the
-/// queue it gives (a `TestQueue`). The app's sessions are made with
-/// ``session(identifier:events:)``.
+/// queue it gives (a `TestQueue`). An outbox takes its transfers with
+/// ``transfers(identifier:)``.
 ///
 /// What it does, each as Apple documents for background sessions:
 /// - **One session per identifier.** Apple leaves several sessions of one
@@ -39,8 +39,8 @@ import FoundationNetworking
 ///   the identifier, then `sessionDidFinishEvents()`. Calling the
 ///   completion handler suspends the app again; ``wakes`` counts the calls.
 ///   A session made again with the identifier of one whose app was gone
-///   gets the held events whenever it is made, and ``Session/getAllTasks(_:)``
-///   lists the tasks still running. A session invalidated
+///   gets the held events whenever it is made, and its list of tasks
+///   (`getAllTasks`) has those still running. A session invalidated
 ///   (`finishTasksAndInvalidate()`) hears the events of its tasks itself.
 /// - **A force-quit cancels.** ``forceQuit()`` cancels every task with
 ///   `NSURLErrorCancelled` (-999), its reason
@@ -194,10 +194,15 @@ public final class TestBackgroundSystem: Sendable {
 
     /// What carries an outbox's requests by the background session of
     /// `identifier` this system keeps: give it to
-    /// ``Outbox/init(folder:uploader:options:queue:transfers:)`` in place of
-    /// ``Outbox/Transfers/background(identifier:)``. Opening an outbox
+    /// `Outbox.init(folder:uploader:options:queue:transfers:)` in place of
+    /// `Outbox.Transfers.background(identifier:)`. Opening an outbox
     /// throws ``Refusal/identifierInUse(_:)`` while a session of
     /// `identifier` is live.
+    ///
+    /// `Outbox.handleBackgroundEvents(identifier:completionHandler:)`
+    /// hands a handler to the outbox of its identifier in the process,
+    /// whichever system it is on: tests that run at the same time give
+    /// each its own identifier.
     public func transfers(identifier: String) -> Outbox.Transfers {
         .background(identifier: identifier) { [self] identifier, events in
             try session(identifier: identifier, events: events)

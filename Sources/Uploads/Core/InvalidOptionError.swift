@@ -6,7 +6,7 @@ import Foundation
 /// Options are checked where they are made, and nothing is clamped or
 /// changed to fit: the initializer of every uploader that takes such an
 /// option throws it, and so does
-/// ``Outbox/init(folder:uploader:options:queue:)``. Options whose
+/// ``Outbox/init(folder:uploader:options:queue:transfers:)``. Options whose
 /// properties can change after they are made (``PublishOptions``,
 /// ``UploadAttempts``) are checked where they are handed over: the
 /// publishing, or the upload, fails with it before it sends anything.

@@ -8,7 +8,7 @@ extension Outbox {
     ///
     /// ```swift
     /// let outbox = try Outbox(
-    ///     folder: folder, uploader: URLSessionUploader(),
+    ///     folder: applicationSupport.appendingPathComponent("outbox"), uploader: URLSessionUploader(),
     ///     transfers: .background(identifier: "com.example.app.outbox"))
     /// ```
     public struct Transfers: Sendable {
@@ -98,20 +98,33 @@ extension Outbox {
     ///     Forward only those given to outboxes: a handler of another
     ///     identifier waits for an outbox of it.
     ///   - completionHandler: The system's handler.
-    public static func handleBackgroundEvents(
-        identifier: String, completionHandler: @escaping @MainActor () -> Void
-    ) {
-        BackgroundCompletionHandlers.shared.hand(completionHandler, for: identifier)
+    @MainActor
+    public static func handleBackgroundEvents(identifier: String, completionHandler: @escaping () -> Void) {
+        let handler = MainActorHandler(completionHandler)
+        BackgroundCompletionHandlers.shared.hand({ handler.call() }, for: identifier)
     }
 
     /// Forwards the system's events of a background session to the outbox
     /// whose transfers go by it, and returns once they are in its journal:
     /// the asynchronous form of
     /// ``handleBackgroundEvents(identifier:completionHandler:)``, for
-    /// `application(_:handleEventsForBackgroundURLSession:) async`.
+    /// `application(_:handleEventsForBackgroundURLSession:) async`, and
+    /// for code off the main actor.
     public static func handleBackgroundEvents(identifier: String) async {
         await withCheckedContinuation { (handled: CheckedContinuation<Void, Never>) in
-            handleBackgroundEvents(identifier: identifier) { handled.resume() }
+            BackgroundCompletionHandlers.shared.hand({ handled.resume() }, for: identifier)
+        }
+    }
+
+    /// The system's completion handler, which UIKit declares neither
+    /// `Sendable` nor isolated: kept, and called, on the main actor, where
+    /// it was given.
+    @MainActor
+    private final class MainActorHandler {
+        let call: () -> Void
+
+        init(_ call: @escaping () -> Void) {
+            self.call = call
         }
     }
 

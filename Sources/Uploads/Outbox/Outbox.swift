@@ -44,6 +44,10 @@ import JobKit
 /// the host stores them again. Its own waits are jittered too, so that the
 /// phones an outage cut off do not come back in step.
 ///
+/// Its requests go by each uploader's own session, or by a background
+/// `URLSession` (``Transfers/background(identifier:)``), whose transfers go
+/// on while the app is suspended: see <doc:BackgroundUploads>.
+///
 /// Its uploads run on the queue it is given, which tests replace with a
 /// `TestQueue`, whose time passes when the test says. (On an
 /// `ImmediateQueue`, where every wait ends at once, a post waiting for the

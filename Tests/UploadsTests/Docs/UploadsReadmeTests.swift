@@ -475,3 +475,108 @@ struct ReadmeStallReportTests {
         #expect(error?.stallReport?.contains("▸ upload video-2.mp4 (running, 7.6 of 18 kB sent)\n") == true)
     }
 }
+
+// MARK: - Uploads that go on in the background
+
+/// UIKit's application, which the article's app delegate takes: Linux has
+/// none.
+final class UIApplication {}
+
+/// The article's app delegate, its methods on the main actor as UIKit
+/// declares them (OutboxBackgroundEventsTests has the system call them).
+@MainActor
+final class BackgroundAppDelegate {
+    // BEGIN ARTICLE: BackgroundUploads.md, the app delegate
+    func application(
+        _ application: UIApplication,
+        handleEventsForBackgroundURLSession identifier: String,
+        completionHandler: @escaping () -> Void
+    ) {
+        Outbox.handleBackgroundEvents(identifier: identifier, completionHandler: completionHandler)
+    }
+    // END ARTICLE
+
+    func application(_ application: UIApplication, handleEventsForBackgroundURLSession identifier: String) async {
+        await Outbox.handleBackgroundEvents(identifier: identifier)
+    }
+}
+
+private func openTheBackgroundOutbox(applicationSupport: URL) throws -> Outbox {
+    // BEGIN ARTICLE: BackgroundUploads.md, overview
+    let outbox = try Outbox(
+        folder: applicationSupport.appendingPathComponent("outbox"), uploader: URLSessionUploader(),
+        transfers: .background(identifier: "com.example.app.outbox"))
+    // END ARTICLE
+    return outbox
+}
+
+private func suspendTheAppMidUpload(
+    of post: Post, folder: URL
+) throws -> (system: TestBackgroundSystem, outbox: Outbox, id: Outbox.PostID) {
+    // BEGIN ARTICLE: BackgroundUploads.md, the double
+    let system = TestBackgroundSystem(queue: TestQueue())
+    system.onBackgroundLaunch { identifier, completionHandler in  // the app delegate
+        Task {
+            await Outbox.handleBackgroundEvents(identifier: identifier)
+            completionHandler()
+        }
+    }
+    let outbox = try Outbox(
+        folder: folder, uploader: URLSessionUploader(),
+        transfers: system.transfers(identifier: "com.example.app.outbox"))
+    let id = try outbox.add(post)
+    system.enterBackground()
+    system.suspend()  // the transfers go on; the system wakes the app when they end
+    // END ARTICLE
+    return (system, outbox, id)
+}
+
+/// One at a time: the examples' outboxes share their identifier, and the
+/// handler the app delegate forwards goes to the outbox of its identifier.
+@Suite("Article: uploads that go on in the background", .serialized, .startsProcesses, .timeLimit(.minutes(1)))
+struct BackgroundUploadsArticleTests {
+    let folder: TemporaryFolder
+
+    init() throws {
+        folder = try TemporaryFolder()
+    }
+
+    /// A post of one clip to `server`.
+    func post(to server: FixtureServer) throws -> Post {
+        let clip = try folder.file("clip.mp4", bytes: patternedBytes(300_000))
+        return Post(
+            text: "background", videos: [Video(file: clip, destination: server.url("clip.mp4"))],
+            destination: server.url("post.json"))
+    }
+
+    /// On Linux, the background outbox sends through an in-process session.
+    @Test func theBackgroundOutboxPublishes() async throws {
+        defer { folder.remove() }
+        try await FixtureServer.with { server in
+            let outbox = try openTheBackgroundOutbox(applicationSupport: folder.url)
+            let id = try outbox.add(post(to: server))
+            let settled = try await HTTPTransportTests.settled(outbox, id)
+            #expect(settled.state == .published, "\(String(describing: settled.error))")
+            outbox.close()
+            #expect(try await server.received().map(\.path).sorted() == ["/clip.mp4", "/post.json"])
+            #expect(TemporaryFolder.files(in: folder.url.appendingPathComponent("outbox/transfers")) == [])
+        }
+    }
+
+    /// The double's example: the app suspended with its post in flight,
+    /// published once it comes back, every handler of the system called
+    /// once.
+    @Test func theDoublesExamplePublishesThePostOfASuspendedApp() async throws {
+        defer { folder.remove() }
+        try await FixtureServer.with { server in
+            let app = try suspendTheAppMidUpload(
+                of: post(to: server), folder: folder.url.appendingPathComponent("outbox"))
+            app.system.enterForeground()
+            let settled = try await HTTPTransportTests.settled(app.outbox, app.id)
+            #expect(settled.state == .published, "\(String(describing: settled.error))")
+            app.outbox.close()
+            #expect(try await server.received().map(\.path).sorted() == ["/clip.mp4", "/post.json"])
+            #expect(app.system.wakes.allSatisfy { $0.completionHandlerCalls == 1 }, "\(app.system.wakes)")
+        }
+    }
+}

@@ -34,18 +34,30 @@ extension OutboxBackgroundTests {
         return media.first?["receipt"] != nil
     }
 
-    /// Forwards each background launch's handler to the outbox, opening
-    /// one first when `opens` (the app was killed), and notes what the
-    /// journal held at each call.
-    func delegate(opening uploader: (any Uploader)?) -> AppDelegate {
+    /// Forwards each background launch's handler to the outbox through the
+    /// app delegate's method of the article, in its completion handler's
+    /// form or its asynchronous one, opening an outbox first with
+    /// `uploader`, if any (the app was killed), and notes what the journal
+    /// held at each call.
+    func delegate(opening uploader: (any Uploader)?, async: Bool = false) -> AppDelegate {
         let app = AppDelegate()
         system.onBackgroundLaunch { [self] identifier, completionHandler in
-            // The system hands the handler before the app made its outbox
-            // again: the outbox takes it once made.
-            Outbox.handleBackgroundEvents(identifier: identifier) { [self] in
+            let handled: @Sendable () -> Void = { [self] in
                 app.receiptOnDiskAtCalls.withValue { $0.append(clipReceiptIsOnDisk()) }
                 completionHandler()
                 app.called.signal()
+            }
+            // UIKit calls the delegate on the main actor: the outbox may be
+            // opened before it is, and hear its events before.
+            Task { @MainActor in
+                let delegate = BackgroundAppDelegate()
+                if async {
+                    await delegate.application(UIApplication(), handleEventsForBackgroundURLSession: identifier)
+                    handled()
+                } else {
+                    delegate.application(
+                        UIApplication(), handleEventsForBackgroundURLSession: identifier, completionHandler: handled)
+                }
             }
             if let uploader {
                 app.outbox.setValue(try? launch(uploader))
@@ -85,7 +97,7 @@ extension OutboxBackgroundTests {
         try await FixtureServer.with { server in
             let (first, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
             kill(first)
-            let app = delegate(opening: uploader)
+            let app = delegate(opening: uploader, async: true)
             try await expectOneCallThenPublished(id, by: app, outbox: { try #require(app.outbox.value) }, on: server)
         }
     }

@@ -21,7 +21,10 @@ import FoundationNetworking
 /// PyPI and moto's S3.
 @Suite("An outbox on a background session, its app killed", .startsProcesses, .timeLimit(.minutes(1)))
 struct OutboxBackgroundTests {
-    static let identifier = "com.example.outbox.background"
+    /// The session's identifier, the test's own: the handlers the app
+    /// delegate forwards go to the outbox of their identifier in the
+    /// process, whichever test made it.
+    let identifier = "com.example.outbox.background.\(UUID().uuidString)"
 
     let folder: TemporaryFolder
     let system = TestBackgroundSystem(queue: TestQueue())
@@ -36,7 +39,7 @@ struct OutboxBackgroundTests {
     func launch(
         _ uploader: any Uploader, publishing: PublishOptions = PublishOptions(), cut: NetworkCut? = nil
     ) throws -> Outbox {
-        let transfers = Outbox.Transfers.background(identifier: Self.identifier) { [system] identifier, events in
+        let transfers = Outbox.Transfers.background(identifier: identifier) { [system] identifier, events in
             let session = try system.session(identifier: identifier, events: events)
             guard let cut else { return session }
             return HookedBackgroundSession(session: session, after: cut.after) { _, _, description in
