@@ -81,7 +81,7 @@ struct OutboxBackgroundTests {
     /// Launches the app, which adds the post of `clip` and its document to
     /// `server`; returns once the server holds the clip's transfer midway.
     func launchHoldingTheClip(
-        _ clip: URL, by uploader: URLSessionUploader, on server: FixtureServer
+        _ clip: URL, by uploader: any Uploader, on server: FixtureServer
     ) async throws -> (Outbox, Outbox.PostID) {
         try await server.setRule("clip.mp4", ["hold_after": 65_536])
         let outbox = try launch(uploader)
@@ -93,25 +93,56 @@ struct OutboxBackgroundTests {
         return (outbox, id)
     }
 
+    /// Launches the app, which adds the post of `clip`, kills it twice
+    /// while the server holds the clip's transfer, whose body is in
+    /// `partFiles` part files, and launches it again; checks that the post
+    /// is published, each request reaching the server once, and returns
+    /// what it received.
+    func killTwiceMidTransfer(
+        _ clip: URL, by uploader: any Uploader, partFiles: Int, on server: FixtureServer
+    ) async throws -> [FixtureServer.Received] {
+        var (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
+        #expect(TemporaryFolder.files(in: parts).count == partFiles)
+        kill(outbox)
+        outbox = try launch(uploader)
+        kill(outbox)
+        outbox = try launch(uploader)
+        #expect(try await server.release(resuming: true) == 1)
+        let settled = try await HTTPTransportTests.settled(outbox, id)
+        #expect(settled.state == .published, "\(String(describing: settled.error))")
+        outbox.close()
+
+        let received = try await server.received()
+        #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
+        #expect(system.tasks.map(\.sends) == [1, 1], "the clip's task, rejoined twice, and the document's")
+        #expect(TemporaryFolder.files(in: parts) == [])
+        return received
+    }
+
     @Test func aPostWhoseAppIsKilledTwiceMidTransferReachesTheServerOnce() async throws {
         defer { folder.remove() }
         let (clip, uploader) = try rawClip()
         try await FixtureServer.with { server in
-            var (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
-            kill(outbox)
-            outbox = try launch(uploader)
-            kill(outbox)
-            outbox = try launch(uploader)
-            #expect(try await server.release(resuming: true) == 1)
-            let settled = try await HTTPTransportTests.settled(outbox, id)
-            #expect(settled.state == .published, "\(String(describing: settled.error))")
-            outbox.close()
-
-            let received = try await server.received()
-            #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
+            // The clip goes as it is, from its own file.
+            let received = try await killTwiceMidTransfer(clip, by: uploader, partFiles: 0, on: server)
             #expect(received.first { $0.path == "/clip.mp4" }?.sha256 == (try await sha256(of: clip)))
-            #expect(system.tasks.map(\.sends) == [1, 1], "the clip's task, rejoined twice, and the document's")
-            #expect(TemporaryFolder.files(in: parts) == [])
+        }
+    }
+
+    /// The same as a form, its head, file and tail one part file, which
+    /// Node's `Request.formData()` parses once.
+    @Test func aFormWhoseAppIsKilledTwiceMidTransferReachesNodesFormDataOnce() async throws {
+        defer { folder.remove() }
+        let (clip, _) = try rawClip()
+        let uploader = try MultipartFormUploader(
+            fields: [FormField(name: "album", value: "summer")], configuration: .refusingEveryRequest)
+        try await FixtureServer.with { server in
+            let received = try await killTwiceMidTransfer(clip, by: uploader, partFiles: 1, on: server)
+            let form = try #require(received.first { $0.path == "/clip.mp4" }?.form)
+            #expect(form.fields == [["album", "summer"]])
+            #expect(form.files.map(\.size) == [8_000_000])
+            #expect(form.files.first?.sha256 == (try await sha256(of: clip)))
+            #expect(received.allSatisfy { $0.formError == nil })
         }
     }
 
