@@ -21,6 +21,9 @@ struct Arguments {
     /// The folder of a durable outbox, which keeps the media and the post's
     /// record across runs; `nil` to publish without one.
     var outbox: URL?
+    /// Whether the outbox's transfers go by the double of a background
+    /// session, the app suspended, killed and relaunched midway.
+    var background = false
     var megabytesPerSecond = 10.0
     var scale = 1.0
     /// The time limit of one upload attempt, in seconds.
@@ -62,6 +65,9 @@ struct Arguments {
           --outbox DIR       publish through a durable outbox kept in DIR, with the media: a run
                              killed at any moment is resumed by the next one with the same DIR,
                              which sends only what is not stored yet, and nothing once published
+          --background       with --outbox and a server (--server, --s3, --tus or --mastodon): the
+                             transfers go by a background session (the double of the system's), and the
+                             app is suspended, killed and relaunched midway, rejoining them
           --work-folder DIR  make the run's folder (generated media, and uploads without --output)
                              in DIR (default: the system's temporary folder)
           --speed MBPS       simulated speed of each folder upload in MB/s, 0 for the disk's (default 10)
@@ -162,6 +168,8 @@ struct Arguments {
                 arguments.output = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--outbox":
                 arguments.outbox = URL(fileURLWithPath: try value(), isDirectory: true)
+            case "--background":
+                arguments.background = true
             case "--work-folder":
                 arguments.workFolder = URL(fileURLWithPath: try value(), isDirectory: true)
             case "--speed":
@@ -198,6 +206,18 @@ struct Arguments {
                     && arguments.output == nil)
         else {
             throw UsageError(description: "--tus cannot be combined with --server, --s3, --mastodon or --output")
+        }
+        if arguments.background {
+            guard arguments.outbox != nil else {
+                throw UsageError(description: "--background needs --outbox DIR: it shows the outbox's transfers")
+            }
+            guard arguments.server != nil || arguments.s3 != nil || arguments.tus != nil || arguments.mastodon != nil
+            else {
+                throw UsageError(
+                    description:
+                        "--background needs a server (--server, --s3, --tus or --mastodon): a background session "
+                        + "carries HTTP requests, and the folder uploader makes none")
+            }
         }
         if arguments.outbox != nil {
             if arguments.workFolder != nil {

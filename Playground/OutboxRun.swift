@@ -1,19 +1,46 @@
 import Foundation
 import JobKit
+import JobKitTesting
 import Uploads
+import UploadsTesting
 
 /// A run with `--outbox DIR`: the post goes through a durable `Outbox` kept
 /// in `DIR/outbox`, beside the media in `DIR/media`. A run stopped or killed
 /// at any moment leaves the outbox's record of what is stored; the next run
 /// with the same folder resumes the post and sends only the rest, and once
 /// the post is published it says so and sends nothing.
+///
+/// With `--background`, the outbox's transfers go by the double of a
+/// background session (UploadsTesting's `TestBackgroundSystem`), and the
+/// app's life is played out midway: suspended, killed by the system, and
+/// relaunched, the new outbox rejoining the transfers the system carried
+/// on.
 struct OutboxRun {
     let arguments: Arguments
     let workspace: Workspace
     let stop: Stop
+    /// The system's side of the background session, with `--background`.
+    let system: TestBackgroundSystem?
+
+    /// The identifier of the background session.
+    static let identifier = "com.example.JobKitPlayground.outbox"
+
+    init(arguments: Arguments, workspace: Workspace, stop: Stop) {
+        self.arguments = arguments
+        self.workspace = workspace
+        self.stop = stop
+        system = arguments.background ? TestBackgroundSystem(queue: DispatchQueue.global()) : nil
+    }
 
     /// The outbox's own folder, inside the run's.
     var folder: URL { workspace.folder.appendingPathComponent("outbox", isDirectory: true) }
+
+    /// Opens the outbox on `queue`.
+    private func open(_ options: Outbox.Options, on queue: DispatchQueue) throws -> Outbox {
+        try Outbox(
+            folder: folder, uploader: workspace.uploader, options: options, queue: queue,
+            transfers: system?.transfers(identifier: Self.identifier) ?? .inProcess)
+    }
 
     func run() async -> Never {
         var options = Outbox.Options(
@@ -28,9 +55,9 @@ struct OutboxRun {
         // until the run has read what earlier runs stored, so that no
         // upload of this run counts among them.
         let queue = DispatchQueue(label: "Playground.outbox", attributes: [.concurrent, .initiallyInactive])
-        let outbox: Outbox
+        var outbox: Outbox
         do {
-            outbox = try Outbox(folder: folder, uploader: workspace.uploader, options: options, queue: queue)
+            outbox = try open(options, on: queue)
         } catch {
             fail("cannot open the outbox: \(error.localizedDescription)", code: 1)
         }
@@ -74,20 +101,37 @@ struct OutboxRun {
             isTerminal: isatty(STDOUT_FILENO) == 1, base: workspace.base, names: workspace.uploadNames)
         let clock = ContinuousClock()
         let started = clock.now
-        let changes = outbox.changes
         // A signal closes the outbox: its uploads stop, what is stored stays
         // recorded, and `changes` ends.
-        stop.calls { outbox.close() }
+        let current = LockedValue(outbox)
+        stop.calls { current.value.close() }
         var last = outbox.entry(id)
-        for await posts in changes {
-            guard let entry = posts.first(where: { $0.id == id }) else { continue }
-            last = entry
-            printer.show(entry)
-            if [.published, .failed, .waitingForNetwork].contains(entry.state) { break }
+        var life: BackgroundLife?
+        publishing: while true {
+            for await posts in outbox.changes {
+                guard let entry = posts.first(where: { $0.id == id }) else { continue }
+                last = entry
+                printer.show(entry)
+                if [.published, .failed, .waitingForNetwork].contains(entry.state) { break publishing }
+                // With --background, the app leaves the screen once bytes go.
+                if system != nil, life == nil, entry.state == .uploading, entry.bytesSent > 0 { break }
+            }
+            guard let system, life == nil, !stop.isRequested else { break }
+            life = BackgroundLife(system: system, suspending: outbox, printer: printer)
+            do {
+                outbox = try open(options, on: DispatchQueue(label: "Playground.outbox", attributes: .concurrent))
+            } catch {
+                printer.finish()
+                fail("cannot open the outbox again: \(error.localizedDescription)", code: 1)
+            }
+            current.setValue(outbox)
+            if stop.isRequested { outbox.close() }
+            printer.say("  relaunched: the new outbox rejoins them")
         }
         let elapsed = clock.now - started
         printer.finish()
         outbox.close()
+        if let life { print(life.rejoined) }
 
         // As recorded once every write is made: a signal may have closed
         // the outbox between an upload's end and the list that tells it.
@@ -141,5 +185,44 @@ struct OutboxRun {
             return (try? directoryUploader.fileURL(for: destination).path) ?? destination.path
         }
         return entry.receipt.map { workspace.place(of: $0.post) }
+    }
+}
+
+/// The app's life midway through a `--background` run: suspended, killed by
+/// the system, relaunched.
+struct BackgroundLife {
+    let system: TestBackgroundSystem
+    /// The names of the transfers the system carried on when the app was
+    /// killed, and how many tasks it had made until then.
+    let carried: Set<String>
+    let tasksBefore: Int
+
+    /// Suspends the app, the system kills it, and `outbox` goes with it.
+    init(system: TestBackgroundSystem, suspending outbox: Outbox, printer: ProgressPrinter) {
+        self.system = system
+        system.enterBackground()
+        system.suspend()
+        let tasks = system.tasks
+        carried = Set(tasks.filter { $0.phase != .ended }.map { Self.name(of: $0.description) })
+        tasksBefore = tasks.count
+        printer.say("  suspended: the system carries \(Format.count(carried.count, "transfer")) on")
+        system.terminate()
+        outbox.close()
+        printer.say("  killed by the system; the transfers go on")
+    }
+
+    /// What the relaunch rejoined: the transfers carried on that no task
+    /// made after it sent again.
+    var rejoined: String {
+        let resent = system.tasks.dropFirst(tasksBefore).filter { carried.contains(Self.name(of: $0.description)) }
+        let line = "  rejoined \(Format.count(carried.count - resent.count, "transfer"))"
+        return line + (resent.isEmpty ? "; none sent twice" : "; sent again: \(resent.count)")
+    }
+
+    /// The name of the request a task carries: its description without
+    /// its mark (`" @…"`).
+    private static func name(of description: String) -> String {
+        description.range(of: " @", options: .backwards).map { String(description[..<$0.lowerBound]) }
+            ?? description
     }
 }

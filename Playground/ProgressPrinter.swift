@@ -136,6 +136,14 @@ final class ProgressPrinter: Sendable {
         snapshot.description.split(separator: "\n").map { "    " + $0 }
     }
 
+    /// Writes `line` to stay, above the bar.
+    func say(_ line: String) {
+        shown.withLock { shown in
+            guard !shown.isFinished else { return }
+            write(isTerminal ? redrawn(&shown, above: [line]) : line + "\n")
+        }
+    }
+
     /// Clears the live region and stops drawing, so what follows starts
     /// on a line of its own.
     func finish() {

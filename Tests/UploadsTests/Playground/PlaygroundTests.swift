@@ -178,6 +178,39 @@ struct PlaygroundTests {
         }
     }
 
+    /// `--background`: the outbox's transfers go by the double of a
+    /// background session, and the app is suspended, killed and
+    /// relaunched midway; the new outbox rejoins the transfers the system
+    /// carried on, and each upload reaches the server once.
+    @Test func anOutboxRunInTheBackgroundRejoinsItsTransfersAfterTheRelaunch() async throws {
+        try await FixtureServer.with { server in
+            let work = try TemporaryFolder()
+            defer { work.remove() }
+            let outbox = work.url.appendingPathComponent("outbox").path
+            let arguments = ["--server", server.baseURL.absoluteString, "--outbox", outbox, "--background"]
+            let run = try await playground(arguments + ["--scale", "0.1", "--speed", "0"], fast: false)
+
+            #expect(run.status == 0, "stderr: \(run.error)")
+            let lines = run.output.split(separator: "\n").map(String.init)
+            let life = lines.filter { line in
+                ["suspended", "killed", "relaunched", "rejoined"].contains { line.hasPrefix("  \($0)") }
+            }
+            #expect(life.count == 4, "\(run.output)")
+            let carried = try #require(life.first?.firstMatch(of: /suspended: the system carries (\d+) transfers? on/))
+            #expect(life.dropFirst().first == "  killed by the system; the transfers go on")
+            #expect(life.dropFirst(2).first == "  relaunched: the new outbox rejoins them")
+            #expect(life.last == "  rejoined \(carried.1) transfer\(carried.1 == "1" ? "" : "s"); none sent twice")
+            #expect(run.output.contains("Published in"))
+            let received = try await server.received()
+            #expect(received.count == 10, "each upload once: \(received.map(\.path))")
+            #expect(Set(received.map(\.path)).count == 10)
+            #expect(received.allSatisfy { $0.complete })
+            #expect(
+                TemporaryFolder.files(in: URL(fileURLWithPath: outbox).appendingPathComponent("outbox/transfers")) == []
+            )
+        }
+    }
+
     @Test func postsToAMastodonCompatibleServerAndOnceThroughAnOutbox() async throws {
         // The clip is ready at the first question, a second after its upload.
         try await MastodonFixture.with(processingPolls: 1) { server in
@@ -416,7 +449,7 @@ struct PlaygroundTests {
         #expect(run.status == 0)
         for option in [
             "--server", "--s3", "--concurrency", "--retries", "--timeout", "--fail-rate", "--output", "--keep",
-            "--work-folder", "--outbox", "--verbose", "--help", "--mastodon", "--token", "--tus",
+            "--work-folder", "--outbox", "--verbose", "--help", "--mastodon", "--token", "--tus", "--background",
         ] {
             #expect(run.output.contains(option))
         }
@@ -432,7 +465,8 @@ struct PlaygroundTests {
         ["--mastodon", "mastodon.social", "--token", "t"], ["--mastodon", "http://127.0.0.1:9", "--token", ""],
         ["--mastodon", "http://127.0.0.1:9", "--token", "t", "--server", "http://127.0.0.1:9"],
         ["--tus", "tus.example.com/files/"], ["--tus", "http://127.0.0.1:9/files/", "--s3", "http://127.0.0.1:9"],
-        ["--speed", "-1"], ["--speed", "1e300"],
+        ["--speed", "-1"], ["--speed", "1e300"], ["--background"], ["--outbox", "/tmp/x", "--background"],
+        ["--server", "http://127.0.0.1:9", "--background"],
     ])
     func aBadCommandLineExitsWithAUsageError(arguments: [String]) async throws {
         let run = try await playground(arguments, fast: false)
