@@ -217,8 +217,6 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         for (description, orphan) in state.orphans where orphan.end != nil && !orphan.claimed && ofUpload(description) {
             state.orphans[description] = nil
         }
-        // The upload went on from what its tasks' ends made of it.
-        state.unsettled.remove(String(own))
         return .send(newDescription(for: name))
     }
 
@@ -390,6 +388,13 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     /// request joined yet, only when its upload is one the owner runs.
     func ownerRuns(_ runs: @escaping @Sendable (String) -> Bool) {
         state.withLock { $0.runs = runs }
+        callHandlerIfSettled()
+    }
+
+    /// The request named `name` was handed to the session (or sent in
+    /// process): its upload went on from what its tasks' ends made of it.
+    func wentOn(_ name: String) {
+        state.withLock { _ = $0.unsettled.remove(String(Self.upload(of: name))) }
         callHandlerIfSettled()
     }
 

@@ -150,6 +150,7 @@ final class BackgroundTransport: HTTPTransport {
             guard let (file, length) = request.body.fileFromItsStart else {
                 // FileBodyTransport hands on whole files and empty bodies
                 // only.
+                if let name = request.name { registry.wentOn(name) }
                 return inProcess.send(request)
             }
             return Job { [self] controller in
@@ -167,6 +168,8 @@ final class BackgroundTransport: HTTPTransport {
                     controller.fail(with: error)
                     return
                 }
+                // In the system's hands: the app may be suspended now.
+                if let name = request.name { registry.wentOn(name) }
                 // A cancel between the check and the task's start found no
                 // task to cancel: cancel it now.
                 if controller.isCompleted {

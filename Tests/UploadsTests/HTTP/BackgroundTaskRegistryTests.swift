@@ -158,8 +158,10 @@ struct BackgroundTaskRegistryTests {
         #expect(calls.value == 0, "u and v are not settled")
         registry.settled("u")
         #expect(calls.value == 0, "v is not settled")
-        // v went on: its next request is sent.
+        // v's next request is admitted, then handed to the session.
         Admissions().admit("v: part 2", by: registry)
+        #expect(calls.value == 0, "v's next request is not in the session's hands yet")
+        registry.wentOn("v: part 2")
         #expect(calls.value == 1)
         registry.sessionDidFinishEvents()
         registry.settled("v")

@@ -113,4 +113,44 @@ extension OutboxBackgroundTests {
             try await expectOneCallThenPublished(id, by: app, outbox: { outbox }, on: server)
         }
     }
+
+    /// Publishes `post` with the network cut just before the task `cut`
+    /// names, the app suspended meanwhile: once the network returns, the
+    /// task goes while the app is away, the system wakes the app, the
+    /// outbox hands the next task (the one `next` names) to the session,
+    /// and only then is the handler called, once; the rest goes once the
+    /// app is in the foreground again.
+    func publishSuspendedWhileTheNetworkIsCut(
+        before cut: String, _ uploader: any Uploader, _ post: Post, next: @escaping (String) -> Bool
+    ) async throws {
+        let app = delegate(opening: nil)
+        try await publishWithTheNetworkCut(
+            before: cut, uploader, post,
+            returned: { [self] in
+                #expect(await app.called.signalled(within: 20), "the handler was called")
+                #expect(system.wakes.map(\.completionHandlerCalls) == [1])
+                #expect(
+                    system.tasks.contains { next($0.description) },
+                    "the next task was made before the handler was called: \(system.tasks.map(\.description))")
+                system.enterForeground()
+            },
+            meanwhile: { [self] outbox in
+                system.enterBackground()
+                system.suspend()
+                return outbox
+            })
+        #expect(system.wakes.map(\.completionHandlerCalls) == [1], "called once")
+    }
+
+    @Test(TusFixture.requirement)
+    func aTusUploadSuspendedWhileAPatchWaitsGoesOnAtTheWakeBeforeTheHandlerIsCalled() async throws {
+        defer { folder.remove() }
+        try await TusFixture.with(.resumableUpload) { fixture in
+            let (uploader, post) = try HTTPTransportTests.tusPost(in: folder, to: fixture)
+            try await publishSuspendedWhileTheNetworkIsCut(before: "medium 0: PATCH at 131072", uploader, post) {
+                $0.contains("medium 0: PATCH at 262144")
+            }
+            try await Self.expectEachByteOnce(on: fixture)
+        }
+    }
 }

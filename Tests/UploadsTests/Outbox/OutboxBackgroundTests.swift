@@ -199,29 +199,47 @@ struct OutboxBackgroundTests {
         defer { folder.remove() }
         try await TusFixture.with(.resumableUpload) { fixture in
             let (uploader, post) = try HTTPTransportTests.tusPost(in: folder, to: fixture)
-            let cut = NetworkCut { $0.contains("medium 0: PATCH at 131072") }
-            var outbox = try launch(uploader, cut: cut)
-            let id = try outbox.add(post)
-            #expect(await cut.happened.signalled(within: 20))
-            kill(outbox)
-            outbox = try launch(uploader)
-            system.networkComesBack()
-            let settled = try await HTTPTransportTests.settled(outbox, id)
-            #expect(settled.state == .published, "\(String(describing: settled.error))")
-            outbox.close()
-
-            // The video's upload and the document's, each by its offsets.
-            let patches = try await fixture.requests().filter { $0.method == "PATCH" && $0.status == 204 }
-            let offsets = Dictionary(grouping: patches, by: \.path).values.map { $0.compactMap(\.offset) }
-            #expect(
-                offsets.map { $0.compactMap { Int($0) } }.sorted { $0.count > $1.count } == [
-                    [0, 131_072, 262_144], [0],
-                ],
-                "no byte sent twice: \(offsets)")
+            try await publishWithTheNetworkCut(before: "medium 0: PATCH at 131072", uploader, post) { outbox in
+                kill(outbox)
+                return try launch(uploader)
+            }
+            try await Self.expectEachByteOnce(on: fixture)
             #expect(
                 system.tasks.filter { $0.description.contains("medium 0: PATCH at 131072") }.map(\.sends) == [1],
                 "the PATCH that waited was joined, not made again")
         }
+    }
+
+    /// Adds `post` to a launch of the app with `uploader` whose network
+    /// goes just before the task named by `cut` is given; once it is,
+    /// `meanwhile` plays out the app's life and returns the outbox the app
+    /// has then, the network returns, and `returned` runs. Checks that the
+    /// post is published, and that no part file is left.
+    func publishWithTheNetworkCut(
+        before cut: String, _ uploader: any Uploader, _ post: Post, returned: () async throws -> Void = {},
+        meanwhile: (Outbox) throws -> Outbox
+    ) async throws {
+        let network = NetworkCut { $0.contains(cut) }
+        var outbox = try launch(uploader, cut: network)
+        let id = try outbox.add(post)
+        #expect(await network.happened.signalled(within: 20))
+        outbox = try meanwhile(outbox)
+        system.networkComesBack()
+        try await returned()
+        let settled = try await HTTPTransportTests.settled(outbox, id)
+        #expect(settled.state == .published, "\(String(describing: settled.error))")
+        outbox.close()
+        #expect(TemporaryFolder.files(in: parts) == [])
+    }
+
+    /// Checks that the tus server took the post's video and document each
+    /// by its offsets, no byte twice.
+    static func expectEachByteOnce(on fixture: TusFixture) async throws {
+        let patches = try await fixture.requests().filter { $0.method == "PATCH" && $0.status == 204 }
+        let offsets = Dictionary(grouping: patches, by: \.path).values.map { $0.compactMap(\.offset) }
+        #expect(
+            offsets.map { $0.compactMap { Int($0) } }.sorted { $0.count > $1.count } == [[0, 131_072, 262_144], [0]],
+            "no byte sent twice: \(offsets)")
     }
 }
 
@@ -237,33 +255,58 @@ extension S3Storage {
         /// The next launch asks the storage (`HeadObject`, `ListParts`)
         /// once the part that waited went, and sends only the part it
         /// lacks: each part reaches the storage once.
+        /// An uploader of three parts, one at a time, and a post of the
+        /// video of `file` stored at `key`.
+        static func multipartPost(
+            _ s3: S3Fixture, manifestsIn folder: TemporaryFolder, _ file: URL, key: String
+        ) throws -> (S3Uploader, Post) {
+            let uploader = try S3Uploader(
+                presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
+                partSize: Int64(5 * Storage.mebibyte), maxConcurrentParts: 1, configuration: .refusingEveryRequest)
+            let post = Post(
+                text: "s3", videos: [Storage.video(file, key: key)],
+                destination: URL(string: "https://media.example.com/\(key).json")!)
+            return (uploader, post)
+        }
+
+        /// Checks that each part reached the storage once.
+        static func expectEachPartOnce(in s3: S3Fixture) async throws {
+            let parts = try await s3.requests().filter { $0.operation == "uploadPart" && $0.status == 200 }
+            #expect(parts.compactMap(\.partNumber).sorted() == [1, 2, 3], "each part stored once")
+        }
+
+        /// The next launch asks the storage (`HeadObject`, `ListParts`)
+        /// once the part that waited went, and sends only the part it
+        /// lacks: each part reaches the storage once.
         @Test func aMultipartUploadKilledWhileAPartWaitsSendsEachPartOnce() async throws {
             try await Storage.withStorage { s3, folder, file in
                 let tests = try OutboxBackgroundTests()
                 defer { tests.folder.remove() }
-                let uploader = try S3Uploader(
-                    presigner: s3.presigner, manifestFolder: folder.url.appendingPathComponent("manifests"),
-                    partSize: Int64(5 * Storage.mebibyte), maxConcurrentParts: 1,
-                    configuration: .refusingEveryRequest)
-                let post = Post(
-                    text: "s3", videos: [Storage.video(file, key: "videos/background.mp4")],
-                    destination: URL(string: "https://media.example.com/posts/background.json")!)
-                let cut = NetworkCut { $0.contains("medium 0: part 2") }
-                var outbox = try tests.launch(uploader, cut: cut)
-                let id = try outbox.add(post)
-                #expect(await cut.happened.signalled(within: 20))
-                tests.kill(outbox)
-                outbox = try tests.launch(uploader)
-                tests.system.networkComesBack()
-                let settled = try await HTTPTransportTests.settled(outbox, id)
-                #expect(settled.state == .published, "\(String(describing: settled.error))")
-                outbox.close()
-
-                let parts = try await s3.requests().filter { $0.operation == "uploadPart" && $0.status == 200 }
-                #expect(parts.compactMap(\.partNumber).sorted() == [1, 2, 3], "each part stored once")
+                let (uploader, post) = try Self.multipartPost(s3, manifestsIn: folder, file, key: "videos/killed")
+                try await tests.publishWithTheNetworkCut(before: "medium 0: part 2", uploader, post) { outbox in
+                    tests.kill(outbox)
+                    return try tests.launch(uploader)
+                }
+                try await Self.expectEachPartOnce(in: s3)
                 #expect(
                     tests.system.tasks.filter { $0.description.contains("medium 0: part 2") }.map(\.sends) == [1],
                     "the part that waited went once, and was not made again")
+            }
+        }
+
+        /// The app is suspended while a part waits for the network: the
+        /// part goes while the app is away, the system wakes it, the
+        /// outbox hands the next part to the session, and only then is the
+        /// handler called.
+        @Test func aMultipartUploadSuspendedWhileAPartWaitsGoesOnAtTheWakeBeforeTheHandlerIsCalled() async throws {
+            try await Storage.withStorage { s3, folder, file in
+                let tests = try OutboxBackgroundTests()
+                defer { tests.folder.remove() }
+                let (uploader, post) = try Self.multipartPost(s3, manifestsIn: folder, file, key: "videos/suspended")
+                try await tests.publishSuspendedWhileTheNetworkIsCut(before: "medium 0: part 2", uploader, post) {
+                    $0.contains("medium 0: part 3")
+                }
+                try await Self.expectEachPartOnce(in: s3)
             }
         }
     }
