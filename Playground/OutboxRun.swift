@@ -118,6 +118,9 @@ struct OutboxRun {
             }
             guard let system, life == nil, !stop.isRequested else { break }
             life = BackgroundLife(system: system, suspending: outbox, printer: printer)
+            // The user opens the app again (which the system may have
+            // launched in the background meanwhile, where new tasks wait).
+            system.enterForeground()
             do {
                 outbox = try open(options, on: DispatchQueue(label: "Playground.outbox", attributes: .concurrent))
             } catch {
@@ -131,7 +134,11 @@ struct OutboxRun {
         let elapsed = clock.now - started
         printer.finish()
         outbox.close()
-        if let life { print(life.rejoined) }
+        if let life {
+            print(life.rejoined)
+        } else if system != nil, last?.state == .published {
+            print("  published before the app could be suspended: nothing to rejoin")
+        }
 
         // As recorded once every write is made: a signal may have closed
         // the outbox between an upload's end and the list that tells it.

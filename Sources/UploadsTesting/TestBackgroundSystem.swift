@@ -48,7 +48,10 @@ import FoundationNetworking
 ///   the app), and launches nothing: the cancellations are told to the
 ///   session the user's next launch makes.
 /// - **Tasks made in the background wait.** The rate limiter: a task made
-///   while the app runs in the background starts once a delay has passed.
+///   while the app runs in the background (or while it is suspended: the
+///   app's code goes on in a test's process, and a task it makes then is
+///   one a real app would make when it next runs, in the background)
+///   starts once a delay has passed.
 ///   The delay is none until the system first wakes or launches the app,
 ///   then the first delay, doubled each time it wakes or launches it
 ///   again, and none again once the app comes to the foreground, where
@@ -87,6 +90,7 @@ public final class TestBackgroundSystem: Sendable {
         /// The session has a task of this description that has not ended.
         case descriptionInUse(String)
 
+        /// What was refused, and why, in a sentence.
         public var description: String {
             switch self {
             case .identifierInUse(let identifier):
@@ -357,7 +361,12 @@ public final class TestBackgroundSystem: Sendable {
                 Transfer(
                     identifier: session.identifier, session: session.serial, description: description, request: request,
                     file: file))
-            guard state.app == .background, state.delay > .zero else { return (state.start(index), nil, index) }
+            // The app's code goes on in this process while it is
+            // "suspended": a task it makes then is one it would make when
+            // it next runs, in the background.
+            guard state.app == .background || state.app == .suspended, state.delay > .zero else {
+                return (state.start(index), nil, index)
+            }
             return (nil, state.delay, index)
         }
         send(run)

@@ -103,13 +103,15 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var limit: DelayedWork?
         /// Tells whether the owner still runs an upload, once it can.
         var runs: (@Sendable (String) -> Bool)?
+        /// Whether the owner closed: a handler is called at once.
+        var closed = false
     }
 
     /// The most bytes of an orphan's answer kept until a request joins it.
     static let orphanAnswerLimit = 1 << 20
-    /// The longest a completion handler waits for the uploads to settle
-    /// once the session told its events: iOS gives an app woken in the
-    /// background about 30 seconds.
+    /// The longest a completion handler waits, once a registry holds it,
+    /// for the session's events and the uploads they concern: iOS gives an
+    /// app woken in the background about 30 seconds.
     static let handlerTimeLimit = Duration.seconds(20)
 
     private let state = Lock(State())
@@ -151,6 +153,12 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     static func name(of description: String) -> String {
         guard let mark = description.range(of: " @", options: .backwards) else { return description }
         return String(description[..<mark.lowerBound])
+    }
+
+    /// Whether `description` is that of a named request's task
+    /// (``newDescription(for:)``), not one of its own.
+    static func isNamed(_ description: String) -> Bool {
+        description.range(of: " @", options: .backwards) != nil
     }
 
     /// The upload a request named `name` is part of (an upload's name has
@@ -217,6 +225,9 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         for (description, orphan) in state.orphans where orphan.end != nil && !orphan.claimed && ofUpload(description) {
             state.orphans[description] = nil
         }
+        // Until the request is in the session's hands (``wentOn(_:)``),
+        // its upload holds the completion handler back.
+        state.unsettled.insert(String(own))
         return .send(newDescription(for: name))
     }
 
@@ -326,8 +337,12 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     func task(_ task: String, didCompleteWith response: URLResponse?, error: (any Error)?, bodySize: Int64) {
         let end = End(response: response, error: error, bodySize: bodySize)
         let (request, admitted) = state.withLock { state -> (Request?, [(Waiter, Admission)]) in
+            // A task's end is one of a new wake's events (the system wakes
+            // the app once tasks ended): a session that told its events
+            // before tells more.
+            state.finishedEvents = false
             if let request = state.requests.removeValue(forKey: task) {
-                state.unsettled.insert(String(Self.upload(of: Self.name(of: task))))
+                if Self.isNamed(task) { state.unsettled.insert(String(Self.upload(of: Self.name(of: task)))) }
                 return (request, request.joined ? Self.admitted(&state) : [])
             }
             guard state.forgotten.remove(task) == nil else { return (nil, []) }
@@ -363,13 +378,18 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     /// ``handlerTimeLimit`` passed; a handler held before, not called
     /// yet, is called now: the system gave a new one.
     func hold(_ handler: @escaping @MainActor () -> Void) {
-        let (earlier, number) = state.withLock { state -> (Call?, Int) in
+        let (earlier, number) = state.withLock { state -> (Call?, Int?) in
             let earlier = Self.takeHandler(&state)
+            guard !state.closed else { return (earlier, nil) }
             state.handler = handler
             state.handlerNumber += 1
             return (earlier, state.handlerNumber)
         }
         call(earlier)
+        guard let number else {
+            call((handler, nil))
+            return
+        }
         let limit = queue.enqueue(after: Self.handlerTimeLimit) { [weak self] in
             self?.callHandler(number)
         }
@@ -404,9 +424,14 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         callHandlerIfSettled()
     }
 
-    /// Calls the handler held, if any: its session is gone.
+    /// Calls the handler held, if any, and any handed later, at once: its
+    /// owner records nothing more.
     func close() {
-        call(state.withLock { Self.takeHandler(&$0) })
+        call(
+            state.withLock { state in
+                state.closed = true
+                return Self.takeHandler(&state)
+            })
     }
 
     /// Calls the handler held when the session told its events, every
@@ -416,15 +441,24 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         // The owner is asked outside the lock (it takes its own).
         let (orphaned, runs) = state.withLock { state -> (Set<String>, (@Sendable (String) -> Bool)?) in
             guard state.handler != nil, state.finishedEvents, state.unsettled.isEmpty else { return ([], nil) }
-            let ended = state.orphans.filter { $0.value.end != nil && !$0.value.claimed }.keys
-            return (Set(ended.map { String(Self.upload(of: Self.name(of: $0))) }), state.runs)
+            return (Self.endedOrphanUploads(state), state.runs)
         }
         guard let runs, !orphaned.contains(where: runs) else { return }
         call(
             state.withLock { state in
-                guard state.finishedEvents, state.unsettled.isEmpty else { return nil }
+                // What changed since is checked again by the change's own
+                // call.
+                let orphans = Self.endedOrphanUploads(state)
+                guard state.finishedEvents, state.unsettled.isEmpty, orphans.isSubset(of: orphaned) else { return nil }
                 return Self.takeHandler(&state)
             })
+    }
+
+    /// The uploads of the named tasks that ended while no request joined
+    /// them.
+    private static func endedOrphanUploads(_ state: State) -> Set<String> {
+        let ended = state.orphans.filter { $0.value.end != nil && !$0.value.claimed && isNamed($0.key) }.keys
+        return Set(ended.map { String(upload(of: name(of: $0))) })
     }
 
     /// Calls the handler numbered `number` if it is still held: its time
@@ -433,7 +467,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     private func callHandler(_ number: Int) {
         call(
             state.withLock { state in
-                guard state.handlerNumber == number else { return nil }
+                guard state.handlerNumber == number, state.handler != nil else { return nil }
                 state.unsettled = []
                 return Self.takeHandler(&state)
             })

@@ -88,10 +88,11 @@ extension Outbox {
     /// opened it before this call or opens it after, hears the events its
     /// session held, records what each transfer came to, and then calls
     /// `completionHandler`, exactly once, on the main actor: the app may be
-    /// suspended after it. It calls it at the latest 20 seconds after this
-    /// call, when an upload takes longer to settle, and when the outbox is
-    /// closed first; what it had not recorded, the next launch finds out
-    /// again.
+    /// suspended after it. It calls it sooner when an upload takes longer
+    /// to settle (at the latest 20 seconds after the outbox took the
+    /// handler) and when the outbox is closed; what it had not recorded,
+    /// the next launch finds out again. A handler given before the app
+    /// opened the outbox waits for it: open it in every launch.
     ///
     /// - Parameters:
     ///   - identifier: The session's identifier, as the system gives it.

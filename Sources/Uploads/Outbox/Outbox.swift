@@ -362,8 +362,12 @@ public final class Outbox: Sendable {
         // are made, without waiting: the last reference may go on the
         // thread that makes them.
         perform(changing { $0.close() })
-        machine.afterActions { [journal] in journal.close() }
-        closeBackgroundTransport()
+        // The handler of a wake, once what the outbox writes is written.
+        let background = transport as? BackgroundTransport
+        machine.afterActions { [journal] in
+            journal.close()
+            background?.close()
+        }
     }
 }
 

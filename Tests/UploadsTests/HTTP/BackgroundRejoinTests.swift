@@ -117,7 +117,9 @@ struct BackgroundRejoinTests {
         try await FixtureServer.with { server in
             try await killedMidway(sending: request("upload", to: "clip.mp4", on: server), on: server)
             system.forceQuit()
+            // Reading again, the server finds the connection gone.
             #expect(try await server.release(resuming: true) == 1)
+            #expect(try await server.waitForUpload(of: "clip.mp4").map(\.complete) == [false])
 
             let again = try transport()
             let answer = try await withTimeLimit(.seconds(20)) {

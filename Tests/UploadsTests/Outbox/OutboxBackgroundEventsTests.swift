@@ -18,6 +18,8 @@ extension OutboxBackgroundTests {
     final class AppDelegate: Sendable {
         let outbox = LockedValue<Outbox?>(nil)
         let receiptOnDiskAtCalls = LockedValue<[Bool]>([])
+        /// The descriptions of the system's tasks at each call.
+        let tasksAtCalls = LockedValue<[[String]]>([])
         /// Signalled at each call of the handler.
         let called = DispatchSemaphore(value: 0)  // allowed: waited by signalled(within:), on a thread of its own
     }
@@ -44,6 +46,7 @@ extension OutboxBackgroundTests {
         system.onBackgroundLaunch { [self] identifier, completionHandler in
             let handled: @Sendable () -> Void = { [self] in
                 app.receiptOnDiskAtCalls.withValue { $0.append(clipReceiptIsOnDisk()) }
+                app.tasksAtCalls.withValue { $0.append(system.tasks.map(\.description)) }
                 completionHandler()
                 app.called.signal()
             }
@@ -74,7 +77,7 @@ extension OutboxBackgroundTests {
         _ id: Outbox.PostID, by app: AppDelegate, outbox: () throws -> Outbox, on server: FixtureServer
     ) async throws {
         #expect(try await server.release(resuming: true) == 1)
-        #expect(await app.called.signalled(within: 20), "the handler was called")
+        #expect(await app.called.signalled(within: 10), "the handler was called")
         #expect(app.receiptOnDiskAtCalls.value == [true], "after the clip's receipt was in the journal")
         #expect(system.wakes.map(\.completionHandlerCalls) == [1])
         #expect(system.appState == .suspended)
@@ -127,11 +130,10 @@ extension OutboxBackgroundTests {
         try await publishWithTheNetworkCut(
             before: cut, uploader, post,
             returned: { [self] in
-                #expect(await app.called.signalled(within: 20), "the handler was called")
+                #expect(await app.called.signalled(within: 10), "the handler was called")
                 #expect(system.wakes.map(\.completionHandlerCalls) == [1])
-                #expect(
-                    system.tasks.contains { next($0.description) },
-                    "the next task was made before the handler was called: \(system.tasks.map(\.description))")
+                let tasks = app.tasksAtCalls.value.first ?? []
+                #expect(tasks.contains(where: next), "the next task was made before the handler was called: \(tasks)")
                 system.enterForeground()
             },
             meanwhile: { [self] outbox in
