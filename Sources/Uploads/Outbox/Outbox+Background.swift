@@ -152,3 +152,16 @@ extension Outbox {
         machine.afterActions { background.settled(start.uploadName) }
     }
 }
+
+extension UploadAttempts {
+    /// Has every request go through `transport` (the uploader's own
+    /// session when `nil`). A background transport drops the time limit
+    /// of an attempt: the system carries its transfers as long as they
+    /// take, while the app sleeps, and the limit, whose timer stops with
+    /// the suspended app, would cancel at the next wake a transfer that
+    /// went on well meanwhile.
+    mutating func carried(by transport: (any HTTPTransport)?) {
+        self.transport = transport
+        if transport is BackgroundTransport { timeout = nil }
+    }
+}

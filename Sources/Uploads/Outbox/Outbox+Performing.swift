@@ -76,7 +76,7 @@ extension Outbox {
         // recording it: the storages that can tell are asked first.
         attempts.checksStorageFirst = start.mayBeStored
         attempts.gate = OutboxGate(outbox: self)
-        attempts.transport = transport
+        attempts.carried(by: transport)
         attempts.uploadName = start.uploadName
         let uploader = start.isDocument ? options.publishing.documentUploader ?? uploader : uploader
         let handle = uploader.upload(media, attempts: attempts) { [machine] progress in

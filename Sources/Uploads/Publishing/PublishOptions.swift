@@ -34,7 +34,9 @@ public struct PublishOptions: Sendable {
     /// How long one attempt may take before it is cancelled and fails with
     /// ``UploadError/timedOut(_:after:)`` (which is retried); no limit when
     /// `nil`. An attempt is what the uploader retries: a whole upload, or
-    /// for an ``S3Uploader`` one request (a part, say).
+    /// for an ``S3Uploader`` one request (a part, say). An ``Outbox`` whose
+    /// transfers go by a background session sets no limit: the system
+    /// carries them as long as they take.
     public var uploadTimeout: Duration?
     /// Told of every failed attempt of every upload, with the upload's
     /// destination, from the thread the attempt failed on; cancelled

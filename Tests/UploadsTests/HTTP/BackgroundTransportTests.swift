@@ -310,4 +310,18 @@ struct BackgroundTransportTests {
         #expect(session.isInvalidated)
         #expect(session.events == nil, "held weakly, and let go of")
     }
+
+    /// An outbox's uploads carried by a background transport have no time
+    /// limit of an attempt: the system carries their transfers as long as
+    /// they take. Carried in process, they keep it.
+    @Test func anAttemptCarriedByABackgroundTransportHasNoTimeLimit() throws {
+        var background = UploadAttempts(timeout: .seconds(60))
+        background.carried(by: try transport(on: ScriptedSession()))
+        #expect(background.timeout == nil)
+        var inProcess = UploadAttempts(timeout: .seconds(60))
+        inProcess.carried(by: InProcessTransport(configuration: .ephemeral))
+        #expect(inProcess.timeout == .seconds(60))
+        inProcess.carried(by: nil)
+        #expect(inProcess.timeout == .seconds(60))
+    }
 }
