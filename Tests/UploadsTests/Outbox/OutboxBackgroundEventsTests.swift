@@ -74,7 +74,8 @@ extension OutboxBackgroundTests {
     /// in the journal; then the user opens the app, and the post
     /// (the outbox the app has then) is published, each request sent once.
     func expectOneCallThenPublished(
-        _ id: Outbox.PostID, by app: AppDelegate, outbox: () throws -> Outbox, on server: FixtureServer
+        _ id: Outbox.PostID, of clip: URL, as body: Body, by app: AppDelegate, outbox: () throws -> Outbox,
+        on server: FixtureServer
     ) async throws {
         #expect(try await server.release(resuming: true) == 1)
         #expect(await app.called.signalled(within: 10), "the handler was called")
@@ -90,30 +91,34 @@ extension OutboxBackgroundTests {
         outbox.close()
         let received = try await server.received()
         #expect(received.map(\.path).sorted() == ["/clip.mp4", "/post.json"], "each sent once")
+        try await Self.expectWholeClip(received.first { $0.path == "/clip.mp4" }, clip, as: body)
         #expect(system.wakes.map(\.completionHandlerCalls) == [1], "called once")
         #expect(TemporaryFolder.files(in: parts) == [])
     }
 
-    @Test func aKilledAppLaunchedInTheBackgroundCallsTheHandlerOnceTheReceiptIsInTheJournal() async throws {
+    @Test(arguments: Body.allCases)
+    func aKilledAppLaunchedInTheBackgroundCallsTheHandlerOnceTheReceiptIsInTheJournal(_ body: Body) async throws {
         defer { folder.remove() }
-        let (clip, uploader) = try rawClip()
+        let (clip, uploader) = try clip(as: body)
         try await FixtureServer.with { server in
             let (first, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
             kill(first)
             let app = delegate(opening: uploader, async: true)
-            try await expectOneCallThenPublished(id, by: app, outbox: { try #require(app.outbox.value) }, on: server)
+            try await expectOneCallThenPublished(
+                id, of: clip, as: body, by: app, outbox: { try #require(app.outbox.value) }, on: server)
         }
     }
 
-    @Test func aSuspendedAppWokenInTheBackgroundCallsTheHandlerOnceTheReceiptIsInTheJournal() async throws {
+    @Test(arguments: Body.allCases)
+    func aSuspendedAppWokenInTheBackgroundCallsTheHandlerOnceTheReceiptIsInTheJournal(_ body: Body) async throws {
         defer { folder.remove() }
-        let (clip, uploader) = try rawClip()
+        let (clip, uploader) = try clip(as: body)
         try await FixtureServer.with { server in
             let (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
             let app = delegate(opening: nil)
             system.enterBackground()
             system.suspend()
-            try await expectOneCallThenPublished(id, by: app, outbox: { outbox }, on: server)
+            try await expectOneCallThenPublished(id, of: clip, as: body, by: app, outbox: { outbox }, on: server)
         }
     }
 

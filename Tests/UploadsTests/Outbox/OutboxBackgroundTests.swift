@@ -78,6 +78,40 @@ struct OutboxBackgroundTests {
         return (clip, URLSessionUploader(configuration: .refusingEveryRequest))
     }
 
+    /// How the clip goes: as its own bytes, or in a form (its head, the
+    /// file and its tail written to one part file).
+    enum Body: String, CaseIterable, Sendable {
+        case raw
+        case form
+    }
+
+    /// The 8 MB clip, and the uploader that sends it as `body`.
+    func clip(as body: Body) throws -> (clip: URL, uploader: any Uploader) {
+        let (clip, raw) = try rawClip()
+        switch body {
+        case .raw:
+            return (clip, raw)
+        case .form:
+            let fields = [FormField(name: "album", value: "summer")]
+            return (clip, try MultipartFormUploader(fields: fields, configuration: .refusingEveryRequest))
+        }
+    }
+
+    /// Checks that `received` is the whole clip, sent as `body`; Node's
+    /// `Request.formData()` parsed a form.
+    static func expectWholeClip(_ received: FixtureServer.Received?, _ clip: URL, as body: Body) async throws {
+        let sha256 = try await sha256(of: clip)
+        switch body {
+        case .raw:
+            #expect(received?.sha256 == sha256)
+        case .form:
+            let form = try #require(received?.form, "\(String(describing: received?.formError))")
+            #expect(form.fields == [["album", "summer"]])
+            #expect(form.files.map(\.size) == [8_000_000])
+            #expect(form.files.first?.sha256 == sha256)
+        }
+    }
+
     /// Launches the app, which adds the post of `clip` and its document to
     /// `server`; returns once the server holds the clip's transfer midway.
     func launchHoldingTheClip(
@@ -119,30 +153,17 @@ struct OutboxBackgroundTests {
         return received
     }
 
-    @Test func aPostWhoseAppIsKilledTwiceMidTransferReachesTheServerOnce() async throws {
+    /// A post killed twice mid-transfer reaches the server once, as its
+    /// own bytes or as a form, whose part file is removed once its task
+    /// ended.
+    @Test(arguments: Body.allCases)
+    func aPostWhoseAppIsKilledTwiceMidTransferReachesTheServerOnce(_ body: Body) async throws {
         defer { folder.remove() }
-        let (clip, uploader) = try rawClip()
+        let (clip, uploader) = try clip(as: body)
         try await FixtureServer.with { server in
-            // The clip goes as it is, from its own file.
-            let received = try await killTwiceMidTransfer(clip, by: uploader, partFiles: 0, on: server)
-            #expect(received.first { $0.path == "/clip.mp4" }?.sha256 == (try await sha256(of: clip)))
-        }
-    }
-
-    /// The same as a form, its head, file and tail one part file, which
-    /// Node's `Request.formData()` parses once.
-    @Test func aFormWhoseAppIsKilledTwiceMidTransferReachesNodesFormDataOnce() async throws {
-        defer { folder.remove() }
-        let (clip, _) = try rawClip()
-        let uploader = try MultipartFormUploader(
-            fields: [FormField(name: "album", value: "summer")], configuration: .refusingEveryRequest)
-        try await FixtureServer.with { server in
-            let received = try await killTwiceMidTransfer(clip, by: uploader, partFiles: 1, on: server)
-            let form = try #require(received.first { $0.path == "/clip.mp4" }?.form)
-            #expect(form.fields == [["album", "summer"]])
-            #expect(form.files.map(\.size) == [8_000_000])
-            #expect(form.files.first?.sha256 == (try await sha256(of: clip)))
-            #expect(received.allSatisfy { $0.formError == nil })
+            let received = try await killTwiceMidTransfer(
+                clip, by: uploader, partFiles: body == .form ? 1 : 0, on: server)
+            try await Self.expectWholeClip(received.first { $0.path == "/clip.mp4" }, clip, as: body)
         }
     }
 
@@ -169,9 +190,10 @@ struct OutboxBackgroundTests {
 
     /// A force-quit's `-999` is a cancel to resume from: the user's next
     /// launch sends the clip again, and the post is published.
-    @Test func aPostWhoseAppIsForceQuitIsPublishedAfterTheUsersNextLaunch() async throws {
+    @Test(arguments: Body.allCases)
+    func aPostWhoseAppIsForceQuitIsPublishedAfterTheUsersNextLaunch(_ body: Body) async throws {
         defer { folder.remove() }
-        let (clip, uploader) = try rawClip()
+        let (clip, uploader) = try clip(as: body)
         try await FixtureServer.with { server in
             var (outbox, id) = try await launchHoldingTheClip(clip, by: uploader, on: server)
             system.forceQuit()
@@ -185,11 +207,29 @@ struct OutboxBackgroundTests {
             outbox.close()
             let clips = try await server.received().filter { $0.path == "/clip.mp4" }
             #expect(clips.map(\.complete) == [false, true])
-            #expect(clips.last?.sha256 == (try await sha256(of: clip)))
+            try await Self.expectWholeClip(clips.last, clip, as: body)
+            #expect(TemporaryFolder.files(in: parts) == [])
         }
     }
 
     // MARK: - tus and S3
+
+    /// The app is force-quit while a tus `PATCH` waits for the network:
+    /// the user's next launch asks the server its offset and sends the
+    /// rest, no byte twice.
+    @Test(TusFixture.requirement)
+    func aTusUploadForceQuitWhileAPatchWaitsSendsEachByteOnce() async throws {
+        defer { folder.remove() }
+        try await TusFixture.with(.resumableUpload) { fixture in
+            let (uploader, post) = try HTTPTransportTests.tusPost(in: folder, to: fixture)
+            try await publishWithTheNetworkCut(before: "medium 0: PATCH at 131072", uploader, post) { outbox in
+                system.forceQuit()
+                outbox.close()
+                return try launch(uploader)
+            }
+            try await Self.expectEachByteOnce(on: fixture)
+        }
+    }
 
     /// The app is killed while a tus `PATCH` waits for the network: the
     /// next launch's `HEAD` waits for that task, which goes once the
@@ -291,6 +331,23 @@ extension S3Storage {
                 #expect(
                     tests.system.tasks.filter { $0.description.contains("medium 0: part 2") }.map(\.sends) == [1],
                     "the part that waited went once, and was not made again")
+            }
+        }
+
+        /// The app is force-quit while a part waits for the network: the
+        /// user's next launch asks the storage and sends only the parts it
+        /// lacks.
+        @Test func aMultipartUploadForceQuitWhileAPartWaitsSendsEachPartOnce() async throws {
+            try await Storage.withStorage { s3, folder, file in
+                let tests = try OutboxBackgroundTests()
+                defer { tests.folder.remove() }
+                let (uploader, post) = try Self.multipartPost(s3, manifestsIn: folder, file, key: "videos/force-quit")
+                try await tests.publishWithTheNetworkCut(before: "medium 0: part 2", uploader, post) { outbox in
+                    tests.system.forceQuit()
+                    outbox.close()
+                    return try tests.launch(uploader)
+                }
+                try await Self.expectEachPartOnce(in: s3)
             }
         }
 
