@@ -160,23 +160,27 @@ struct HTTPTransportTests {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let file = folder.url.appendingPathComponent("clip.mp4")
-        try writePatternedFile(file, size: 4 * 1024 * 1024)
+        // Larger than the socket buffers of both ends hold (4 MB to send,
+        // a few MB to receive on loopback here): a body that fitted whole
+        // in them would reach the server whole, cancelled or not.
+        try writePatternedFile(file, size: 16 * 1024 * 1024)
         let parts = folder.url.appendingPathComponent("parts")
         let transport = try BackgroundTransport(identifier: "com.example.\(UUID().uuidString)", partsIn: parts) {
             URLSessionBackgroundSession(identifier: $0, events: $1)
         }
         try await FixtureServer.with { server in
-            // The body is read slowly, and answered late: every cancel lands
-            // before the answer, some before the first byte, some midway.
+            // The body is read slowly (3.2 MB/s), and answered late: every
+            // cancel lands before the answer, some before the first byte,
+            // some midway.
             for index in 0..<24 {
-                try await server.setRule("cancelled/\(index).mp4", ["read_delay": 0.005, "delay": 30.0])
+                try await server.setRule("cancelled/\(index).mp4", ["read_delay": 0.02, "delay": 30.0])
                 let url = server.url("cancelled/\(index).mp4")
                 var request = URLRequest(url: url)
                 request.httpMethod = "PUT"
                 // A whole file, or a range of it through a part file.
                 let body: HTTPBody =
                     index.isMultiple(of: 2)
-                    ? .file(file, offset: 0, length: 4 * 1024 * 1024) : .file(file, offset: 1, length: 3_000_000)
+                    ? .file(file, offset: 0, length: 16 * 1024 * 1024) : .file(file, offset: 1, length: 12_000_000)
                 let handle = LockedValue<JobHandle?>(nil)
                 let cancelsAtByte: Int64 = index < 8 ? 0 : Int64(index) * 50_000
                 let sent = LockedValue<Int64>(0)
