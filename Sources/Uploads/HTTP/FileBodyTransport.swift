@@ -15,7 +15,8 @@ import FoundationNetworking
 /// ``folder``, exactly its bytes, before the request is sent, and the part
 /// file is removed once the request ends, whatever its outcome: a retry
 /// writes it again (unless ``removesParts`` is `false`: the transport it
-/// sends through removes it then). A file sent whole goes as it is, and a
+/// sends through removes it then, once the request was handed on). A file
+/// sent whole goes as it is, and a
 /// request with no body has none.
 ///
 /// A part file is written from the body as it is at that moment: a file
@@ -53,16 +54,30 @@ final class FileBodyTransport: HTTPTransport {
                 controller.fail(with: error)
                 return
             }
-            controller.perform(transport.send(request)) { [removesParts] outcome in
+            // The transport sent through owns a part file it was handed
+            // (unless this one removes them): one cancelled before it
+            // was, is this one's to remove.
+            let handed = Handed()
+            let send = transport.send(request)
+            let sending = Job<HTTPAnswer> { inner in
+                handed.lock.withLock { $0 = true }
+                inner.perform(send) { inner.complete(with: $0) }
+            }
+            controller.perform(sending) { [removesParts] outcome in
                 // Ended (a cancel ends it too): the storage took the part
                 // file's bytes or the request failed, and a retry writes
                 // it again.
-                if let part, removesParts {
+                if let part, removesParts || !handed.lock.withLock({ $0 }) {
                     try? FileManager.default.removeItem(at: part)
                 }
                 controller.complete(with: outcome)
             }
         }
+    }
+
+    /// Whether a request was handed to the transport sent through.
+    private final class Handed: Sendable {
+        let lock = Lock(false)
     }
 
     /// `body` as a whole file: as it is when it already is one (or has no

@@ -196,4 +196,35 @@ struct FileBodyTransportTests {
         #expect(cancelled.error is CancellationError)
         #expect(TemporaryFolder.files(in: parts) == [])
     }
+
+    /// A transport that leaves part files to the one it sends through (a
+    /// background transport's tasks may outlive their requests) removes a
+    /// part file itself when its request was cancelled before it handed
+    /// it on: nothing else would.
+    @Test func aPartFileLeftToTheTransportSentThroughGoesWhenCancelledBeforeItWasHandedOn() throws {
+        defer { folder.remove() }
+        let inner = AnsweringTransport(answering: nil)
+        let transport = FileBodyTransport(sendingThrough: inner, partsIn: parts, removesParts: false)
+        let queue = TestQueue()
+        let recorder = OutcomeRecorder()
+        let handle = transport.send(
+            URLRequest(url: destination), body: .data(Data("one".utf8)), destination: destination
+        )
+        .perform(on: queue, then: recorder.handler)
+        // The part file is written; the request is not handed on yet.
+        #expect(queue.runNext())
+        #expect(TemporaryFolder.files(in: parts).count == 1)
+        handle.cancel()
+        try queue.run()
+        #expect(recorder.error is CancellationError)
+        #expect(inner.handed.isEmpty)
+        #expect(TemporaryFolder.files(in: parts) == [], "removed, not left to a transport that never had it")
+
+        // Handed on, it is the transport sent through's.
+        let kept = transport.send(URLRequest(url: destination), body: .data(Data("two".utf8)), destination: destination)
+            .perform(on: ImmediateQueue()) { _ in }
+        #expect(inner.handed.count == 1)
+        kept.cancel()
+        #expect(TemporaryFolder.files(in: parts).count == 1, "left to the transport it was handed to")
+    }
 }
