@@ -161,6 +161,11 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         description.range(of: " @", options: .backwards) != nil
     }
 
+    /// The upload whose request the task `description` carries.
+    static func upload(ofTask description: String) -> Substring {
+        upload(of: name(of: description))
+    }
+
     /// The upload a request named `name` is part of (an upload's name has
     /// no `": "`, see ``HTTPRequest/name``).
     static func upload(of name: String) -> Substring {
@@ -215,7 +220,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             return .join(joined.key)
         }
         let own = upload(of: name)
-        let ofUpload = { (description: String) in upload(of: Self.name(of: description)) == own }
+        let ofUpload = { (description: String) in upload(ofTask: description) == own }
         let uploadRuns =
             state.orphans.contains { $0.value.end == nil && ofUpload($0.key) }
             || state.requests.contains { $0.value.joined && ofUpload($0.key) }
@@ -342,7 +347,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             // before tells more.
             state.finishedEvents = false
             if let request = state.requests.removeValue(forKey: task) {
-                if Self.isNamed(task) { state.unsettled.insert(String(Self.upload(of: Self.name(of: task)))) }
+                if Self.isNamed(task) { state.unsettled.insert(String(Self.upload(ofTask: task))) }
                 return (request, request.joined ? Self.admitted(&state) : [])
             }
             guard state.forgotten.remove(task) == nil else { return (nil, []) }
@@ -458,7 +463,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
     /// them.
     private static func endedOrphanUploads(_ state: State) -> Set<String> {
         let ended = state.orphans.filter { $0.value.end != nil && !$0.value.claimed && isNamed($0.key) }.keys
-        return Set(ended.map { String(upload(of: name(of: $0))) })
+        return Set(ended.map { String(upload(ofTask: $0)) })
     }
 
     /// Calls the handler numbered `number` if it is still held: its time

@@ -16,8 +16,7 @@ import FoundationNetworking
 /// file is removed once the request ends, whatever its outcome: a retry
 /// writes it again (unless ``removesParts`` is `false`: the transport it
 /// sends through removes it then, once the request was handed on). A file
-/// sent whole goes as it is, and a
-/// request with no body has none.
+/// sent whole goes as it is, and a request with no body has none.
 ///
 /// A part file is written from the body as it is at that moment: a file
 /// that has shrunk fails the request with

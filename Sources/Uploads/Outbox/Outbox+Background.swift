@@ -129,18 +129,14 @@ extension Outbox {
         }
     }
 
-    /// Calls the completion handler of a wake, if the background transport
-    /// holds one: the outbox is closed, and records nothing more.
-    func closeBackgroundTransport() {
-        (transport as? BackgroundTransport)?.close()
-    }
+    /// The background transport that carries the requests, if any.
+    var backgroundTransport: BackgroundTransport? { transport as? BackgroundTransport }
 
     /// Tells the background transport, if the outbox has one, which
     /// uploads it runs, so that the completion handler of a wake waits for
     /// those a task's end concerns.
     func attachToBackgroundTransport() {
-        guard let background = transport as? BackgroundTransport else { return }
-        background.ownerRuns { [weak self] upload in
+        backgroundTransport?.ownerRuns { [weak self] upload in
             self?.machine.read { $0.runsUpload(named: upload) } ?? false
         }
     }
@@ -148,7 +144,7 @@ extension Outbox {
     /// `start` came to an end, recorded: a completion handler waiting for
     /// the end of its task may be called.
     func settledInBackgroundTransport(_ start: OutboxStateMachine.Start) {
-        guard let background = transport as? BackgroundTransport else { return }
+        guard let background = backgroundTransport else { return }
         machine.afterActions { background.settled(start.uploadName) }
     }
 }

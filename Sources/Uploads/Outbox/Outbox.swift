@@ -353,7 +353,8 @@ public final class Outbox: Sendable {
             released.signal()
         }
         released.wait()
-        closeBackgroundTransport()
+        // The handler of a wake, if one is held: nothing more is recorded.
+        backgroundTransport?.close()
     }
 
     deinit {
@@ -363,7 +364,7 @@ public final class Outbox: Sendable {
         // thread that makes them.
         perform(changing { $0.close() })
         // The handler of a wake, once what the outbox writes is written.
-        let background = transport as? BackgroundTransport
+        let background = backgroundTransport
         machine.afterActions { [journal] in
             journal.close()
             background?.close()

@@ -125,6 +125,13 @@ struct OutboxRecord: Codable, Sendable, Hashable {
         media.indices.contains(index) ? media[index].destination : destination
     }
 
+    /// What names upload `index` in every launch (a background session's
+    /// tasks carry it): the post, by the key the record keeps, and medium
+    /// `index`, or its document (the media's count).
+    func uploadName(of index: Int) -> String {
+        media.indices.contains(index) ? "\(idempotencyKey) medium \(index)" : "\(idempotencyKey) document"
+    }
+
     /// The upload of medium `index`, with its idempotency key.
     func upload(_ index: Int) -> Media {
         var upload = media[index].media

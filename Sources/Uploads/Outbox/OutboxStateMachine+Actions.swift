@@ -82,11 +82,8 @@ extension OutboxStateMachine {
 
         var isDocument: Bool { index == record.media.count }
 
-        /// What names the upload in every launch: its post (by the key
-        /// its record keeps) and medium, or its document.
-        var uploadName: String {
-            isDocument ? "\(record.idempotencyKey) document" : "\(record.idempotencyKey) medium \(index)"
-        }
+        /// What names the upload in every launch.
+        var uploadName: String { record.uploadName(of: index) }
     }
 
     /// What the lock's holder leaves to do, in this order.

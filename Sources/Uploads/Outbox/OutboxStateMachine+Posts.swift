@@ -147,12 +147,12 @@ extension OutboxStateMachine {
     /// stored (or the document not published).
     func runsUpload(named name: String) -> Bool {
         posts.values.contains { tracked in
-            guard tracked.phase.isReady else { return false }
-            let key = tracked.record.idempotencyKey
-            if name == "\(key) document" { return true }
-            return tracked.record.media.indices.contains { index in
-                tracked.record.media[index].receipt == nil && name == "\(key) medium \(index)"
-            }
+            let record = tracked.record
+            return tracked.phase.isReady
+                && (0...record.media.count).contains { index in
+                    record.uploadName(of: index) == name
+                        && (index == record.media.count || record.media[index].receipt == nil)
+                }
         }
     }
 
