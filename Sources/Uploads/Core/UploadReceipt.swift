@@ -77,15 +77,43 @@ public struct UploadReceipt: Sendable, Hashable {
     /// How long the server asks the client to wait before trying again,
     /// from its `Retry-After` header: a number of seconds, or an HTTP date
     /// measured from the answer's `Date` header (from now when it has
-    /// none). `nil` without a valid header; never negative.
+    /// none). A `429` without one is read from its `X-RateLimit-Reset`
+    /// instead, the time its rate limit starts over (Mastodon's: an ISO
+    /// 8601 time; others': seconds since 1970, or from now), measured the
+    /// same way.
+    /// `nil` without a valid header; never negative.
     public var retryAfter: Duration? {
-        guard let value = header("Retry-After")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        let now = header("Date").flatMap(HTTPDate.parse) ?? Date()
+        guard let value = header("Retry-After")?.trimmingCharacters(in: .whitespaces) else {
+            guard status == 429, let reset = header("X-RateLimit-Reset").flatMap({ Self.resetDate($0, now: now) })
+            else { return nil }
+            return Self.wait(until: reset, from: now)
+        }
         if let seconds = Int(value) {
             return seconds >= 0 ? .seconds(seconds) : nil
         }
-        guard let date = HTTPDate.parse(value) else { return nil }
-        let now = header("Date").flatMap(HTTPDate.parse) ?? Date()
-        return .milliseconds(max(Int64((date.timeIntervalSince(now) * 1000).rounded()), 0))
+        return HTTPDate.parse(value).map { Self.wait(until: $0, from: now) }
+    }
+
+    /// The time an `X-RateLimit-Reset` names: an ISO 8601 time, with or
+    /// without fractions of a second, seconds since 1970, or (below a
+    /// billion, a time before 2001) seconds from `now`.
+    private static func resetDate(_ value: String, now: Date) -> Date? {
+        let value = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(value) {
+            guard seconds >= 0 else { return nil }
+            return seconds < 1e9 ? now.addingTimeInterval(seconds) : Date(timeIntervalSince1970: seconds)
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: value) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: value)
+    }
+
+    /// From `now` to `date`, in milliseconds; zero when it is past.
+    private static func wait(until date: Date, from now: Date) -> Duration {
+        .milliseconds(max(Int64((date.timeIntervalSince(now) * 1000).rounded()), 0))
     }
 }
 

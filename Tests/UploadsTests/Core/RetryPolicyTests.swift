@@ -113,6 +113,32 @@ struct RetryPolicyTests {
                 == .seconds(45))
     }
 
+    /// Mastodon's `429` names no `Retry-After`, but the time its rate limit
+    /// starts over; others name it in seconds since 1970, or from now.
+    @Test func a429WithoutRetryAfterWaitsForItsRateLimitsReset() {
+        let date = "Wed, 25 Nov 2026 10:00:00 GMT"
+        func wait(_ status: Int, _ headers: [String: String]) -> Duration? {
+            UploadReceipt(destination: Self.photo, status: status, headers: headers.merging(["Date": date]) { $1 })
+                .retryAfter
+        }
+        let mastodon = ["X-RateLimit-Limit": "300", "X-RateLimit-Remaining": "0"]
+        #expect(wait(429, mastodon.merging(["X-RateLimit-Reset": "2026-11-25T10:05:00.000Z"]) { $1 }) == .seconds(300))
+        #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T10:00:42Z"]) == .seconds(42))
+        #expect(wait(429, ["X-RateLimit-Reset": "1795600830"]) == .seconds(30), "seconds since 1970")
+        #expect(wait(429, ["X-RateLimit-Reset": "30"]) == .seconds(30), "seconds from now")
+        #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T09:00:00Z"]) == .zero, "past")
+        #expect(wait(429, ["X-RateLimit-Reset": "tomorrow"]) == nil)
+        #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T10:05:00Z", "Retry-After": "7"]) == .seconds(7))
+        #expect(wait(503, ["X-RateLimit-Reset": "2026-11-25T10:05:00Z"]) == nil, "a 429's header only")
+        #expect(
+            UploadFailure(
+                UploadError.httpStatus(
+                    UploadReceipt(
+                        destination: Self.photo, status: 429,
+                        headers: ["Date": date, "X-RateLimit-Reset": "2026-11-25T10:01:00Z"])))
+                == .pushback(retryAfter: .seconds(60)))
+    }
+
     /// Phones a server turned away in the same second come back spread
     /// over the `Retry-After` that follows it, never before it.
     @Test func theWaitsAfterOneRetryAfterSpreadOverTheSecondItAsksFor() {
