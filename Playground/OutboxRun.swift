@@ -49,8 +49,11 @@ struct OutboxRun {
                     maxConcurrentUploads: arguments.concurrency, retry: workspace.retry,
                     uploadTimeout: arguments.timeout.map { .seconds($0) })))
         // The 503s of --fail-rate are this run's own, not a crowded
-        // server's: a second of pushback delay, not minutes.
-        if arguments.failRate > 0 { options.pushbackDelay = .seconds(1) }
+        // server's: holds of a second or a few, not minutes.
+        if arguments.failRate > 0 {
+            options.pushbackDelay = .seconds(1)
+            options.maxPushbackDelay = .seconds(4)
+        }
         // The outbox resumes its posts as soon as it opens: on a queue held
         // until the run has read what earlier runs stored, so that no
         // upload of this run counts among them.

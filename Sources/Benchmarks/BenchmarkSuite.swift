@@ -1,4 +1,5 @@
 import Foundation
+import UploadsTesting
 
 /// The benchmark executable's entry point: parses the arguments, runs the
 /// chosen cases and prints their tables.
@@ -42,8 +43,11 @@ enum BenchmarkSuite {
         var formMegabytes = 32
         /// The herds of case 19, in outboxes.
         var herdCounts = [1_000, 10_000]
-        /// The minutes the herd's backlog takes at the server's capacity.
-        var herdMinutes = 5
+        /// The minutes the herd's backlog takes at the server's capacity,
+        /// one herd each.
+        var herdMinutes = [5, 25, 60]
+        /// What the herd's server answers past its capacity, one herd each.
+        var herdServers: [Herd.Server] = [.retryAfter(.seconds(5)), .slots]
         /// The herd's outboxes' pushback delay, in seconds; the default
         /// when `nil`.
         var herdPushback: Int?
@@ -84,6 +88,14 @@ enum BenchmarkSuite {
                 }
                 return count
             }
+            func counts(for flag: String) throws -> [Int] {
+                try value(for: flag).split(separator: ",").map { text in
+                    guard let count = Int(text), count >= 1 else {
+                        throw BenchmarkFailure("\(flag) needs whole numbers of at least 1, got \(text)")
+                    }
+                    return count
+                }
+            }
             while let argument = iterator.next() {
                 switch argument {
                 case "--quick": break
@@ -98,14 +110,16 @@ enum BenchmarkSuite {
                 case "--debounce-runs": debounceRuns = try count(for: argument, minimum: 1)
                 case "--outbox-records": outboxRecords = try count(for: argument, minimum: 1)
                 case "--form-mib": formMegabytes = try count(for: argument, minimum: 1)
-                case "--herd":
-                    herdCounts = try value(for: argument).split(separator: ",").map { text in
-                        guard let count = Int(text), count >= 1 else {
-                            throw BenchmarkFailure("--herd needs counts of at least 1, got \(text)")
+                case "--herd": herdCounts = try counts(for: argument)
+                case "--herd-minutes": herdMinutes = try counts(for: argument)
+                case "--herd-server":
+                    herdServers = try value(for: argument).split(separator: ",").map { name in
+                        switch name {
+                        case "retry-after": .retryAfter(.seconds(5))
+                        case "slots": .slots
+                        default: throw BenchmarkFailure("--herd-server takes retry-after or slots, got \(name)")
                         }
-                        return count
                     }
-                case "--herd-minutes": herdMinutes = try count(for: argument, minimum: 1)
                 case "--herd-pushback": herdPushback = try count(for: argument, minimum: 0)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
@@ -155,7 +169,9 @@ enum BenchmarkSuite {
           --outbox-records R posts in the outbox case 14 opens (default 1000)
           --form-mib F       the file's size in case 18, in MiB (default 32; needs node)
           --herd N,...       outboxes in each herd of case 19 (default 1000,10000)
-          --herd-minutes M   minutes the herd's backlog takes at the server's capacity (default 5)
+          --herd-minutes M,...  minutes each herd's backlog takes at the server's capacity (default 5,25,60)
+          --herd-server S,...   what each herd's server answers past its capacity: retry-after (Retry-After: 5)
+                                or slots (a slot each) (default retry-after,slots)
           --herd-pushback S  the herd's outboxes' pushbackDelay, in seconds (default: the option's, 240)
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
@@ -220,7 +236,7 @@ enum BenchmarkSuite {
         case .form: try FormCase.run(megabytes: options.formMegabytes, schedule: options.schedule)
         case .herd:
             try HerdCase.run(
-                counts: options.herdCounts, minutes: options.herdMinutes,
+                counts: options.herdCounts, minutes: options.herdMinutes, servers: options.herdServers,
                 pushbackDelay: options.herdPushback.map { .seconds($0) })
         }
     }

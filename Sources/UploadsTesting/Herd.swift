@@ -16,24 +16,46 @@ import Darwin
 /// A herd of outboxes back online at once, in virtual time: the herd test
 /// and the Benchmarks' `herd` case.
 ///
-/// Each of `outboxes` outboxes holds one post (four photos and its
-/// document: five requests) when an outage ends. They share one
-/// `TestQueue` and one server double that takes `capacity` requests a
-/// virtual second and answers the rest `503` with `Retry-After`. The
-/// outage lasts ``Configuration/outage``: every upload fails as a phone
-/// without network does, and every post goes to wait for the network.
-/// Then the network comes back, and each outbox is told
-/// (`networkDidChange()`) within ``Configuration/noticeSpread``. The run
-/// ends once every post is published, or after ``Configuration/limit``.
+/// Each of `outboxes` outboxes holds one post (four photos of different
+/// sizes and its document: five requests) when an outage ends. They share
+/// one `TestQueue` and one server double that takes ``Configuration/capacity``
+/// requests a virtual second and answers the rest `503`, with a
+/// `Retry-After` that ``Configuration/server`` chooses. The outage lasts
+/// ``Configuration/outage``: every upload fails as a phone without network
+/// does, and every post goes to wait for the network. Then the network
+/// comes back, and each outbox is told (`networkDidChange()`) within
+/// ``Configuration/noticeSpread``. The run ends once every post is
+/// published, or after ``Configuration/limit``.
 package enum Herd {
+    /// What the server answers the requests past its capacity: `503` with
+    /// a `Retry-After` of
+    package enum Server: Sendable, Equatable, CustomStringConvertible {
+        /// the same number of seconds for everyone;
+        case retryAfter(Duration)
+        /// a slot of each rejected client's own: the time the server takes
+        /// a post at capacity after the slot it gave the client before
+        /// (the i-th rejection in a row told some i × 5 ÷ capacity
+        /// seconds), in whole seconds. A client that comes at its slot or
+        /// later is served, room or not, until its post is in.
+        case slots
+
+        /// `Retry-After: 5`, `slots`.
+        package var description: String {
+            switch self {
+            case .retryAfter(let wait): "Retry-After: \(Int(wait / .seconds(1)))"
+            case .slots: "a slot each"
+            }
+        }
+    }
+
     /// What the herd is, and what its server takes.
     package struct Configuration: Sendable {
         /// How many outboxes, one phone each.
         package var outboxes: Int
         /// The requests the server takes per virtual second.
-        package var capacity: Int
-        /// The server's `Retry-After` on a `503`.
-        package var retryAfter: Duration = .seconds(5)
+        package var capacity: Double
+        /// What the server answers past its capacity.
+        package var server = Server.retryAfter(.seconds(5))
         /// How long the network is down before it comes back.
         package var outage: Duration = .seconds(600)
         /// The span over which the outboxes learn the network is back.
@@ -60,7 +82,7 @@ package enum Herd {
 
         /// A herd of `outboxes` outboxes and a server of `capacity` requests
         /// a second.
-        package init(outboxes: Int, capacity: Int) {
+        package init(outboxes: Int, capacity: Double) {
             self.outboxes = outboxes
             self.capacity = capacity
         }
@@ -68,41 +90,45 @@ package enum Herd {
         /// A server that takes the herd's requests in `minutes` at full
         /// capacity.
         package init(outboxes: Int, drainingIn minutes: Int) {
-            self.init(outboxes: outboxes, capacity: max(1, outboxes * Herd.requestsPerPost / (minutes * 60)))
+            self.init(outboxes: outboxes, capacity: Double(outboxes * Herd.requestsPerPost) / Double(minutes * 60))
         }
     }
 
     /// The requests of one post: four photos and the document.
     package static let requestsPerPost = 5
 
+    /// The sizes of each post's photos, in bytes, in the post's order.
+    package static let photoSizes = [3_000_000, 1_000_000, 4_000_000, 2_000_000]
+
     /// What the server saw after the outage.
     package struct Report: Sendable {
         /// The herd.
         package var outboxes: Int
         /// The requests the server took per second.
-        package var capacity: Int
-        /// The most requests that came in one virtual second, after the
-        /// first minute since the outage ended.
-        package var busiestSecond: Int
-        /// The most requests that came in one virtual second in the first
-        /// minute.
-        package var busiestSecondInFirstMinute: Int
-        /// The most requests that came in ``peakWindow`` (any run of that
-        /// many seconds), after the first minute.
-        package var busiestWindow: Int
+        package var capacity: Double
+        /// What the server answered past its capacity.
+        package var server: Server
+        /// Requests that came in each virtual second since the outage
+        /// ended.
+        package var arrivals: [Int: Int]
         /// From the outage's end to the last post published; `nil` when
         /// some were not published within the run's limit.
         package var published: Duration?
         /// The posts published.
         package var publishedCount: Int
-        /// Requests answered `503`.
+        /// Requests answered `503`, and the bytes they carried.
         package var rejected: Int
-        /// Requests that stored something.
+        package var rejectedBytes: Int64
+        /// Requests that stored something, and the bytes they carried.
         package var useful: Int
+        package var usefulBytes: Int64
+        /// The most requests of one phone answered `503` in the first
+        /// minute.
+        package var mostRejectedOfOnePhoneInFirstMinute: Int
 
         /// The time the backlog takes at full capacity.
         package var ideal: Duration {
-            .seconds(Double(outboxes * Herd.requestsPerPost) / Double(capacity))
+            .seconds(Double(outboxes * Herd.requestsPerPost) / capacity)
         }
 
         /// The seconds over which load is counted: at some sixteen
@@ -110,12 +136,30 @@ package enum Herd {
         /// capacity already make single seconds 1.7 times busier.
         package static let peakWindow = 10
 
-        /// The peak load after the first minute, counted over
-        /// ``peakWindow``, over the capacity.
-        package var peakRatio: Double { Double(busiestWindow) / Double(Self.peakWindow * capacity) }
+        /// The most requests in ``peakWindow`` seconds in a row, all of
+        /// them in `seconds` (since the outage ended), over what the server
+        /// takes in that time.
+        package func peak(in seconds: Range<Int>) -> Double {
+            let last = min(seconds.upperBound, (arrivals.keys.max() ?? 0) + 1)
+            guard last - seconds.lowerBound >= Self.peakWindow else { return 0 }
+            let busiest =
+                (seconds.lowerBound...(last - Self.peakWindow)).map { start in
+                    (start..<start + Self.peakWindow).reduce(0) { $0 + (arrivals[$1] ?? 0) }
+                }.max() ?? 0
+            return Double(busiest) / (Double(Self.peakWindow) * capacity)
+        }
 
-        /// The busiest second after the first minute over the capacity.
-        package var busiestSecondRatio: Double { Double(busiestSecond) / Double(capacity) }
+        /// The peak load in the first minute.
+        package var peakInFirstMinute: Double { peak(in: 0..<60) }
+
+        /// The peak load after the first minute.
+        package var peakRatio: Double { peak(in: 60..<Int.max) }
+
+        /// The peak load after the first tenth of the ideal time (or the
+        /// first minute, when that is later).
+        package var peakAfterFirstTenth: Double {
+            peak(in: max(60, Int((ideal / .seconds(1)) / 10))..<Int.max)
+        }
 
         /// The time to publish every post over the ideal time; infinite when
         /// some were not published.
@@ -126,12 +170,58 @@ package enum Herd {
         /// Rejected requests per useful one.
         package var rejectedRatio: Double { Double(rejected) / Double(max(useful, 1)) }
 
-        /// `herd N: peak P× capacity, published in T× the ideal time, R
-        /// rejected per useful request`.
+        /// Rejected requests per phone.
+        package var rejectedPerPhone: Double { Double(rejected) / Double(max(outboxes, 1)) }
+
+        /// The bytes of rejected requests over those of useful ones.
+        package var rejectedBytesRatio: Double { Double(rejectedBytes) / Double(max(usefulBytes, 1)) }
+
+        /// `herd N (server): peak P× capacity, published in T× the ideal
+        /// time, R rejected per useful request`.
         package var line: String {
             let time = published == nil ? "not all published" : "published in \(Self.format(timeRatio))× the ideal time"
-            return "herd \(outboxes): peak \(Self.format(peakRatio))× capacity, \(time), "
+            return "herd \(outboxes) (\(server)): peak \(Self.format(peakAfterFirstTenth))× capacity, \(time), "
                 + "\(Self.format(rejectedRatio)) rejected per useful request"
+        }
+
+        /// A figure of the run against its goal.
+        package struct Goal: Sendable {
+            /// What it measures, as the note's table names it.
+            package var name: String
+            package var value: Double
+            /// The most it may be.
+            package var limit: Double
+
+            package var isMet: Bool { value <= limit }
+        }
+
+        /// The goals for this server (every one at most its limit):
+        /// against one `Retry-After` for everyone, the peak after the first
+        /// tenth of the ideal time ≤ 2×, every post within 2× the ideal
+        /// time, ≤ 1.5 rejected requests per useful one, rejected bytes ≤
+        /// 5 % of useful ones; against a slot each, the peak after the
+        /// first minute ≤ 1.5×, every post within 1.3× the ideal time,
+        /// ≤ 1.5 rejected requests per phone; and in the first minute, at
+        /// most one rejected request a phone.
+        package var goals: [Goal] {
+            let firstMinute = Goal(
+                name: "rejected of one phone, first minute", value: Double(mostRejectedOfOnePhoneInFirstMinute),
+                limit: 1)
+            return switch server {
+            case .retryAfter:
+                [
+                    Goal(name: "peak after the first tenth", value: peakAfterFirstTenth, limit: 2),
+                    Goal(name: "last post ÷ ideal", value: timeRatio, limit: 2),
+                    Goal(name: "rejected per useful", value: rejectedRatio, limit: 1.5),
+                    Goal(name: "rejected bytes ÷ useful", value: rejectedBytesRatio, limit: 0.05), firstMinute,
+                ]
+            case .slots:
+                [
+                    Goal(name: "peak after the first minute", value: peakRatio, limit: 1.5),
+                    Goal(name: "last post ÷ ideal", value: timeRatio, limit: 1.3),
+                    Goal(name: "rejected per phone", value: rejectedPerPhone, limit: 1.5), firstMinute,
+                ]
+            }
         }
 
         private static func format(_ value: Double) -> String {
@@ -147,12 +237,21 @@ package enum Herd {
     package static func run(_ configuration: Configuration, in folder: URL) throws -> Report {
         allowOpenFiles(configuration.outboxes + 256)
         let queue = TestQueue(maxSteps: .max)
-        let server = Server(queue: queue, configuration: configuration)
         let fileManager = FileManager.default
         try fileManager.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? fileManager.removeItem(at: folder) }
-        let photo = folder.appendingPathComponent("photo.jpg")
-        try Data(repeating: 7, count: 1_000).write(to: photo)
+        // Sparse: the server double reads sizes, not bytes.
+        let photos = try photoSizes.enumerated().map { number, size in
+            let photo = folder.appendingPathComponent("photo-\(number + 1).jpg")
+            try Data().write(to: photo)
+            let handle = try FileHandle(forWritingTo: photo)
+            defer { try? handle.close() }
+            try handle.truncate(atOffset: UInt64(size))
+            return photo
+        }
+        let server = ServerDouble(
+            queue: queue, configuration: configuration,
+            sizes: Dictionary(uniqueKeysWithValues: zip(photos.map(\.lastPathComponent), photoSizes)))
         var outboxes: [Outbox] = []
         defer { for outbox in outboxes { outbox.close() } }
         for index in 0..<configuration.outboxes {
@@ -164,8 +263,8 @@ package enum Herd {
             try outbox.add(
                 Post(
                     text: "Back online \(index)",
-                    photos: (1...4).map {
-                        Photo(file: photo, destination: base.appendingPathComponent("photo-\($0).jpg"))
+                    photos: photos.map {
+                        Photo(file: $0, destination: base.appendingPathComponent($0.lastPathComponent))
                     },
                     destination: URL(string: "https://media.example.com/posts/\(index).json")!))
         }
@@ -199,33 +298,49 @@ package enum Herd {
         _ = setrlimit(resource, &limit)
     }
 
-    /// The server double: `capacity` requests a virtual second, `503` past
-    /// them; no network at all until ``comeBack()``.
-    private final class Server: Uploader, Sendable {
+    /// The server double: `capacity` requests a virtual second (a bucket
+    /// of a second's requests, refilled as time goes), `503` past them; no
+    /// network at all until ``comeBack()``.
+    private final class ServerDouble: Uploader, Sendable {
         private struct State {
             var isOnline = false
             /// Virtual time the network came back.
             var back: Duration = .zero
-            /// Requests per virtual second since then, and taken.
+            /// Requests the server may take now, and when it last counted.
+            var tokens = 0.0
+            var counted: Duration = .zero
+            /// The slot given last, since the network came back.
+            var lastSlot: Duration = .zero
+            /// The slot of each client given one, since the network came
+            /// back, and the clients served until their post is in.
+            var slots: [String: Duration] = [:]
+            var served: Set<String> = []
+            /// Requests per virtual second since then.
             var arrivals: [Int: Int] = [:]
-            var taken: [Int: Int] = [:]
             var rejected = 0
+            var rejectedBytes: Int64 = 0
             var useful = 0
+            var usefulBytes: Int64 = 0
+            /// Rejected requests per phone in the first minute.
+            var rejectedInFirstMinute: [String: Int] = [:]
             var published = 0
             var lastPublished: Duration?
         }
 
         private enum Answer {
-            case noNetwork, busy, stored
+            case noNetwork, busy(retryAfter: Int), stored
         }
 
         private let queue: TestQueue
         private let configuration: Configuration
+        /// The bytes of each photo, by file name.
+        private let sizes: [String: Int]
         private let state = Lock(State())
 
-        init(queue: TestQueue, configuration: Configuration) {
+        init(queue: TestQueue, configuration: Configuration, sizes: [String: Int]) {
             self.queue = queue
             self.configuration = configuration
+            self.sizes = sizes
         }
 
         var publishedCount: Int { state.withLock { $0.published } }
@@ -235,40 +350,77 @@ package enum Herd {
             state.withLock { state in
                 state.isOnline = true
                 state.back = now
+                state.counted = now
+                state.tokens = max(1, configuration.capacity)
+            }
+        }
+
+        /// The bytes `media` carries.
+        private func bytes(of media: Media) -> Int64 {
+            switch media.content {
+            case .bytes(let data): Int64(data.count)
+            case .file(let file): Int64(sizes[file.lastPathComponent] ?? 0)
             }
         }
 
         func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
             Job { [self] controller in
                 let now = queue.now
+                let bytes = bytes(of: media)
+                let destination = media.destination
                 let answer = state.withLock { state -> Answer in
                     guard state.isOnline else { return .noNetwork }
-                    let second = Int((now - state.back) / .seconds(1))
-                    state.arrivals[second, default: 0] += 1
-                    guard state.taken[second, default: 0] < configuration.capacity else {
-                        state.rejected += 1
-                        return .busy
+                    let since = now - state.back
+                    state.arrivals[Int(since / .seconds(1)), default: 0] += 1
+                    let capacity = configuration.capacity
+                    state.tokens = min(
+                        max(1, capacity), state.tokens + capacity * ((now - state.counted) / .seconds(1)))
+                    state.counted = now
+                    let phone = Self.phone(of: destination)
+                    // A slot server serves a client that came at its slot
+                    // (or later) until its post is in, room or not.
+                    if state.slots[phone].map({ $0 <= since }) == true {
+                        state.slots[phone] = nil
+                        state.served.insert(phone)
                     }
-                    state.taken[second, default: 0] += 1
-                    return .stored
+                    guard state.tokens < 1 && !state.served.contains(phone) else {
+                        state.tokens -= 1
+                        return .stored
+                    }
+                    state.rejected += 1
+                    state.rejectedBytes += bytes
+                    if since < .seconds(60) {
+                        state.rejectedInFirstMinute[phone, default: 0] += 1
+                    }
+                    switch configuration.server {
+                    case .retryAfter(let wait):
+                        return .busy(retryAfter: Int(wait / .seconds(1)))
+                    case .slots:
+                        let post = Double(Herd.requestsPerPost) / capacity
+                        state.lastSlot = max(state.lastSlot, since) + .seconds(post)
+                        let seconds = Int(((state.lastSlot - since) / .seconds(1)).rounded(.up))
+                        state.slots[phone] = since + .seconds(seconds)
+                        return .busy(retryAfter: seconds)
+                    }
                 }
-                let destination = media.destination
-                let delay = answer == .stored ? configuration.serviceTime : configuration.answerTime
+                let delay: Duration
+                if case .stored = answer { delay = configuration.serviceTime } else { delay = configuration.answerTime }
                 let timer = queue.enqueue(after: delay) { [self] in
                     switch answer {
                     case .noNetwork:
                         controller.fail(with: UploadError.network(destination, URLError(.notConnectedToInternet)))
-                    case .busy:
-                        let seconds = configuration.retryAfter / .seconds(1)
+                    case .busy(let seconds):
                         let receipt = UploadReceipt(
-                            destination: destination, status: 503, headers: ["Retry-After": "\(Int(seconds))"])
+                            destination: destination, status: 503, headers: ["Retry-After": "\(seconds)"])
                         controller.fail(with: UploadError.httpStatus(receipt))
                     case .stored:
                         let isDocument = destination.pathExtension == "json"
                         let now = queue.now
                         state.withLock { state in
                             state.useful += 1
+                            state.usefulBytes += bytes
                             if isDocument {
+                                state.served.remove(Self.phone(of: destination))
                                 state.published += 1
                                 state.lastPublished = now - state.back
                             }
@@ -280,25 +432,24 @@ package enum Herd {
             }
         }
 
-        /// The most arrivals in ``Report/peakWindow`` seconds in a row, the
-        /// first of them at `first` or later.
-        private static func busiestWindow(_ arrivals: [Int: Int], from first: Int) -> Int {
-            let last = arrivals.keys.max() ?? 0
-            guard last >= first else { return 0 }
-            return (first...last).map { start in
-                (start..<start + Report.peakWindow).reduce(0) { $0 + (arrivals[$1] ?? 0) }
-            }.max() ?? 0
+        /// The phone that sends to `destination`: its number, in the path
+        /// of its photos (`/7/photo-1.jpg`) and its document's name
+        /// (`/posts/7.json`).
+        private static func phone(of destination: URL) -> String {
+            destination.pathExtension == "json"
+                ? destination.deletingPathExtension().lastPathComponent
+                : destination.deletingLastPathComponent().lastPathComponent
         }
 
         func report(outboxes: Int) -> Report {
             state.withLock { state in
                 Report(
-                    outboxes: outboxes, capacity: configuration.capacity,
-                    busiestSecond: state.arrivals.filter { $0.key >= 60 }.values.max() ?? 0,
-                    busiestSecondInFirstMinute: state.arrivals.filter { $0.key < 60 }.values.max() ?? 0,
-                    busiestWindow: Self.busiestWindow(state.arrivals, from: 60),
+                    outboxes: outboxes, capacity: configuration.capacity, server: configuration.server,
+                    arrivals: state.arrivals,
                     published: state.published == outboxes ? state.lastPublished : nil,
-                    publishedCount: state.published, rejected: state.rejected, useful: state.useful)
+                    publishedCount: state.published, rejected: state.rejected, rejectedBytes: state.rejectedBytes,
+                    useful: state.useful, usefulBytes: state.usefulBytes,
+                    mostRejectedOfOnePhoneInFirstMinute: state.rejectedInFirstMinute.values.max() ?? 0)
             }
         }
     }

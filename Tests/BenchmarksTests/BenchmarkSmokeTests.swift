@@ -45,11 +45,12 @@ struct BenchmarkSmokeTests {
     }
 
     @Test func theHerdCaseEndsWithOneLinePerHerd() async throws {
-        let report = try await onOwnThread { try HerdCase.run(counts: [20, 30], minutes: 1) }
-        #expect(report.table?.count == 4, "a header, its rule and a row per herd")
+        let report = try await onOwnThread { try HerdCase.run(counts: [20, 30], minutes: [1]) }
+        #expect(report.table?.count == 6, "a header, its rule and a row per herd: two counts, two servers")
         let lines = report.notes.filter { $0.hasPrefix("herd ") }
-        #expect(lines.count == 2)
-        #expect(lines.first?.hasPrefix("herd 20: peak ") == true)
+        #expect(lines.count == 4)
+        #expect(lines.first?.hasPrefix("herd 20 (Retry-After: 5): peak ") == true)
+        #expect(lines.last?.hasPrefix("herd 30 (a slot each): peak ") == true)
         #expect(lines.allSatisfy { $0.hasSuffix(" rejected per useful request") })
         #expect(report.markdown.contains("| outboxes |"))
     }

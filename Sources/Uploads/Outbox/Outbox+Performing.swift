@@ -53,11 +53,12 @@ extension Outbox {
     /// Arms `timer` on the queue, and hands it to the machine.
     private func arm(_ timer: OutboxStateMachine.Timer) {
         // Weak: a timer does not keep an outbox the app let go of.
-        let work = queue.enqueue(after: timer.delay(options)) { [weak self] in
+        let delay = timer.delay(options)
+        let work = queue.enqueue(after: delay) { [weak self] in
             guard let self else { return }
             perform(changing { $0.fired(timer) })
         }
-        if !changing({ $0.armed(timer, until: work) }) { work.cancel() }
+        if !changing({ $0.armed(timer, lasting: delay, until: work) }) { work.cancel() }
     }
 
     /// Performs one upload the machine started.
@@ -127,6 +128,9 @@ extension Outbox {
             journal.removeCopies(of: record)
         }
         for record in effects.removals { journal.remove(record) }
+        // Kept as well as it can be: a streak lost starts the next hold
+        // over, and loses no post.
+        if let streaks = effects.streaks { try? journal.save(streaks) }
         // A list is told once the writes it rests on are made. When one
         // failed, the machine's next list, which shows that post failed,
         // is told instead: an app may delete its files on `.published`.

@@ -158,17 +158,29 @@ extension Outbox {
         /// outage cut off, which all see the network come back within
         /// seconds, do not all send at once. Zero tries them at once.
         public var networkWakeWindow: Duration
-        /// How long, at most, the outbox sends nothing more to a host that
-        /// pushed back (a `429` or `503`, or three transient failures in a
-        /// row), on top of the `Retry-After` it asked for: a wait drawn at
+        /// How long, at most, the outbox sends nothing more to a host the
+        /// first time it pushes back (a `429` or `503`, or three transient
+        /// failures in a row) without a `Retry-After`: a wait drawn at
         /// random below it, from the retry policy's generator, so that the
         /// phones a server turned away together come back spread over it.
-        /// Set it near the time the app's backend takes to catch up after
-        /// an outage; zero honours `Retry-After` alone. A hold that
-        /// transient failures started ends when the outbox tries its
-        /// waiting posts after ``Outbox/networkDidChange()``: those
-        /// failures may have been the phone's network.
+        /// A server's `Retry-After` is its slot, obeyed with up to a fifth
+        /// more, until the server turns the outbox away again after one.
+        /// Each pushback in a row after that draws below a longer ceiling,
+        /// twice the time the host has held the outbox since it last took
+        /// its fill of requests (the longer an outbox has been turned
+        /// away, the longer the backlog it is in), up to
+        /// ``maxPushbackDelay``, or obeys the `Retry-After` if that is
+        /// longer. Zero honours `Retry-After` alone. A hold that transient
+        /// failures started ends when the outbox tries its waiting posts
+        /// after ``Outbox/networkDidChange()``: those failures may have
+        /// been the phone's network.
         public var pushbackDelay: Duration
+        /// The most the ceiling of a hold's drawn wait grows to, however
+        /// long the host has turned the outbox away.
+        public var maxPushbackDelay: Duration
+        /// The longest `Retry-After` the outbox obeys: a server that asks
+        /// for more is held for this long.
+        public var maxRetryAfter: Duration
 
         /// Creates options.
         /// - Parameters:
@@ -184,16 +196,22 @@ extension Outbox {
         ///   - networkWakeWindow: How long ``Outbox/networkDidChange()``
         ///     may wait before it tries the waiting posts again; 10
         ///     seconds by default, zero for at once.
-        ///   - pushbackDelay: The most the outbox waits, on top of a
-        ///     `Retry-After`, before it sends again to a server that pushed
-        ///     back; 4 minutes by default.
+        ///   - pushbackDelay: The most the outbox waits before it sends
+        ///     again to a server that pushed back once without a
+        ///     `Retry-After`; 4 minutes by default.
+        ///   - maxPushbackDelay: The most the ceiling of that wait grows
+        ///     to as pushbacks go on; 15 minutes by default.
+        ///   - maxRetryAfter: The longest `Retry-After` the outbox obeys;
+        ///     an hour by default.
         public init(
             publishing: PublishOptions = PublishOptions(),
             maxBytesInFlight: Int64 = 64 * 1024 * 1024,
             networkRetryDelay: Duration = .seconds(30),
             maxNetworkRetryDelay: Duration = .seconds(15 * 60),
             networkWakeWindow: Duration = .seconds(10),
-            pushbackDelay: Duration = .seconds(4 * 60)
+            pushbackDelay: Duration = .seconds(4 * 60),
+            maxPushbackDelay: Duration = .seconds(15 * 60),
+            maxRetryAfter: Duration = .seconds(3600)
         ) {
             self.publishing = publishing
             self.maxBytesInFlight = maxBytesInFlight
@@ -201,6 +219,8 @@ extension Outbox {
             self.maxNetworkRetryDelay = maxNetworkRetryDelay
             self.networkWakeWindow = networkWakeWindow
             self.pushbackDelay = pushbackDelay
+            self.maxPushbackDelay = maxPushbackDelay
+            self.maxRetryAfter = maxRetryAfter
         }
     }
 }

@@ -39,10 +39,11 @@ import JobKit
 ///
 /// An outbox is one client to each host, however many of its uploads go
 /// there: a `429` or `503`, or three transient failures in a row, holds
-/// every upload to that host for its `Retry-After` plus a wait drawn below
-/// ``Options/pushbackDelay``, and halves the requests in flight to it until
-/// the host stores them again. Its own waits are jittered too, so that the
-/// phones an outage cut off do not come back in step.
+/// every upload to that host (for its `Retry-After`, or a wait drawn below
+/// ``Options/pushbackDelay`` whose ceiling grows as pushbacks go on), and
+/// halves the requests in flight to it until the host stores them again.
+/// Its own waits are jittered too, so that the phones an outage cut off do
+/// not come back in step.
 ///
 /// Its requests go by each uploader's own session, or by a background
 /// `URLSession` (``Transfers/background(identifier:)``), whose transfers go
@@ -149,6 +150,7 @@ public final class Outbox: Sendable {
         }
         let (records, corrupt) = journal.load()
         var machine = OutboxStateMachine(folder: folder, options: options)
+        machine.load(journal.loadStreaks())
         for record in records.sorted(by: { $0.sequence < $1.sequence }) {
             let leftovers = machine.load(record, weights: Self.weights(of: record, uploader))
             if let older = leftovers.older { journal.remove(older) }
@@ -388,6 +390,11 @@ extension Outbox.Options {
             networkWakeWindow >= .zero, "networkWakeWindow", "must not be negative, got \(networkWakeWindow)")
         try InvalidOptionError.check(
             pushbackDelay >= .zero, "pushbackDelay", "must not be negative, got \(pushbackDelay)")
+        try InvalidOptionError.check(
+            maxPushbackDelay >= pushbackDelay, "maxPushbackDelay",
+            "must be at least pushbackDelay (\(pushbackDelay)), got \(maxPushbackDelay)")
+        try InvalidOptionError.check(
+            maxRetryAfter >= .zero, "maxRetryAfter", "must not be negative, got \(maxRetryAfter)")
     }
 }
 

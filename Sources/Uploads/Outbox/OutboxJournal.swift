@@ -20,12 +20,17 @@ import Darwin
 /// - `media/`: the outbox's copies of photos and videos given as bytes in
 ///   memory, until their post is published.
 /// - `corrupt/`: files of `posts/` that were not records, moved aside.
+/// - `hosts.json`: the pushbacks in a row of each host that has turned
+///   the outbox away since it last took a request, replaced as a record
+///   is.
 /// - `lock`: locked while an outbox has the folder open.
 final class OutboxJournal: Sendable {
     let folder: URL
     let records: URL
     let copies: URL
     let corrupt: URL
+    /// The hosts' streaks of pushbacks.
+    let streaks: URL
     private let lock: FolderLock
     private let writer: DurableFileWriter
 
@@ -37,6 +42,7 @@ final class OutboxJournal: Sendable {
         records = folder.appendingPathComponent("posts", isDirectory: true)
         copies = folder.appendingPathComponent("media", isDirectory: true)
         corrupt = folder.appendingPathComponent("corrupt", isDirectory: true)
+        streaks = folder.appendingPathComponent("hosts.json")
         self.writer = writer
         let lock: FolderLock?
         do {
@@ -104,6 +110,33 @@ final class OutboxJournal: Sendable {
             try? FileManager.default.removeItem(at: copies.appendingPathComponent(name))
         }
         return (loaded, setAside)
+    }
+
+    /// The hosts' streaks of pushbacks, by host; none when the file is
+    /// missing or unreadable (a hold then starts its streak over). A
+    /// temporary file that a kill left is removed.
+    func loadStreaks() -> [String: OutboxPacer.Streak] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names where name.hasPrefix(".\(streaks.lastPathComponent).") && name.hasSuffix(".tmp") {
+            try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        }
+        guard let data = try? Data(contentsOf: streaks) else { return [:] }
+        return (try? JSONDecoder().decode([String: OutboxPacer.Streak].self, from: data)) ?? [:]
+    }
+
+    /// Replaces the hosts' streaks of pushbacks, atomically and durably;
+    /// removes the file when there are none.
+    func save(_ streaks: [String: OutboxPacer.Streak]) throws {
+        guard !streaks.isEmpty else {
+            if FileManager.default.fileExists(atPath: self.streaks.path) {
+                try FileManager.default.removeItem(at: self.streaks)
+                try writer.syncFolder(folder)
+            }
+            return
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try replace(self.streaks, with: try encoder.encode(streaks))
     }
 
     /// Where `record` lives.

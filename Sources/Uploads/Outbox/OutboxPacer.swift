@@ -14,11 +14,14 @@ import JobKit
 ///
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
-/// is over, whichever upload it belongs to. The wait is the server's
-/// `Retry-After` (at most the retry policy's
-/// ``RetryPolicy/maximumRetryAfter``) plus a wait drawn at random below
-/// ``Outbox/Options/pushbackDelay``: the phones a server turned away
-/// together come back spread over it. A failure of a phone without
+/// is over, whichever upload it belongs to. Pushbacks in a row are a
+/// streak (``Streak``), which ends when the host takes its fill of
+/// requests again, and is kept in the journal. The wait
+/// (``Outbox/Options/holdDelay(_:)``) is the server's `Retry-After` at the
+/// start of a streak, its slot; otherwise a wait drawn below a ceiling
+/// that grows with the time the streak has held the outbox: the phones a
+/// server turned away together come back spread over it, and the longer
+/// the backlog they are in, the wider. A failure of a phone without
 /// network says nothing of the server, but the network it comes back to
 /// may be everyone's: the window closes to one request, which probes the
 /// server before the rest go.
@@ -49,16 +52,75 @@ struct OutboxPacer: Sendable {
         /// The end of the hold, and which hold it ends.
         var release: DelayedWork?
         var holdID = 0
+        /// The pushbacks since the host last took its fill of requests.
+        var streak: Streak?
+        /// Whether the host pushed back again after a hold for its
+        /// `Retry-After`: its answer is not a slot it keeps.
+        var breaksSlots = false
     }
 
-    /// A hold to arm: the host `key` takes no request until it ends, after
-    /// `asked` and a wait drawn below the pushback delay.
+    /// The pushbacks a host gave since it last took its fill of requests
+    /// (as many in a row as the outbox sends it at once): the longer it has
+    /// turned the outbox away, the longer the backlog it is in, and the
+    /// longer its next hold. Kept in the outbox's journal, so an app killed
+    /// and relaunched goes on where it was.
+    struct Streak: Sendable, Equatable, Codable {
+        /// Pushbacks in a row.
+        var pushbacks: Int
+        /// The holds of those pushbacks, together: how long the host has
+        /// turned the outbox away.
+        var held: Duration
+
+        private enum CodingKeys: String, CodingKey {
+            case pushbacks
+            case heldSeconds
+        }
+
+        init(pushbacks: Int, held: Duration) {
+            self.pushbacks = pushbacks
+            self.held = held
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            pushbacks = try container.decode(Int.self, forKey: .pushbacks)
+            held = .seconds(try container.decode(Double.self, forKey: .heldSeconds))
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(pushbacks, forKey: .pushbacks)
+            try container.encode(held / .seconds(1), forKey: .heldSeconds)
+        }
+    }
+
+    /// A hold to arm: the host `key` takes no request until it ends: after
+    /// the server's `Retry-After`, or a wait drawn below a ceiling that
+    /// grows with the streak, whichever is longer
+    /// (``Outbox/Options/holdDelay(_:)``).
     struct Hold: Sendable, Equatable {
         let key: String
-        /// The server's `Retry-After`, capped.
+        /// The server's `Retry-After`, at most the outbox's
+        /// ``Outbox/Options/maxRetryAfter``.
         let asked: Duration
+        /// The host's pushbacks in a row, this one included, and how long
+        /// the holds before it lasted.
+        let streak: Streak
+        /// Whether the hold is the server's slot: the first of a streak,
+        /// with a `Retry-After`, toward a host that kept its slots so far.
+        var isSlot: Bool { asked > .zero && streak.pushbacks == 1 && !breaksSlots }
+        /// Whether the host pushed back after a hold for its `Retry-After`.
+        var breaksSlots = false
         /// Tells this hold from a later one of the host.
         let id: Int
+
+        init(key: String, asked: Duration, streak: Streak, breaksSlots: Bool = false, id: Int) {
+            self.key = key
+            self.asked = asked
+            self.streak = streak
+            self.breaksSlots = breaksSlots
+            self.id = id
+        }
     }
 
     /// What is left to do once the lock is released, in this order.
@@ -72,12 +134,15 @@ struct OutboxPacer: Sendable {
         /// The hosts that take requests again, or more of them: the outbox
         /// starts the uploads it held back.
         var opened: [String] = []
+        /// Whether a host's streak changed: the journal keeps them.
+        var streaksChanged = false
 
         mutating func append(_ other: Actions) {
             timers += other.timers
             hold = hold ?? other.hold
             requests += other.requests
             opened += other.opened
+            streaksChanged = streaksChanged || other.streaksChanged
         }
     }
 
@@ -98,6 +163,7 @@ struct OutboxPacer: Sendable {
     private var nextTicket = 0
     private(set) var isClosed = false
     private let maxWindow: Int
+    /// The longest `Retry-After` the outbox obeys.
     private let maximumRetryAfter: Duration
     /// Whether a pushback that asks for no wait holds the host all the
     /// same: the pushback delay is above zero.
@@ -105,8 +171,21 @@ struct OutboxPacer: Sendable {
 
     init(options: Outbox.Options) {
         maxWindow = options.publishing.maxConcurrentUploads
-        maximumRetryAfter = options.publishing.retry.maximumRetryAfter
+        maximumRetryAfter = options.maxRetryAfter
         holdsWithoutRetryAfter = options.pushbackDelay > .zero
+    }
+
+    /// The streak of each host that has one: what the journal keeps.
+    var streaks: [String: Streak] {
+        hosts.compactMapValues(\.streak)
+    }
+
+    /// Takes up the streaks the journal kept: the next pushback of each
+    /// host goes on from its streak.
+    mutating func resume(_ streaks: [String: Streak]) {
+        for (key, streak) in streaks {
+            hosts[key, default: Host(window: maxWindow)].streak = streak
+        }
     }
 
     /// The key of `url`'s host: scheme, host and port.
@@ -158,12 +237,16 @@ struct OutboxPacer: Sendable {
         host.inFlight -= 1
         let window = host.window
         var hold: Hold?
+        let streak = host.streak
         // Sent before the last pushback: old news, its slot aside.
         let heard = epoch == host.epoch ? failure : .cancelled
         switch heard {
         case nil:
             host.transientRun = 0
             host.window = min(maxWindow, host.window + 1)
+            // It took as many requests in a row as the outbox sends it at
+            // once: the backlog it was in is over.
+            if host.window == maxWindow { host.streak = nil }
         case .offline:
             // Says nothing of the server, but the network it comes back
             // to may be everyone's: one request probes it.
@@ -186,14 +269,18 @@ struct OutboxPacer: Sendable {
         hosts[key] = host
         // A window that opened takes an upload the outbox held back.
         let opens = host.window > window && !host.isHeld
-        return Actions(hold: hold, requests: admitWaiting(key), opened: opens ? [key] : [])
+        return Actions(
+            hold: hold, requests: admitWaiting(key), opened: opens ? [key] : [],
+            streaksChanged: host.streak != streak)
     }
 
-    /// `hold` was armed: `release` ends it. `false` when the hold is over
-    /// already (or the outbox closed): cancel `release`.
-    mutating func armed(_ hold: Hold, until release: DelayedWork) -> Bool {
+    /// `hold` was armed, to last `duration`: `release` ends it. `false`
+    /// when the hold is over already (or the outbox closed): cancel
+    /// `release`. The host's streak counts the hold's duration.
+    mutating func armed(_ hold: Hold, lasting duration: Duration, until release: DelayedWork) -> Bool {
         guard !isClosed, hosts[hold.key]?.isHeld == true, hosts[hold.key]?.holdID == hold.id else { return false }
         hosts[hold.key]?.release = release
+        hosts[hold.key]?.streak = Streak(pushbacks: hold.streak.pushbacks, held: hold.streak.held + duration)
         return true
     }
 
@@ -244,7 +331,13 @@ struct OutboxPacer: Sendable {
         host.isHeld = true
         host.isHeldForFailures = forFailures
         host.holdID += 1
-        return Hold(key: key, asked: asked, id: host.holdID)
+        // Counted now; its duration once drawn and armed.
+        let streak = Streak(pushbacks: (host.streak?.pushbacks ?? 0) + 1, held: host.streak?.held ?? .zero)
+        // Turned away again after a hold for its slot: its slots do not
+        // hold, and its word alone no longer holds the outbox.
+        if streak.pushbacks > 1, asked > .zero { host.breaksSlots = true }
+        host.streak = streak
+        return Hold(key: key, asked: asked, streak: streak, breaksSlots: host.breaksSlots, id: host.holdID)
     }
 
     /// Admits the waiting requests the host `key` takes now; marks them

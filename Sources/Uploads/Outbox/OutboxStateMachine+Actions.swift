@@ -14,7 +14,8 @@ extension OutboxStateMachine {
         /// Media whose resumable uploads to discard: their post was
         /// removed.
         var discards: [Media] = []
-        /// Timers to arm, each then handed back (``armed(_:until:)``).
+        /// Timers to arm, each then handed back
+        /// (``armed(_:lasting:until:)``).
         var timers: [Timer] = []
         /// Requests the pacer admitted, to perform.
         var requests: [@Sendable () -> Void] = []
@@ -50,7 +51,7 @@ extension OutboxStateMachine {
             switch self {
             case .wake(_, let waits): options.delayBeforeTry(afterWaits: waits)
             case .notice: options.networkWakeWindow * options.publishing.retry.jitter()
-            case .hold(let hold): hold.asked + options.pushbackDelay * options.publishing.retry.jitter()
+            case .hold(let hold): options.holdDelay(hold)
             }
         }
     }
@@ -95,10 +96,40 @@ extension OutboxStateMachine {
         /// copy of the dictionary costs nothing until it is changed).
         var snapshot: [URL: Tracked]?
         var observers: [AsyncStream<[Outbox.Entry]>.Continuation] = []
+        /// The hosts' streaks of pushbacks, to keep, when they changed.
+        var streaks: [String: OutboxPacer.Streak]?
     }
 }
 
 extension Outbox.Options {
+    /// How much the ceiling of a hold's drawn wait grows with the time the
+    /// host has held the outbox in its streak.
+    static let holdGrowth = 2.0
+    /// The least share of its ceiling a hold's drawn wait takes.
+    static let holdFloor = 0.1
+    /// The most a hold adds to a server's `Retry-After`, as a share of it.
+    static let retryAfterJitter = 0.2
+
+    /// How long `hold` lasts. A server's `Retry-After` is its slot: the
+    /// first pushback in a row that names one is held for it, with up to a
+    /// fifth more, unless the host turned the outbox away after such a
+    /// hold before. Otherwise the wait is drawn between a tenth of a
+    /// ceiling and the ceiling, or is the `Retry-After` if that is longer.
+    /// The ceiling is ``pushbackDelay`` at first; then twice as long as
+    /// the host has held the outbox in this streak, once that is longer;
+    /// never more than ``maxPushbackDelay``. With no pushback delay, the
+    /// `Retry-After` alone, exactly. Drawn from the retry policy's
+    /// generator.
+    func holdDelay(_ hold: OutboxPacer.Hold) -> Duration {
+        // Zero: the server's word alone.
+        guard pushbackDelay > .zero else { return hold.asked }
+        let asked = hold.asked * (1 + Self.retryAfterJitter * publishing.retry.jitter())
+        guard !hold.isSlot else { return asked }
+        let ceiling = min(maxPushbackDelay, max(pushbackDelay, hold.streak.held * Self.holdGrowth))
+        let drawn = ceiling * (Self.holdFloor + (1 - Self.holdFloor) * publishing.retry.jitter())
+        return max(asked, drawn)
+    }
+
     /// The wait before a post is tried again after its `waits`-th wait in a
     /// row for the network: drawn at random below a ceiling of
     /// ``networkRetryDelay``, doubled each time, at most

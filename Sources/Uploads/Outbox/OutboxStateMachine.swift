@@ -47,6 +47,9 @@ struct OutboxStateMachine: Sendable {
     private var toRemoveCopies: [OutboxRecord] = []
     /// Records of removed posts, to delete after the writes taken before.
     private var toRemove: [OutboxRecord] = []
+    /// Whether a host's streak of pushbacks changed since the journal
+    /// kept them.
+    private var streaksChanged = false
     /// Whether the observers have not seen the latest change.
     private var isChanged = false
     private var observers: [Int: AsyncStream<[Outbox.Entry]>.Continuation] = [:]
@@ -63,7 +66,8 @@ struct OutboxStateMachine: Sendable {
 
     /// Whether something waits to be written or told.
     var hasEffects: Bool {
-        !toWrite.isEmpty || !toRemoveCopies.isEmpty || !toRemove.isEmpty || (isChanged && !observers.isEmpty)
+        !toWrite.isEmpty || !toRemoveCopies.isEmpty || !toRemove.isEmpty || streaksChanged
+            || (isChanged && !observers.isEmpty)
     }
 
     /// Takes what is left to write and tell.
@@ -75,6 +79,8 @@ struct OutboxStateMachine: Sendable {
         toWrite = [:]
         toRemoveCopies = []
         toRemove = []
+        if streaksChanged { effects.streaks = pacer.streaks }
+        streaksChanged = false
         if isChanged, !observers.isEmpty {
             effects.snapshot = posts
             effects.observers = Array(observers.values)
@@ -95,6 +101,12 @@ struct OutboxStateMachine: Sendable {
         posts[record.destination]?.wasOnDisk = true
         nextSequence = max(nextSequence, record.sequence + 1)
         return leftovers
+    }
+
+    /// The hosts' streaks of pushbacks the journal kept, read as the
+    /// outbox opens.
+    mutating func load(_ streaks: [String: OutboxPacer.Streak]) {
+        pacer.resume(streaks)
     }
 
     /// The outbox opened, with every record loaded: the posts go.
@@ -237,9 +249,9 @@ struct OutboxStateMachine: Sendable {
         return Actions(timers: [.notice(generation: noticeGeneration)])
     }
 
-    /// `timer` was armed: `work` ends it. `false` when it is not wanted
-    /// any more: cancel `work`.
-    mutating func armed(_ timer: Timer, until work: DelayedWork) -> Bool {
+    /// `timer` was armed, to last `delay`: `work` ends it. `false` when it
+    /// is not wanted any more: cancel `work`.
+    mutating func armed(_ timer: Timer, lasting delay: Duration, until work: DelayedWork) -> Bool {
         guard !isClosed else { return false }
         switch timer {
         case .wake(let destination, let waits):
@@ -251,7 +263,8 @@ struct OutboxStateMachine: Sendable {
             guard isNoticePending, noticeGeneration == generation else { return false }
             notice = work
         case .hold(let hold):
-            return pacer.armed(hold, until: work)
+            guard pacer.armed(hold, lasting: delay, until: work) else { return false }
+            streaksChanged = true
         }
         return true
     }
@@ -305,6 +318,7 @@ struct OutboxStateMachine: Sendable {
         var actions = Actions(
             cancels: paced.timers.map { timer in { timer.cancel() } }, timers: paced.hold.map { [.hold($0)] } ?? [],
             requests: paced.requests)
+        if paced.streaksChanged { streaksChanged = true }
         for host in paced.opened {
             for (destination, tracked) in posts where tracked.waitsForHost == host {
                 posts[destination]?.hostOpened()

@@ -255,7 +255,7 @@ private func openForABigUserBase(folder: URL, uploader: any Uploader) throws -> 
     // BEGIN ARTICLE: UsingTheOutbox.md, when the server pushes back
     var options = Outbox.Options()
     options.networkWakeWindow = .seconds(30)  // millions of phones, back online within the same seconds
-    options.pushbackDelay = .seconds(15 * 60)  // a backend that takes a quarter of an hour to catch up
+    options.maxPushbackDelay = .seconds(30 * 60)  // holds may grow to half an hour as pushbacks go on
     let outbox = try Outbox(folder: folder, uploader: uploader, options: options)
     // END ARTICLE
     return outbox
@@ -308,7 +308,7 @@ struct OutboxReadmeTests {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let outbox = try openForABigUserBase(folder: folder.url, uploader: InMemoryUploader())
-        #expect(outbox.options.networkWakeWindow == .seconds(30) && outbox.options.pushbackDelay == .seconds(900))
+        #expect(outbox.options.networkWakeWindow == .seconds(30) && outbox.options.maxPushbackDelay == .seconds(1800))
         outbox.close()
     }
 

@@ -57,10 +57,10 @@ struct OutboxPacerTests {
 
         let pushed = pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(600)), epoch: 0)
         let hold = try #require(pushed.hold)
-        #expect(hold.asked == .seconds(120), "capped at maximumRetryAfter")
+        #expect(hold.asked == .seconds(600), "an hour at most, by default")
         #expect(pacer.isHeld(Self.host) && !pacer.admitsUpload(toward: Self.host, running: 0))
         #expect(admit(1, to: &pacer, requests, from: 10) == 0, "held: it waits")
-        let armed = pacer.armed(hold, until: DelayedWork {})
+        let armed = pacer.armed(hold, lasting: .seconds(5), until: DelayedWork {})
         #expect(armed)
 
         // Sent before the pushback: their success opens nothing.
@@ -122,6 +122,127 @@ struct OutboxPacerTests {
         #expect(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(1)), epoch: 1).hold != nil)
     }
 
+    // MARK: - Holds that learn
+
+    /// Lets the host's hold end, and one request go in the epoch after it.
+    private func release(_ hold: OutboxPacer.Hold, _ pacer: inout OutboxPacer, _ requests: Requests, id: Int) {
+        _ = pacer.holdEnded(hold.key, id: hold.id)
+        #expect(admit(1, to: &pacer, requests, from: id) == 1)
+    }
+
+    @Test func pushbacksInARowMakeAStreakThatCountsItsHoldsAndASuccessEnds() throws {
+        typealias Streak = OutboxPacer.Streak
+        var pacer = pacer(window: 2)
+        let requests = Requests()
+        _ = admit(1, to: &pacer, requests)
+        let first = pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0)
+        let hold = try #require(first.hold)
+        #expect(hold.streak == Streak(pushbacks: 1, held: .zero) && first.streaksChanged)
+        let armed = pacer.armed(hold, lasting: .seconds(7), until: DelayedWork {})
+        #expect(armed && pacer.streaks == [Self.host: Streak(pushbacks: 1, held: .seconds(7))])
+
+        release(hold, &pacer, requests, id: 1)
+        let pushed = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 1).hold)
+        #expect(pushed.streak == Streak(pushbacks: 2, held: .seconds(7)))
+        _ = pacer.armed(pushed, lasting: .seconds(20), until: DelayedWork {})
+        #expect(pacer.streaks[Self.host] == Streak(pushbacks: 2, held: .seconds(27)))
+
+        release(pushed, &pacer, requests, id: 2)
+        let stored = pacer.ended(Self.host, failure: nil, epoch: 2)
+        #expect(stored.streaksChanged && pacer.streaks.isEmpty, "the host took a request: the backlog is over")
+        _ = admit(1, to: &pacer, requests, from: 3)
+        #expect(!pacer.ended(Self.host, failure: nil, epoch: 2).streaksChanged, "no streak, nothing to keep")
+    }
+
+    @Test func aStreakTheJournalKeptGoesOnAndAnAnswerSentBeforeTheLastPushbackEndsNothing() throws {
+        typealias Streak = OutboxPacer.Streak
+        var pacer = pacer(window: 4)
+        pacer.resume([Self.host: Streak(pushbacks: 3, held: .seconds(600))])
+        let requests = Requests()
+        _ = admit(2, to: &pacer, requests)
+        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
+        #expect(hold.streak == Streak(pushbacks: 4, held: .seconds(600)))
+        let old = pacer.ended(Self.host, failure: nil, epoch: 0)
+        #expect(!old.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 4, "sent before the pushback: old news")
+    }
+
+    @Test func aStreakOutlivesASuccessUntilTheHostTakesItsFill() throws {
+        var pacer = pacer(window: 4)
+        let requests = Requests()
+        _ = admit(1, to: &pacer, requests)
+        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
+        _ = pacer.armed(hold, lasting: .seconds(30), until: DelayedWork {})
+        _ = pacer.holdEnded(hold.key, id: hold.id)
+        #expect(admit(2, to: &pacer, requests, from: 1) == 2, "the window, halved to 2")
+        let once = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(!once.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1, "3 of 4: still in the backlog")
+        let full = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(full.streaksChanged && pacer.streaks.isEmpty, "4 of 4")
+    }
+
+    @Test func aServerThatTurnsTheOutboxAwayAfterItsSlotIsNotTakenAtItsWordAgain() throws {
+        var pacer = pacer(window: 1)
+        let requests = Requests()
+        _ = admit(1, to: &pacer, requests)
+        let first = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
+        #expect(first.isSlot)
+        _ = pacer.armed(first, lasting: .seconds(5), until: DelayedWork {})
+        release(first, &pacer, requests, id: 1)
+        let second = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 1).hold)
+        #expect(!second.isSlot && second.streak.pushbacks == 2)
+        _ = pacer.armed(second, lasting: .seconds(50), until: DelayedWork {})
+        release(second, &pacer, requests, id: 2)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 2)
+        #expect(pacer.streaks.isEmpty)
+        _ = admit(1, to: &pacer, requests, from: 3)
+        let next = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 2).hold)
+        #expect(next.streak.pushbacks == 1 && !next.isSlot, "a new streak; the same server")
+    }
+
+    @Test func aHoldObeysTheFirstRetryAfterAndThenDrawsBelowACeilingThatGrowsWithTheStreak() {
+        typealias Streak = OutboxPacer.Streak
+        func delay(_ streak: Streak, asked: Duration, _ random: some RandomNumberGenerator & Sendable) -> Duration {
+            Outbox.Options(
+                publishing: PublishOptions(retry: RetryPolicy(random: random)), pushbackDelay: .seconds(240),
+                maxPushbackDelay: .seconds(3600), maxRetryAfter: .seconds(3600)
+            )
+            .holdDelay(OutboxPacer.Hold(key: Self.host, asked: asked, streak: streak, id: 1))
+        }
+        /// Whether `duration` is `expected` seconds, give or take rounding.
+        func seconds(_ duration: Duration, _ expected: Double) -> Bool {
+            abs(duration / .seconds(1) - expected) < 1e-9
+        }
+        let first = Streak(pushbacks: 1, held: .zero)
+        let jitter = Outbox.Options.retryAfterJitter
+        // The server's slot, with up to a fifth more.
+        #expect(seconds(delay(first, asked: .seconds(100), AtTheFloor()), 100))
+        #expect(seconds(delay(first, asked: .seconds(100), Halfway()), 100 * (1 + jitter / 2)))
+        // Without one: drawn between a tenth of the pushback delay and it.
+        let floor = Outbox.Options.holdFloor
+        #expect(seconds(delay(first, asked: .zero, AtTheFloor()), 240 * floor))
+        #expect(seconds(delay(first, asked: .zero, Halfway()), 240 * (floor + (1 - floor) / 2)))
+        // The slot did not hold: the ceiling is the pushback delay until the
+        // streak's holds make it longer, and the longer of the two counts.
+        let second = Streak(pushbacks: 2, held: .seconds(60))
+        #expect(seconds(delay(second, asked: .seconds(5), AtTheFloor()), 240 * floor))
+        #expect(seconds(delay(second, asked: .seconds(100), AtTheFloor()), 100))
+        // A first pushback of a server that broke its slot before.
+        let broken = Outbox.Options(publishing: PublishOptions(retry: RetryPolicy(random: AtTheFloor())))
+            .holdDelay(OutboxPacer.Hold(key: Self.host, asked: .seconds(5), streak: first, breaksSlots: true, id: 1))
+        #expect(seconds(broken, 240 * floor))
+        let long = Streak(pushbacks: 4, held: .seconds(600))
+        let ceiling = 600 * Outbox.Options.holdGrowth
+        #expect(seconds(delay(long, asked: .seconds(5), AtTheFloor()), ceiling * floor))
+        #expect(seconds(delay(long, asked: .seconds(5), Halfway()), ceiling * (floor + (1 - floor) / 2)))
+        // Never above the longest hold, however long the streak.
+        let endless = Streak(pushbacks: 9, held: .seconds(36_000))
+        #expect(seconds(delay(endless, asked: .seconds(5), Halfway()), 3600 * (floor + (1 - floor) / 2)))
+        // No pushback delay: the server's word alone.
+        let wordOnly = Outbox.Options(pushbackDelay: .zero)
+            .holdDelay(OutboxPacer.Hold(key: Self.host, asked: .seconds(5), streak: long, id: 1))
+        #expect(wordOnly == .seconds(5))
+    }
+
     @Test func aWithdrawnRequestNeverGoesAndLetsTheNextOneGo() {
         var pacer = pacer(window: 1)
         let requests = Requests()
@@ -141,11 +262,11 @@ struct OutboxPacerTests {
         let requests = Requests()
         _ = admit(3, to: &pacer, requests)
         let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
-        let armed = pacer.armed(hold, until: DelayedWork {})
+        let armed = pacer.armed(hold, lasting: .seconds(5), until: DelayedWork {})
         #expect(armed)
         #expect(pacer.close().timers.count == 1)
         #expect(pacer.admit(Self.host, requests.go(9)) == .closed)
-        let late = pacer.armed(hold, until: DelayedWork {})
+        let late = pacer.armed(hold, lasting: .seconds(5), until: DelayedWork {})
         #expect(!late, "too late to arm")
         #expect(pacer.holdEnded(hold.key, id: hold.id).requests.isEmpty)
         #expect(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 1).hold == nil)

@@ -38,6 +38,19 @@ struct OutboxPushbackTests {
             destination: destination("\(name).json"))
     }
 
+    /// Whether two times are the same, but for the rounding of a journal
+    /// that keeps seconds as a `Double`.
+    static func isAbout(_ time: Duration, _ expected: Duration) -> Bool {
+        abs((time - expected) / .seconds(1)) < 1e-9
+    }
+
+    /// The hold a `Halfway` generator draws for a host that held the
+    /// outbox `held` so far (no `Retry-After`, or one that did not hold).
+    static func drawnHalfway(pushbackDelay: Duration, held: Duration) -> Duration {
+        let ceiling = max(pushbackDelay, held * Outbox.Options.holdGrowth)
+        return ceiling * (Outbox.Options.holdFloor + (1 - Outbox.Options.holdFloor) / 2)
+    }
+
     // MARK: - Jitter where the outbox waits
 
     @Test func aPostWaitingForTheNetworkIsTriedAgainAtAMomentDrawnBelowTheCeiling() throws {
@@ -123,20 +136,25 @@ struct OutboxPushbackTests {
         let c = try outbox.add(post("c", photos: 2, host: "cdn.example.net"))
         try queue.advance(by: .seconds(2))
         // t = 1: a/0.jpg answered 503 while a's three others were stored.
-        // Its host takes nothing for 5 s + half of 10 s; another host goes.
+        // Its host takes nothing for the server's 5 s and a tenth more (its
+        // jitter, drawn at half); another host goes.
         #expect(server.times(toward: "media.example.com") == Array(repeating: .zero, count: 4))
         #expect(server.times(toward: "cdn.example.net") == [.seconds(1), .seconds(1)])
         #expect(outbox.entry(b)?.state == .queued)
-        try queue.advance(by: .seconds(8.9))
-        #expect(server.times(toward: "media.example.com").count == 4, "nothing until 11 s, retries included")
+        try queue.advance(by: .seconds(4.4))
+        #expect(server.times(toward: "media.example.com").count == 4, "nothing until 6.5 s, retries included")
         try queue.advance(by: .seconds(0.2))
         // The window, halved to 2 at the 503, did not open again for the
-        // three photos sent before it and stored after: the retry of
-        // a/0.jpg and b's first photo go at 11 s, and each stored adds one.
-        #expect(server.times(toward: "media.example.com").dropFirst(4) == [.seconds(11), .seconds(11)])
-        #expect(server.requests.filter { $0.destination.host == "media.example.com" }[4].destination.path == "/a/0.jpg")
+        // three photos sent before it and stored after. a/0.jpg's upload
+        // waits for its retry (5 s and half as much again): one of b's
+        // photos goes at 6.5 s, and each stored opens the window by one.
+        #expect(server.times(toward: "media.example.com").dropFirst(4) == [.seconds(6.5)])
         try queue.advance(by: .seconds(1))
-        #expect(server.times(toward: "media.example.com").dropFirst(6) == [.seconds(12), .seconds(12), .seconds(12)])
+        #expect(server.times(toward: "media.example.com").dropFirst(5) == [.seconds(7.5), .seconds(7.5)])
+        try queue.advance(by: .seconds(1))
+        let media = server.requests.filter { $0.destination.host == "media.example.com" }
+        #expect(media.dropFirst(7).map(\.at) == [.seconds(8.5), .seconds(8.5)])
+        #expect(media.dropFirst(7).contains { $0.destination.path == "/a/0.jpg" }, "the retry")
         try queue.advance(by: .seconds(10))
         #expect([a, b, c].map { outbox.entry($0)?.state } == [.published, .published, .published])
         #expect(server.requests.filter { $0.status == 503 }.count == 1)
@@ -151,6 +169,44 @@ struct OutboxPushbackTests {
         #expect(queue.isIdle, "closing cancelled the hold and the retry's wait")
     }
 
+    @Test func aHostsStreakOfPushbacksSurvivesARelaunchAndEndsWhenItTakesItsFill() throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue) { _, _ in .status(503) }
+        let options = Outbox.Options(
+            publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 1, random: Halfway())),
+            networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .seconds(10))
+        let outbox = try open(server, options)
+        let id = try outbox.add(post("a", photos: 1))
+        // 503 at 1 s: held for a wait drawn below 10 s; tried again, 503
+        // again: held for a wait drawn below a ceiling that grew.
+        let first = Self.drawnHalfway(pushbackDelay: .seconds(10), held: .zero)
+        let second = Self.drawnHalfway(pushbackDelay: .seconds(10), held: first)
+        try queue.advance(by: .seconds(2) + first + .seconds(0.5))
+        #expect(server.requests.map(\.at) == [.zero, .seconds(1) + first])
+        outbox.close()
+        let file = folder.url.appendingPathComponent("outbox/hosts.json")
+        let kept = try JSONDecoder().decode([String: OutboxPacer.Streak].self, from: Data(contentsOf: file))
+        let streak = try #require(kept["https://media.example.com"])
+        #expect(kept.count == 1 && streak.pushbacks == 2 && Self.isAbout(streak.held, first + second))
+
+        // Killed and opened again: the post goes at once, and its host's
+        // next hold goes on from the streak, not from the shortest.
+        let reopened = try open(server, options)
+        let relaunched = queue.now
+        try queue.advance(by: .seconds(1.5))
+        let third = Self.drawnHalfway(pushbackDelay: .seconds(10), held: first + second)
+        #expect(third > .seconds(10) && reopened.entry(id)?.state == .waitingForNetwork)
+        server.answer { _, _ in .status(201) }
+        try queue.advance(by: third)
+        let after = server.requests.map(\.at).dropFirst(2)
+        #expect(
+            after.count == 2 && zip(after, [relaunched, relaunched + .seconds(1) + third]).allSatisfy(Self.isAbout))
+        try queue.advance(by: .seconds(3))
+        #expect(reopened.entry(id)?.state == .published)
+        #expect(!FileManager.default.fileExists(atPath: file.path), "the host took its fill: the streak is over")
+        reopened.close()
+    }
+
     @Test func aPostWhoseRetriesAllMeet503sWaitsForItsHostNotForTheNetwork() throws {
         defer { folder.remove() }
         let server = ScriptedServer(queue: queue) { _, _ in .status(503, retryAfter: 2) }
@@ -160,15 +216,19 @@ struct OutboxPushbackTests {
                 publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 2, random: Halfway())),
                 networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .seconds(4)))
         let id = try outbox.add(post("a", photos: 1))
-        // 503 at 1 s: held 2 + 2 s; the retry (after 2 + 1 s) goes at 5 s,
-        // and meets another 503 at 6 s: held until 10 s.
+        // 503 at 1 s: held for its slot, 2 s and a tenth of it; the retry
+        // (after 2 + 1 s) goes at 4 s, and meets another 503 at 5 s: the
+        // slot did not hold, and the second hold is drawn.
+        let second = Self.drawnHalfway(
+            pushbackDelay: .seconds(4), held: .seconds(2 * (1 + Outbox.Options.retryAfterJitter / 2)))
         try queue.advance(by: .seconds(7))
-        #expect(server.requests.map(\.at) == [.zero, .seconds(5)])
+        #expect(server.requests.map(\.at) == [.zero, .seconds(4)])
         #expect(outbox.entry(id)?.state == .waitingForNetwork)
         #expect(outbox.entry(id)?.error.map { UploadFailure($0) } == .pushback(retryAfter: .seconds(2)))
         server.answer { _, _ in .status(201) }
         try queue.advance(by: .seconds(5))
-        #expect(server.requests.map(\.at).dropFirst(2).first == .seconds(10), "when the host takes requests again")
+        #expect(
+            server.requests.map(\.at).dropFirst(2).first == .seconds(5) + second, "when the host takes requests again")
         #expect(outbox.entry(id)?.state == .published)
         outbox.close()
     }
@@ -188,9 +248,13 @@ struct OutboxPushbackTests {
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(30))
         // 500 at 1 s, retried after 0.5 s; at 2.5 s, retried after 1 s; at
-        // 4.5 s: the third in a row holds the host 10 s (half of 20). The
-        // document goes to a host of its own.
-        #expect(server.requests.map(\.at) == [.zero, .seconds(1.5), .seconds(3.5), .seconds(14.5), .seconds(15.5)])
+        // 4.5 s: the third in a row holds the host for a wait drawn below
+        // 20 s. The document goes to a host of its own.
+        let hold = Self.drawnHalfway(pushbackDelay: .seconds(20), held: .zero)
+        #expect(
+            server.requests.map(\.at) == [
+                .zero, .seconds(1.5), .seconds(3.5), .seconds(4.5) + hold, .seconds(5.5) + hold,
+            ])
         #expect(outbox.entry(id)?.state == .published)
         outbox.close()
 
@@ -336,8 +400,29 @@ struct OutboxPushbackTests {
 
     @Test func optionsThatCannotWorkAreRefused() throws {
         defer { folder.remove() }
-        for options in [Outbox.Options(networkWakeWindow: .seconds(-1)), Outbox.Options(pushbackDelay: .seconds(-1))] {
+        let refused = [
+            Outbox.Options(networkWakeWindow: .seconds(-1)), Outbox.Options(pushbackDelay: .seconds(-1)),
+            Outbox.Options(pushbackDelay: .seconds(60), maxPushbackDelay: .seconds(59)),
+            Outbox.Options(maxRetryAfter: .seconds(-1)),
+        ]
+        for options in refused {
             #expect(throws: InvalidOptionError.self) { try open(InMemoryUploader(), options) }
         }
+    }
+
+    @Test func aStreakFileThatCannotBeReadStartsTheStreaksOverAndLosesNoPost() throws {
+        defer { folder.remove() }
+        let outbox = folder.url.appendingPathComponent("outbox")
+        try FileManager.default.createDirectory(at: outbox, withIntermediateDirectories: true)
+        try Data("not json".utf8).write(to: outbox.appendingPathComponent("hosts.json"))
+        let leftover = outbox.appendingPathComponent(".hosts.json.\(UUID().uuidString).tmp")
+        try Data("{".utf8).write(to: leftover)
+        let uploader = InMemoryUploader()
+        let opened = try open(uploader, Outbox.Options())
+        let id = try opened.add(post("a", photos: 1))
+        try queue.run()
+        #expect(opened.entry(id)?.state == .published)
+        #expect(!FileManager.default.fileExists(atPath: leftover.path), "a kill's temporary file is removed")
+        opened.close()
     }
 }

@@ -179,8 +179,8 @@ struct OutboxStateMachineTests {
         #expect(ended.timers == [.wake(post.destination, waits: 1)] && ended.pump == .now)
         #expect(machine.entry(post.destination)?.state == .waitingForNetwork)
         #expect(machine.pump().starts.isEmpty)
-        let armed = machine.armed(.wake(post.destination, waits: 1), until: DelayedWork {})
-        let stale = machine.armed(.wake(post.destination, waits: 2), until: DelayedWork {})
+        let armed = machine.armed(.wake(post.destination, waits: 1), lasting: .seconds(1), until: DelayedWork {})
+        let stale = machine.armed(.wake(post.destination, waits: 2), lasting: .seconds(1), until: DelayedWork {})
         #expect(armed && !stale)
 
         #expect(machine.fired(.wake(post.destination, waits: 1)).pump == .now)
@@ -238,12 +238,12 @@ struct OutboxStateMachineTests {
         var machine = Self.machine([post])
         let upload = try #require(machine.pump().starts.first)
         _ = machine.finished(upload, with: .failure(Self.offline))
-        let armedWake = machine.armed(.wake(post.destination, waits: 1), until: DelayedWork {})
+        let armedWake = machine.armed(.wake(post.destination, waits: 1), lasting: .seconds(1), until: DelayedWork {})
 
         let changed = machine.networkDidChange()
         #expect(changed.timers == [.notice(generation: 1)])
         #expect(machine.networkDidChange().timers.isEmpty, "a try is pending")
-        let armedNotice = machine.armed(.notice(generation: 1), until: DelayedWork {})
+        let armedNotice = machine.armed(.notice(generation: 1), lasting: .seconds(1), until: DelayedWork {})
         #expect(armedWake && armedNotice)
         let tried = machine.fired(.notice(generation: 1))
         #expect(tried.cancels.count == 1 && tried.pump == .scheduled, "its own wake is cancelled")
@@ -281,7 +281,7 @@ struct OutboxStateMachineTests {
         #expect(machine.observe(observer) == nil)
         #expect(throws: OutboxError.self) { try machine.pause(post.destination) }
         #expect(machine.pump().starts.isEmpty)
-        let armed = machine.armed(.notice(generation: 1), until: DelayedWork {})
+        let armed = machine.armed(.notice(generation: 1), lasting: .seconds(1), until: DelayedWork {})
         #expect(!armed)
         #expect(machine.finished(upload, with: .failure(CancellationError())).timers.isEmpty)
     }

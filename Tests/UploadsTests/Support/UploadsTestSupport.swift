@@ -157,6 +157,11 @@ struct AtTheCeiling: RandomNumberGenerator, Sendable {
     mutating func next() -> UInt64 { .max }
 }
 
+/// A generator whose every draw is zero: a jittered wait is its floor.
+struct AtTheFloor: RandomNumberGenerator, Sendable {
+    mutating func next() -> UInt64 { 0 }
+}
+
 /// A retry policy whose waits are exact: `initial` before the first retry,
 /// doubling up to `maximum` (full jitter drawing one half of twice each).
 func exactRetries(_ attempts: Int, initial: Duration, maximum: Duration? = nil) -> RetryPolicy {
