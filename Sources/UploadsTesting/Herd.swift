@@ -27,12 +27,12 @@ import Darwin
 /// ``Configuration/noticeSpread``. The run ends once every post is
 /// published, or after ``Configuration/limit``.
 package enum Herd {
-    /// What the server answers the requests past its capacity: `503` with
-    /// a `Retry-After` of
+    /// What the server answers the requests past its capacity: `503`, and
+    /// a `Retry-After` that says one of these.
     package enum Server: Sendable, Equatable, CustomStringConvertible {
-        /// the same number of seconds for everyone;
+        /// The same number of seconds for everyone.
         case retryAfter(Duration)
-        /// a slot of each rejected client's own: the time the server takes
+        /// A slot of each rejected client's own: the time the server takes
         /// a post at capacity after the slot it gave the client before
         /// (the i-th rejection in a row told some i × 5 ÷ capacity
         /// seconds), in whole seconds. A client that comes at its slot or

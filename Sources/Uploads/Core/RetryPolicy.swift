@@ -78,8 +78,10 @@ public struct RetryPolicy: Sendable {
     public var multiplier: Double
     /// The largest ceiling of a wait.
     public var maximumDelay: Duration
-    /// The longest wait a server's `Retry-After` can ask for; a longer one
-    /// is cut to this, before the jitter on top of it.
+    /// The longest wait a server's `Retry-After` can ask for between
+    /// attempts; a longer one is cut to this, before the jitter on top of
+    /// it. An outbox's holds have their own limit
+    /// (`Outbox.Options.maxRetryAfter`).
     public var maximumRetryAfter: Duration
     /// Decides whether an attempt's error is worth another attempt; by
     /// default, whether its ``UploadFailure`` can pass (``isTransient(_:)``).

@@ -101,7 +101,7 @@ public struct UploadReceipt: Sendable, Hashable {
     private static func resetDate(_ value: String, now: Date) -> Date? {
         let value = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Double(value) {
-            guard seconds >= 0 else { return nil }
+            guard seconds.isFinite, seconds >= 0 else { return nil }
             return seconds < 1e9 ? now.addingTimeInterval(seconds) : Date(timeIntervalSince1970: seconds)
         }
         let formatter = ISO8601DateFormatter()
@@ -111,9 +111,11 @@ public struct UploadReceipt: Sendable, Hashable {
         return formatter.date(from: value)
     }
 
-    /// From `now` to `date`, in milliseconds; zero when it is past.
+    /// From `now` to `date`, in milliseconds; zero when it is past, and
+    /// at most a year.
     private static func wait(until date: Date, from now: Date) -> Duration {
-        .milliseconds(max(Int64((date.timeIntervalSince(now) * 1000).rounded()), 0))
+        let seconds = min(max(date.timeIntervalSince(now), 0), 365 * 24 * 3600)
+        return .milliseconds(Int64((seconds * 1000).rounded()))
     }
 }
 

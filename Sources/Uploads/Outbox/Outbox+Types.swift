@@ -158,28 +158,22 @@ extension Outbox {
         /// outage cut off, which all see the network come back within
         /// seconds, do not all send at once. Zero tries them at once.
         public var networkWakeWindow: Duration
-        /// How long, at most, the outbox sends nothing more to a host the
-        /// first time it pushes back (a `429` or `503`, or three transient
-        /// failures in a row) without a `Retry-After`: a wait drawn at
-        /// random below it, from the retry policy's generator, so that the
-        /// phones a server turned away together come back spread over it.
-        /// A server's `Retry-After` is its slot, obeyed with up to a fifth
-        /// more, until the server turns the outbox away again after one.
-        /// Each pushback in a row after that draws below a longer ceiling,
-        /// twice the time the host has held the outbox since it last took
-        /// its fill of requests (the longer an outbox has been turned
-        /// away, the longer the backlog it is in), up to
-        /// ``maxPushbackDelay``, or obeys the `Retry-After` if that is
-        /// longer. Zero honours `Retry-After` alone. A hold that transient
-        /// failures started ends when the outbox tries its waiting posts
-        /// after ``Outbox/networkDidChange()``: those failures may have
-        /// been the phone's network.
+        /// The most the outbox waits before it sends again to a host that
+        /// pushed back once (a `429` or `503`, or three transient failures
+        /// in a row) without a `Retry-After`: the wait is drawn below it,
+        /// from the retry policy's generator. Pushbacks in a row after that
+        /// draw below a ceiling that grows up to ``maxPushbackDelay``; a
+        /// server's `Retry-After` is obeyed (<doc:UsingTheOutbox#When-the-server-pushes-back>).
+        /// Zero honours `Retry-After` alone. A hold that transient failures started ends when the
+        /// outbox tries its waiting posts after
+        /// ``Outbox/networkDidChange()``.
         public var pushbackDelay: Duration
         /// The most the ceiling of a hold's drawn wait grows to, however
-        /// long the host has turned the outbox away.
+        /// long the host has turned the outbox away; below
+        /// ``pushbackDelay``, the ceiling does not grow.
         public var maxPushbackDelay: Duration
-        /// The longest `Retry-After` the outbox obeys: a server that asks
-        /// for more is held for this long.
+        /// The longest `Retry-After` the outbox obeys: a longer one counts
+        /// as this long (before the fifth drawn on top of it).
         public var maxRetryAfter: Duration
 
         /// Creates options.
@@ -200,7 +194,8 @@ extension Outbox {
         ///     again to a server that pushed back once without a
         ///     `Retry-After`; 4 minutes by default.
         ///   - maxPushbackDelay: The most the ceiling of that wait grows
-        ///     to as pushbacks go on; 15 minutes by default.
+        ///     to as pushbacks go on; 15 minutes by default (below
+        ///     `pushbackDelay`, the ceiling does not grow).
         ///   - maxRetryAfter: The longest `Retry-After` the outbox obeys;
         ///     an hour by default.
         public init(

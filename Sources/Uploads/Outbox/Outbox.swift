@@ -391,9 +391,6 @@ extension Outbox.Options {
         try InvalidOptionError.check(
             pushbackDelay >= .zero, "pushbackDelay", "must not be negative, got \(pushbackDelay)")
         try InvalidOptionError.check(
-            maxPushbackDelay >= pushbackDelay, "maxPushbackDelay",
-            "must be at least pushbackDelay (\(pushbackDelay)), got \(maxPushbackDelay)")
-        try InvalidOptionError.check(
             maxRetryAfter >= .zero, "maxRetryAfter", "must not be negative, got \(maxRetryAfter)")
     }
 }

@@ -20,9 +20,9 @@ import Darwin
 /// - `media/`: the outbox's copies of photos and videos given as bytes in
 ///   memory, until their post is published.
 /// - `corrupt/`: files of `posts/` that were not records, moved aside.
-/// - `hosts.json`: the pushbacks in a row of each host that has turned
-///   the outbox away since it last took a request, replaced as a record
-///   is.
+/// - `hosts.json`: the streak of pushbacks of each host that is turning
+///   the outbox away, replaced as a record is; a file older than a day is
+///   a backlog long over, and is not read.
 /// - `lock`: locked while an outbox has the folder open.
 final class OutboxJournal: Sendable {
     let folder: URL
@@ -113,14 +113,16 @@ final class OutboxJournal: Sendable {
     }
 
     /// The hosts' streaks of pushbacks, by host; none when the file is
-    /// missing or unreadable (a hold then starts its streak over). A
-    /// temporary file that a kill left is removed.
+    /// missing, unreadable, or older than a day (a hold then starts its
+    /// streak over). A temporary file that a kill left is removed.
     func loadStreaks() -> [String: OutboxPacer.Streak] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         for name in names where name.hasPrefix(".\(streaks.lastPathComponent).") && name.hasSuffix(".tmp") {
             try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         }
-        guard let data = try? Data(contentsOf: streaks) else { return [:] }
+        let written = (try? FileManager.default.attributesOfItem(atPath: streaks.path))?[.modificationDate] as? Date
+        guard let written, Date().timeIntervalSince(written) < 24 * 3600, let data = try? Data(contentsOf: streaks)
+        else { return [:] }
         return (try? JSONDecoder().decode([String: OutboxPacer.Streak].self, from: data)) ?? [:]
     }
 

@@ -15,8 +15,8 @@ import JobKit
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
 /// is over, whichever upload it belongs to. Pushbacks in a row are a
-/// streak (``Streak``), which ends when the host takes its fill of
-/// requests again, and is kept in the journal. The wait
+/// streak (``Streak``), which ends when the window is full again, and is
+/// kept in the journal. The wait
 /// (``Outbox/Options/holdDelay(_:)``) is the server's `Retry-After` at the
 /// start of a streak, its slot; otherwise a wait drawn below a ceiling
 /// that grows with the time the streak has held the outbox: the phones a
@@ -52,18 +52,22 @@ struct OutboxPacer: Sendable {
         /// The end of the hold, and which hold it ends.
         var release: DelayedWork?
         var holdID = 0
-        /// The pushbacks since the host last took its fill of requests.
+        /// The pushbacks since its window was last full.
         var streak: Streak?
-        /// Whether the host pushed back again after a hold for its
-        /// `Retry-After`: its answer is not a slot it keeps.
+        /// Whether its last hold was for its `Retry-After`, its slot.
+        var lastHoldWasSlot = false
+        /// Whether the host pushed back again after a hold for its slot:
+        /// its `Retry-After` is not a slot it keeps. For the outbox's
+        /// life: a relaunch trusts it again, at the cost of a request.
         var breaksSlots = false
     }
 
-    /// The pushbacks a host gave since it last took its fill of requests
-    /// (as many in a row as the outbox sends it at once): the longer it has
-    /// turned the outbox away, the longer the backlog it is in, and the
-    /// longer its next hold. Kept in the outbox's journal, so an app killed
-    /// and relaunched goes on where it was.
+    /// The pushbacks a host gave since the outbox's window toward it was
+    /// last full (halved at each pushback, one more for each request it
+    /// takes after it): the longer it has turned the outbox away, the
+    /// longer the backlog it is in, and the longer its next hold. Kept in
+    /// the outbox's journal, so an app killed and relaunched goes on where
+    /// it was.
     struct Streak: Sendable, Equatable, Codable {
         /// Pushbacks in a row.
         var pushbacks: Int
@@ -81,10 +85,22 @@ struct OutboxPacer: Sendable {
             self.held = held
         }
 
+        /// The most a kept streak can say: more is a file that is not
+        /// one, and starts the streaks over.
+        static let mostPushbacks = 10_000
+        static let mostHeld = Duration.seconds(7 * 24 * 3600)
+
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             pushbacks = try container.decode(Int.self, forKey: .pushbacks)
-            held = .seconds(try container.decode(Double.self, forKey: .heldSeconds))
+            let seconds = try container.decode(Double.self, forKey: .heldSeconds)
+            guard (1...Self.mostPushbacks).contains(pushbacks), seconds.isFinite,
+                (0...Self.mostHeld / .seconds(1)).contains(seconds)
+            else {
+                throw DecodingError.dataCorrupted(
+                    DecodingError.Context(codingPath: container.codingPath, debugDescription: "not a streak"))
+            }
+            held = .seconds(seconds)
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -181,10 +197,12 @@ struct OutboxPacer: Sendable {
     }
 
     /// Takes up the streaks the journal kept: the next pushback of each
-    /// host goes on from its streak.
+    /// host goes on from its streak. The host was pushing back when the
+    /// app stopped: one request goes first, and the streak ends once its
+    /// window is full again.
     mutating func resume(_ streaks: [String: Streak]) {
         for (key, streak) in streaks {
-            hosts[key, default: Host(window: maxWindow)].streak = streak
+            hosts[key, default: Host(window: 1)].streak = streak
         }
     }
 
@@ -233,7 +251,8 @@ struct OutboxPacer: Sendable {
     /// A request toward `key`, admitted in `epoch`, ended: it succeeded
     /// (`failure` is `nil`) or failed as `failure` says.
     mutating func ended(_ key: String, failure: UploadFailure?, epoch: Int) -> Actions {
-        guard var host = hosts[key] else { return Actions() }
+        // Closed: nothing is decided, nor kept, any more.
+        guard !isClosed, var host = hosts[key] else { return Actions() }
         host.inFlight -= 1
         let window = host.window
         var hold: Hold?
@@ -244,9 +263,12 @@ struct OutboxPacer: Sendable {
         case nil:
             host.transientRun = 0
             host.window = min(maxWindow, host.window + 1)
-            // It took as many requests in a row as the outbox sends it at
-            // once: the backlog it was in is over.
-            if host.window == maxWindow { host.streak = nil }
+            // Its window, halved at each pushback, is full again: the
+            // backlog it was in is over.
+            if host.window == maxWindow {
+                host.streak = nil
+                host.lastHoldWasSlot = false
+            }
         case .offline:
             // Says nothing of the server, but the network it comes back
             // to may be everyone's: one request probes it.
@@ -265,13 +287,13 @@ struct OutboxPacer: Sendable {
         case .cancelled:
             break
         }
-        if isClosed { hold = nil }
         hosts[key] = host
         // A window that opened takes an upload the outbox held back.
         let opens = host.window > window && !host.isHeld
+        // A hold is kept once armed, with its length.
         return Actions(
             hold: hold, requests: admitWaiting(key), opened: opens ? [key] : [],
-            streaksChanged: host.streak != streak)
+            streaksChanged: hold == nil && host.streak != streak)
     }
 
     /// `hold` was armed, to last `duration`: `release` ends it. `false`
@@ -280,7 +302,8 @@ struct OutboxPacer: Sendable {
     mutating func armed(_ hold: Hold, lasting duration: Duration, until release: DelayedWork) -> Bool {
         guard !isClosed, hosts[hold.key]?.isHeld == true, hosts[hold.key]?.holdID == hold.id else { return false }
         hosts[hold.key]?.release = release
-        hosts[hold.key]?.streak = Streak(pushbacks: hold.streak.pushbacks, held: hold.streak.held + duration)
+        let held = min(hold.streak.held + duration, Streak.mostHeld)
+        hosts[hold.key]?.streak = Streak(pushbacks: hold.streak.pushbacks, held: held)
         return true
     }
 
@@ -332,12 +355,15 @@ struct OutboxPacer: Sendable {
         host.isHeldForFailures = forFailures
         host.holdID += 1
         // Counted now; its duration once drawn and armed.
-        let streak = Streak(pushbacks: (host.streak?.pushbacks ?? 0) + 1, held: host.streak?.held ?? .zero)
+        let streak = Streak(
+            pushbacks: min((host.streak?.pushbacks ?? 0) + 1, Streak.mostPushbacks), held: host.streak?.held ?? .zero)
         // Turned away again after a hold for its slot: its slots do not
         // hold, and its word alone no longer holds the outbox.
-        if streak.pushbacks > 1, asked > .zero { host.breaksSlots = true }
+        if host.lastHoldWasSlot { host.breaksSlots = true }
         host.streak = streak
-        return Hold(key: key, asked: asked, streak: streak, breaksSlots: host.breaksSlots, id: host.holdID)
+        let hold = Hold(key: key, asked: asked, streak: streak, breaksSlots: host.breaksSlots, id: host.holdID)
+        host.lastHoldWasSlot = hold.isSlot
+        return hold
     }
 
     /// Admits the waiting requests the host `key` takes now; marks them

@@ -116,8 +116,8 @@ extension Outbox.Options {
     /// hold before. Otherwise the wait is drawn between a tenth of a
     /// ceiling and the ceiling, or is the `Retry-After` if that is longer.
     /// The ceiling is ``pushbackDelay`` at first; then twice as long as
-    /// the host has held the outbox in this streak, once that is longer;
-    /// never more than ``maxPushbackDelay``. With no pushback delay, the
+    /// the host has held the outbox in this streak, once that is longer,
+    /// up to ``maxPushbackDelay``. With no pushback delay, the
     /// `Retry-After` alone, exactly. Drawn from the retry policy's
     /// generator.
     func holdDelay(_ hold: OutboxPacer.Hold) -> Duration {
@@ -125,7 +125,7 @@ extension Outbox.Options {
         guard pushbackDelay > .zero else { return hold.asked }
         let asked = hold.asked * (1 + Self.retryAfterJitter * publishing.retry.jitter())
         guard !hold.isSlot else { return asked }
-        let ceiling = min(maxPushbackDelay, max(pushbackDelay, hold.streak.held * Self.holdGrowth))
+        let ceiling = max(pushbackDelay, min(maxPushbackDelay, hold.streak.held * Self.holdGrowth))
         let drawn = ceiling * (Self.holdFloor + (1 - Self.holdFloor) * publishing.retry.jitter())
         return max(asked, drawn)
     }

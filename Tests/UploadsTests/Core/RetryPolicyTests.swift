@@ -128,6 +128,11 @@ struct RetryPolicyTests {
         #expect(wait(429, ["X-RateLimit-Reset": "30"]) == .seconds(30), "seconds from now")
         #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T09:00:00Z"]) == .zero, "past")
         #expect(wait(429, ["X-RateLimit-Reset": "tomorrow"]) == nil)
+        for hostile in ["inf", "nan", "-1"] {
+            #expect(wait(429, ["X-RateLimit-Reset": hostile]) == nil, "\(hostile)")
+        }
+        #expect(wait(429, ["X-RateLimit-Reset": "1e300"]) == .seconds(365 * 24 * 3600), "a year at most")
+        #expect(wait(503, ["Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"]) == .seconds(365 * 24 * 3600))
         #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T10:05:00Z", "Retry-After": "7"]) == .seconds(7))
         #expect(wait(503, ["X-RateLimit-Reset": "2026-11-25T10:05:00Z"]) == nil, "a 429's header only")
         #expect(

@@ -20,9 +20,11 @@ struct OutboxHerdTests {
         // tries, one request each: 500 over some 12 s, some 42 a second
         // against a capacity of 8.
         #expect(report.peakInFirstMinute <= 10, "the busiest 10 s of the first minute: \(report.peakInFirstMinute)")
-        // The issue's goal is 2; the streak's growing holds leave a few
-        // phones turned away late waiting past it (2.3 here).
         #expect(report.timeRatio <= 2.5, "time to publish every post: \(report.line)")
+        // Issue 56's goal: a few phones turned away late wait past it.
+        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.3×)") {
+            #expect(report.timeRatio <= 2, "time to publish every post: \(report.line)")
+        }
         #expect(report.rejectedRatio <= 1, "rejected requests per useful one: \(report.line)")
         #expect(!FileManager.default.fileExists(atPath: folder.path))
     }

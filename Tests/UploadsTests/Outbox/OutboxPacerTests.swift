@@ -137,7 +137,7 @@ struct OutboxPacerTests {
         _ = admit(1, to: &pacer, requests)
         let first = pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0)
         let hold = try #require(first.hold)
-        #expect(hold.streak == Streak(pushbacks: 1, held: .zero) && first.streaksChanged)
+        #expect(hold.streak == Streak(pushbacks: 1, held: .zero) && !first.streaksChanged, "kept once armed")
         let armed = pacer.armed(hold, lasting: .seconds(7), until: DelayedWork {})
         #expect(armed && pacer.streaks == [Self.host: Streak(pushbacks: 1, held: .seconds(7))])
 
@@ -159,14 +159,18 @@ struct OutboxPacerTests {
         var pacer = pacer(window: 4)
         pacer.resume([Self.host: Streak(pushbacks: 3, held: .seconds(600))])
         let requests = Requests()
-        _ = admit(2, to: &pacer, requests)
-        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
-        #expect(hold.streak == Streak(pushbacks: 4, held: .seconds(600)))
+        #expect(admit(2, to: &pacer, requests) == 1, "it was pushing back: one request goes first")
+        _ = pacer.ended(Self.host, failure: nil, epoch: 0)
+        #expect(pacer.streaks[Self.host]?.pushbacks == 3, "taken, but the window is not full yet")
+        _ = admit(1, to: &pacer, requests, from: 2)
+        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
+        #expect(hold.streak == Streak(pushbacks: 4, held: .seconds(600)) && !hold.isSlot)
+        #expect(!pacer.admitsUpload(toward: Self.host, running: 0), "held")
         let old = pacer.ended(Self.host, failure: nil, epoch: 0)
         #expect(!old.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 4, "sent before the pushback: old news")
     }
 
-    @Test func aStreakOutlivesASuccessUntilTheHostTakesItsFill() throws {
+    @Test func aStreakOutlivesASuccessUntilTheWindowIsFullAgain() throws {
         var pacer = pacer(window: 4)
         let requests = Requests()
         _ = admit(1, to: &pacer, requests)
@@ -197,6 +201,30 @@ struct OutboxPacerTests {
         _ = admit(1, to: &pacer, requests, from: 3)
         let next = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 2).hold)
         #expect(next.streak.pushbacks == 1 && !next.isSlot, "a new streak; the same server")
+
+        // A second pushback without a Retry-After breaks the slot too; one
+        // after a hold that was no slot breaks nothing.
+        var quiet = self.pacer(window: 1)
+        _ = admit(1, to: &quiet, requests, from: 10)
+        let slot = try #require(quiet.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
+        release(slot, &quiet, requests, id: 11)
+        let drawn = try #require(quiet.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 1).hold)
+        #expect(drawn.breaksSlots)
+        var plain = self.pacer(window: 1)
+        _ = admit(1, to: &plain, requests, from: 20)
+        let unnamed = try #require(plain.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
+        release(unnamed, &plain, requests, id: 21)
+        let then = try #require(plain.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 1).hold)
+        #expect(!then.breaksSlots && !then.isSlot, "the second of a streak draws; the server is not blamed")
+    }
+
+    @Test func aClosedPacerKeepsNoStreak() throws {
+        var pacer = pacer(window: 1)
+        let requests = Requests()
+        _ = admit(1, to: &pacer, requests)
+        _ = pacer.close()
+        let ended = pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0)
+        #expect(ended.hold == nil && !ended.streaksChanged && pacer.streaks.isEmpty)
     }
 
     @Test func aHoldObeysTheFirstRetryAfterAndThenDrawsBelowACeilingThatGrowsWithTheStreak() {

@@ -169,7 +169,7 @@ struct OutboxPushbackTests {
         #expect(queue.isIdle, "closing cancelled the hold and the retry's wait")
     }
 
-    @Test func aHostsStreakOfPushbacksSurvivesARelaunchAndEndsWhenItTakesItsFill() throws {
+    @Test func aHostsStreakOfPushbacksSurvivesARelaunchAndEndsWhenItsWindowIsFullAgain() throws {
         defer { folder.remove() }
         let server = ScriptedServer(queue: queue) { _, _ in .status(503) }
         let options = Outbox.Options(
@@ -203,7 +203,7 @@ struct OutboxPushbackTests {
             after.count == 2 && zip(after, [relaunched, relaunched + .seconds(1) + third]).allSatisfy(Self.isAbout))
         try queue.advance(by: .seconds(3))
         #expect(reopened.entry(id)?.state == .published)
-        #expect(!FileManager.default.fileExists(atPath: file.path), "the host took its fill: the streak is over")
+        #expect(!FileManager.default.fileExists(atPath: file.path), "its window is full again: the streak is over")
         reopened.close()
     }
 
@@ -402,7 +402,6 @@ struct OutboxPushbackTests {
         defer { folder.remove() }
         let refused = [
             Outbox.Options(networkWakeWindow: .seconds(-1)), Outbox.Options(pushbackDelay: .seconds(-1)),
-            Outbox.Options(pushbackDelay: .seconds(60), maxPushbackDelay: .seconds(59)),
             Outbox.Options(maxRetryAfter: .seconds(-1)),
         ]
         for options in refused {
@@ -410,19 +409,39 @@ struct OutboxPushbackTests {
         }
     }
 
-    @Test func aStreakFileThatCannotBeReadStartsTheStreaksOverAndLosesNoPost() throws {
+    /// A file that is not a streak, a streak no outbox would keep, or one
+    /// kept for more than a day: the streaks start over, and no post is
+    /// lost.
+    @Test(arguments: [
+        "not json",
+        #"{"https://media.example.com": {"pushbacks": 9223372036854775807, "heldSeconds": 60}}"#,
+        #"{"https://media.example.com": {"pushbacks": 3, "heldSeconds": 1e300}}"#,
+        #"{"https://media.example.com": {"pushbacks": 3, "heldSeconds": 600}}"#,
+    ])
+    func aStreakFileThatCannotBeTakenUpStartsTheStreaksOverAndLosesNoPost(contents: String) throws {
         defer { folder.remove() }
         let outbox = folder.url.appendingPathComponent("outbox")
         try FileManager.default.createDirectory(at: outbox, withIntermediateDirectories: true)
-        try Data("not json".utf8).write(to: outbox.appendingPathComponent("hosts.json"))
+        let file = outbox.appendingPathComponent("hosts.json")
+        try Data(contents.utf8).write(to: file)
+        // The one that would be taken up is two days old.
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -2 * 24 * 3600)], ofItemAtPath: file.path)
         let leftover = outbox.appendingPathComponent(".hosts.json.\(UUID().uuidString).tmp")
         try Data("{".utf8).write(to: leftover)
-        let uploader = InMemoryUploader()
-        let opened = try open(uploader, Outbox.Options())
+        let server = ScriptedServer(queue: queue) { _, before in before == 0 ? .status(503) : .status(201) }
+        let opened = try open(
+            server,
+            Outbox.Options(
+                publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 1, random: Halfway())),
+                pushbackDelay: .seconds(10)))
         let id = try opened.add(post("a", photos: 1))
-        try queue.run()
-        #expect(opened.entry(id)?.state == .published)
+        try queue.advance(by: .seconds(1.5))
+        let kept = try JSONDecoder().decode([String: OutboxPacer.Streak].self, from: Data(contentsOf: file))
+        #expect(kept["https://media.example.com"]?.pushbacks == 1, "a streak of its own")
         #expect(!FileManager.default.fileExists(atPath: leftover.path), "a kill's temporary file is removed")
+        try queue.advance(by: .seconds(20))
+        #expect(opened.entry(id)?.state == .published)
         opened.close()
     }
 }
