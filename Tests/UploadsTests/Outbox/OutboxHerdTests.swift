@@ -34,10 +34,10 @@ struct OutboxHerdTests {
     /// time it takes at capacity, each phone turned away about once.
     @Test func aServerThatHandsOutSlotsIsObeyed() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("UploadsTests-herd-\(UUID())")
-        var configuration = Herd.Configuration(outboxes: 500, drainingIn: 25)
+        var configuration = Herd.Configuration(outboxes: 300, drainingIn: 25)
         configuration.server = .slots
         let report = try Herd.run(configuration, in: folder)
-        #expect(report.publishedCount == 500 && report.useful == 500 * Herd.requestsPerPost)
+        #expect(report.publishedCount == 300 && report.useful == 300 * Herd.requestsPerPost)
         #expect(report.timeRatio <= 1.3, "\(report.line)")
         #expect(report.rejectedPerPhone <= 1.5, "rejected per phone: \(report.rejectedPerPhone)")
     }
