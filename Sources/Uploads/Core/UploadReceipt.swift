@@ -83,17 +83,19 @@ public struct UploadReceipt: Sendable, Hashable {
     /// same way.
     /// `nil` without a valid header; never negative.
     public var retryAfter: Duration? {
-        let now = header("Date").flatMap(HTTPDate.parse) ?? Date()
         guard let value = header("Retry-After")?.trimmingCharacters(in: .whitespaces) else {
-            guard status == 429, let reset = header("X-RateLimit-Reset").flatMap({ Self.resetDate($0, now: now) })
-            else { return nil }
-            return Self.wait(until: reset, from: now)
+            guard status == 429, let value = header("X-RateLimit-Reset") else { return nil }
+            let now = answered
+            return Self.resetDate(value, now: now).map { Self.wait(until: $0, from: now) }
         }
         if let seconds = Int(value) {
             return seconds >= 0 ? .seconds(seconds) : nil
         }
-        return HTTPDate.parse(value).map { Self.wait(until: $0, from: now) }
+        return HTTPDate.parse(value).map { Self.wait(until: $0, from: answered) }
     }
+
+    /// When the server answered: its `Date` header, or now.
+    private var answered: Date { header("Date").flatMap(HTTPDate.parse) ?? Date() }
 
     /// The time an `X-RateLimit-Reset` names: an ISO 8601 time, with or
     /// without fractions of a second, seconds since 1970, or (below a

@@ -129,14 +129,6 @@ struct OutboxPacer: Sendable {
         var breaksSlots = false
         /// Tells this hold from a later one of the host.
         let id: Int
-
-        init(key: String, asked: Duration, streak: Streak, breaksSlots: Bool = false, id: Int) {
-            self.key = key
-            self.asked = asked
-            self.streak = streak
-            self.breaksSlots = breaksSlots
-            self.id = id
-        }
     }
 
     /// What is left to do once the lock is released, in this order.
