@@ -122,8 +122,10 @@ struct RetryPolicyTests {
                 .retryAfter
         }
         let mastodon = ["X-RateLimit-Limit": "300", "X-RateLimit-Remaining": "0"]
-        #expect(wait(429, mastodon.merging(["X-RateLimit-Reset": "2026-11-25T10:05:00.000Z"]) { $1 }) == .seconds(300))
+        #expect(
+            wait(429, mastodon.merging(["X-RateLimit-Reset": "2026-11-25T10:05:00.000000Z"]) { $1 }) == .seconds(300))
         #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T10:00:42Z"]) == .seconds(42))
+        #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T10:00:42.250000Z"]) == .milliseconds(42_250))
         #expect(wait(429, ["X-RateLimit-Reset": "1795600830"]) == .seconds(30), "seconds since 1970")
         #expect(wait(429, ["X-RateLimit-Reset": "30"]) == .seconds(30), "seconds from now")
         #expect(wait(429, ["X-RateLimit-Reset": "2026-11-25T09:00:00Z"]) == .zero, "past")

@@ -42,7 +42,9 @@
  *                  returns {ok, bytes, ended}: a moment to act on
  *   POST /_control JSON {"fail": {"path": "/api/v1/statuses", "status":
  *                  503, "times": 1}} answers the next `times` requests to
- *                  the path with that status (answered 204); {"after":
+ *                  the path with that status (answered 204; a 429 with
+ *                  Mastodon's X-RateLimit-* headers, its limit starting
+ *                  over a minute later); {"after":
  *                  {"path": ..., "status": ..., "times": ...}} does the
  *                  same after the request's work is done (a lost answer).
  *
@@ -86,6 +88,13 @@ function send(res, record, status, value) {
 
 
 function error(res, record, status, message) {
+  // Mastodon's rate limit: no Retry-After, the time its limit starts over
+  // (Rails' iso8601(6)), a minute from now here.
+  if (status === 429) {
+    res.setHeader('X-RateLimit-Limit', '300');
+    res.setHeader('X-RateLimit-Remaining', '0');
+    res.setHeader('X-RateLimit-Reset', new Date(Date.now() + 60_000).toISOString().replace('Z', '000Z'));
+  }
   send(res, record, status, { error: message });
 }
 

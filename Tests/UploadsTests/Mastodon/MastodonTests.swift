@@ -113,6 +113,29 @@ struct MastodonTests {
         }
     }
 
+    /// Mastodon's `429` names no `Retry-After`, but the time its rate limit
+    /// starts over: the pushback waits for it.
+    @Test func aRateLimitedUploadIsAPushbackUntilTheLimitStartsOver() async throws {
+        try await MastodonFixture.with { fixture in
+            try await fixture.fail("/api/v2/media", status: 429)
+            let server = try Self.server(fixture)
+            let post = server.post("Later", photos: [server.photo(bytes: patternedBytes(1_000), filename: "a.jpg")])
+            let options = server.publishOptions(PublishOptions(retry: RetryPolicy(attempts: 1)))
+
+            let error = await #expect(throws: UploadError.self) {
+                try await Job.publishing(post, using: server.mediaUploader, options: options).value
+            }
+
+            guard case .pushback(let wait?) = error.map(UploadFailure.init) else {
+                Issue.record("not a pushback with a wait: \(String(describing: error))")
+                return
+            }
+            // A minute from the server's clock, read at a second's grain
+            // from its Date header.
+            #expect(wait > .seconds(58) && wait <= .seconds(61), "\(wait)")
+        }
+    }
+
     @Test func aRefusedTokenFailsAtOnceAndIsNotRetried() async throws {
         try await MastodonFixture.with { fixture in
             let server = try Self.server(fixture, token: "wrong")
