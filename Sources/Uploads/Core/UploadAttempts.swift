@@ -100,17 +100,19 @@ public struct UploadAttempts: Sendable {
     /// whole upload, as the default ``Uploader/upload(_:attempts:progress:)``
     /// does.
     public func retrying<Success: Sendable>(_ attempt: Job<Success>, for media: Media) -> Job<Success> {
-        retrying(attempt, for: media, request: nil, givingUp: onFailedAttempt, stopping: nil)
+        retrying(attempt, for: media, request: nil, bytes: nil, givingUp: onFailedAttempt, stopping: nil)
     }
 
     /// `retrying(_:for:)`, with each failed attempt named after `request`
-    /// when it is one request of the upload, the last one, which no retry
+    /// when it is one request of the upload, sending `bytes` (`nil`: the
+    /// whole medium), the last one, which no retry
     /// follows, told to `givingUp` rather than to ``onFailedAttempt``; and
     /// no retry, nor any report, once `stopping` says so.
     func retrying<Success: Sendable>(
         _ attempt: Job<Success>,
         for media: Media,
         request: String?,
+        bytes: Int64?,
         givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?,
         stopping: (@Sendable () -> Bool)?
     ) -> Job<Success> {
@@ -139,7 +141,7 @@ public struct UploadAttempts: Sendable {
             }
         }
         if let gate {
-            limited = gate.admitting(limited, toward: destination)
+            limited = gate.admitting(limited, toward: destination, bytes: bytes ?? (try? media.byteCount()) ?? 0)
         }
         var policy = retry
         var onRetry = onFailedAttempt
@@ -185,9 +187,10 @@ extension RetryPolicy.FailedAttempt {
 /// sent: the pacing of an ``Outbox``, whose uploads go to each host as one
 /// client.
 protocol RequestGate: Sendable {
-    /// A job that performs `attempt`, one request toward `url`'s host, once
-    /// the host admits it, and learns from its outcome.
-    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success>
+    /// A job that performs `attempt`, one request toward `url`'s host
+    /// sending `bytes`, once the host admits it, and learns from its
+    /// outcome.
+    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL, bytes: Int64) -> Job<Success>
 }
 
 /// What carries the requests of an upload in place of its uploader's own

@@ -10,4 +10,7 @@ struct HTTPCall<Answer: Sendable>: Sendable {
     var name: String
     /// A job that makes one attempt.
     var attempt: Job<Answer>
+    /// The bytes its body sends: an outbox probing a host sends its
+    /// smallest request first.
+    var bytes: Int64 = 0
 }

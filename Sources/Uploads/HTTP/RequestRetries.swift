@@ -27,7 +27,7 @@ final class RequestRetries: Sendable {
     ) -> Job<Success> {
         let request = call.name
         return attempts.retrying(
-            call.attempt, for: media, request: request,
+            call.attempt, for: media, request: request, bytes: call.bytes,
             givingUp: { [self] attempt in firstGivenUp.withLock { $0 = $0 ?? (request, attempt.number) } },
             stopping: stopping
         )

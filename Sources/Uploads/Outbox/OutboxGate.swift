@@ -10,10 +10,10 @@ import JobKit
 struct OutboxGate: RequestGate {
     weak var outbox: Outbox?
 
-    /// A job that performs `attempt`, one request toward `url`'s host, once
-    /// the pacer admits it, and tells the pacer what its failure means
-    /// (``UploadFailure``).
-    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL) -> Job<Success> {
+    /// A job that performs `attempt`, one request toward `url`'s host
+    /// sending `bytes`, once the pacer admits it, and tells the pacer what
+    /// its failure means (``UploadFailure``).
+    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL, bytes: Int64) -> Job<Success> {
         let key = OutboxPacer.host(of: url)
         // The gate, not the outbox: it holds the outbox weakly.
         return Job { [self] controller in
@@ -41,7 +41,7 @@ struct OutboxGate: RequestGate {
                     controller.complete(with: outcome)
                 }
             }
-            switch asking.changing({ $0.admit(key, go) }) {
+            switch asking.changing({ $0.admit(key, bytes: bytes, go) }) {
             case .closed:
                 controller.fail(with: CancellationError())
             case .now(let epoch):

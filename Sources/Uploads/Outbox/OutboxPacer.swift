@@ -12,6 +12,12 @@ import JobKit
 /// TCP opens and closes its window. What a request sent before the last
 /// pushback says is old news, and changes nothing but its slot.
 ///
+/// After a pushback, or a failure of the phone's network, the host is
+/// probed: one request goes at a time, the smallest waiting (a tus
+/// creation, a `HEAD`, a small photo rather than a video), until the
+/// server takes one. A server still turning the outbox away then costs a
+/// small request, not a large one.
+///
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
 /// is over, whichever upload it belongs to. Pushbacks in a row are a
@@ -23,8 +29,7 @@ import JobKit
 /// server turned away together come back spread over it, and the longer
 /// the backlog they are in, the wider. A failure of a phone without
 /// network says nothing of the server, but the network it comes back to
-/// may be everyone's: the window closes to one request, which probes the
-/// server before the rest go.
+/// may be everyone's: the host is probed before the rest go.
 ///
 /// The pacer is a state machine: each event changes the hosts and returns
 /// what to do once the lock is released (``Actions``). It runs nothing
@@ -46,9 +51,12 @@ struct OutboxPacer: Sendable {
         var isHeldForFailures = false
         /// Transient failures in a row.
         var transientRun = 0
-        /// Requests waiting to go, first come first, each told the epoch
-        /// it goes in.
-        var waiting: [(id: Int, go: @Sendable (Int) -> Void)] = []
+        /// Requests waiting to go, first come first, with the bytes each
+        /// sends, each told the epoch it goes in.
+        var waiting: [(id: Int, bytes: Int64, go: @Sendable (Int) -> Void)] = []
+        /// Whether the host is probed: after a pushback, or a failure of
+        /// the phone's network, until it takes a request.
+        var isProbed = false
         /// The end of the hold, and which hold it ends.
         var release: DelayedWork?
         var holdID = 0
@@ -60,6 +68,16 @@ struct OutboxPacer: Sendable {
         /// its `Retry-After` is not a slot it keeps. For the outbox's
         /// life: a relaunch trusts it again, at the cost of a request.
         var breaksSlots = false
+
+        /// The most requests in flight now: one while probed.
+        var room: Int { isProbed ? 1 : window }
+
+        /// The next waiting request to go: the smallest while probed, else
+        /// the first.
+        var next: Int? {
+            guard isProbed else { return waiting.indices.first }
+            return waiting.indices.min { waiting[$0].bytes < waiting[$1].bytes }
+        }
     }
 
     /// The pushbacks a host gave since the outbox's window toward it was
@@ -190,11 +208,12 @@ struct OutboxPacer: Sendable {
 
     /// Takes up the streaks the journal kept: the next pushback of each
     /// host goes on from its streak. The host was pushing back when the
-    /// app stopped: one request goes first, and the streak ends once its
-    /// window is full again.
+    /// app stopped: it is probed, one request goes first, and the streak
+    /// ends once its window is full again.
     mutating func resume(_ streaks: [String: Streak]) {
         for (key, streak) in streaks {
             hosts[key, default: Host(window: 1)].streak = streak
+            hosts[key]?.isProbed = true
         }
     }
 
@@ -205,10 +224,21 @@ struct OutboxPacer: Sendable {
 
     /// Whether a new upload toward the host `key` names may start, with
     /// `running` of the outbox's uploads already going there: not while
-    /// the host is held, nor beyond its window.
+    /// the host is held, nor beyond its window (one while it is probed).
     func admitsUpload(toward key: String, running: Int) -> Bool {
         guard let host = hosts[key] else { return true }
-        return !host.isHeld && running < host.window
+        return !host.isHeld && running < host.room
+    }
+
+    /// Whether the host `key` names is probed: one request goes at a
+    /// time, the smallest, until it takes one.
+    func isProbed(_ key: String) -> Bool {
+        hosts[key]?.isProbed == true
+    }
+
+    /// Whether some host is probed.
+    var probesSomeHost: Bool {
+        hosts.values.contains { $0.isProbed }
     }
 
     /// Whether the host `key` names takes no request now: it pushed back,
@@ -219,18 +249,18 @@ struct OutboxPacer: Sendable {
 
     // MARK: - Events
 
-    /// A request toward `key`: admitted now, or queued until `go` is
-    /// called with the epoch it goes in.
-    mutating func admit(_ key: String, _ go: @escaping @Sendable (Int) -> Void) -> Admission {
+    /// A request toward `key`, sending `bytes`: admitted now, or queued
+    /// until `go` is called with the epoch it goes in.
+    mutating func admit(_ key: String, bytes: Int64 = 0, _ go: @escaping @Sendable (Int) -> Void) -> Admission {
         guard !isClosed else { return .closed }
         var host = hosts[key] ?? Host(window: maxWindow)
         defer { hosts[key] = host }
-        if !host.isHeld, host.inFlight < host.window, host.waiting.isEmpty {
+        if !host.isHeld, host.inFlight < host.room, host.waiting.isEmpty {
             host.inFlight += 1
             return .now(epoch: host.epoch)
         }
         defer { nextTicket += 1 }
-        host.waiting.append((nextTicket, go))
+        host.waiting.append((nextTicket, bytes, go))
         return .queued(ticket: nextTicket)
     }
 
@@ -246,7 +276,7 @@ struct OutboxPacer: Sendable {
         // Closed: nothing is decided, nor kept, any more.
         guard !isClosed, var host = hosts[key] else { return Actions() }
         host.inFlight -= 1
-        let window = host.window
+        let room = host.room
         var hold: Hold?
         let streak = host.streak
         // Sent before the last pushback: old news, its slot aside.
@@ -254,6 +284,7 @@ struct OutboxPacer: Sendable {
         switch heard {
         case nil:
             host.transientRun = 0
+            host.isProbed = false
             host.window = min(maxWindow, host.window + 1)
             // Its window, halved at each pushback, is full again: the
             // backlog it was in is over.
@@ -263,8 +294,10 @@ struct OutboxPacer: Sendable {
             }
         case .offline:
             // Says nothing of the server, but the network it comes back
-            // to may be everyone's: one request probes it.
+            // to may be everyone's: one request probes it, and the
+            // window opens from one again.
             host.window = 1
+            host.isProbed = true
         case .pushback(let asked):
             hold = pushBack(key, &host, asking: asked, forFailures: false)
         case .transient:
@@ -274,14 +307,16 @@ struct OutboxPacer: Sendable {
                 hold = pushBack(key, &host, asking: nil, forFailures: true)
             }
         case .permanent:
-            // An answer, not about load (a 404): ends a run.
+            // An answer, not about load (a 404): ends a run, and a probe.
             host.transientRun = 0
+            host.isProbed = false
         case .cancelled:
             break
         }
         hosts[key] = host
-        // A window that opened takes an upload the outbox held back.
-        let opens = host.window > window && !host.isHeld
+        // A window that opened (or a probe that ended) takes an upload
+        // the outbox held back.
+        let opens = host.room > room && !host.isHeld
         // A hold is kept once armed, with its length.
         return Actions(
             hold: hold, requests: admitWaiting(key), opened: opens ? [key] : [],
@@ -341,6 +376,7 @@ struct OutboxPacer: Sendable {
         guard !host.isHeld else { return nil }
         host.window = max(1, host.window / 2)
         host.epoch += 1
+        host.isProbed = true
         let asked = min(asked ?? .zero, maximumRetryAfter)
         guard asked > .zero || holdsWithoutRetryAfter else { return nil }
         host.isHeld = true
@@ -364,8 +400,8 @@ struct OutboxPacer: Sendable {
     private mutating func admitWaiting(_ key: String) -> [@Sendable () -> Void] {
         guard !isClosed, var host = hosts[key], !host.isHeld else { return [] }
         var go: [@Sendable () -> Void] = []
-        while host.inFlight < host.window, !host.waiting.isEmpty {
-            let request = host.waiting.removeFirst().go
+        while host.inFlight < host.room, let next = host.next {
+            let request = host.waiting.remove(at: next).go
             let epoch = host.epoch
             go.append { request(epoch) }
             host.inFlight += 1

@@ -101,7 +101,9 @@ extension OutboxStateMachine {
     /// else is in flight. The first upload that does not fit stops the
     /// rest, so a large video is not passed over forever by smaller ones.
     /// An upload toward a host the pacer does not admit now waits without
-    /// stopping the rest.
+    /// stopping the rest. Toward a host the pacer probes, with nothing in
+    /// flight, the smallest upload the outbox has for it goes first, alone
+    /// (a post's document still goes after its media).
     func plannedStarts() -> [Start] {
         guard !isClosed else { return [] }
         let (limit, budget) = (options.publishing.maxConcurrentUploads, options.maxBytesInFlight)
@@ -114,18 +116,15 @@ extension OutboxStateMachine {
         }
         var inFlight = posts.values.reduce(Int64(0)) { $0 + $1.running.values.reduce(0) { $0 + $1.weight } }
         var starts: [Start] = []
-        for tracked in Self.ordered(posts) where tracked.phase.isReady {
+        let ordered = Self.ordered(posts).filter(\.phase.isReady)
+        let probes = probes(in: ordered, runningByHost: runningByHost)
+        for tracked in ordered {
             let record = tracked.record
-            var indices = record.media.indices.filter { record.media[$0].receipt == nil && tracked.running[$0] == nil }
-            // The document, once every receipt is on disk: a kill after it
-            // went up cannot send a medium again.
-            if indices.isEmpty, tracked.running.isEmpty, tracked.hasEveryReceiptOnDisk {
-                indices = [record.media.count]
-            }
-            for index in indices {
+            for index in tracked.startable {
                 let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
                 guard running < limit, running == 0 || inFlight + upload <= budget else { return starts }
                 let host = OutboxPacer.host(of: record.destination(of: index))
+                if let probe = probes[host], probe != (record.destination, index) { continue }
                 guard pacer.admitsUpload(toward: host, running: runningByHost[host] ?? 0) else { continue }
                 runningByHost[host, default: 0] += 1
                 starts.append(
@@ -137,6 +136,26 @@ extension OutboxStateMachine {
             }
         }
         return starts
+    }
+
+    /// The upload that probes each host the pacer probes, with nothing in
+    /// flight toward it: the smallest of `ordered`, the first of those
+    /// that are as small.
+    private func probes(in ordered: [Tracked], runningByHost: [String: Int]) -> [String: (URL, Int)] {
+        guard pacer.probesSomeHost else { return [:] }
+        var probes: [String: (upload: (URL, Int), size: Int64)] = [:]
+        for tracked in ordered {
+            let record = tracked.record
+            for index in tracked.startable {
+                let host = OutboxPacer.host(of: record.destination(of: index))
+                guard pacer.isProbed(host), runningByHost[host] == nil else { continue }
+                let size = index < record.media.count ? record.media[index].size : tracked.documentSize
+                if probes[host].map({ size < $0.size }) ?? true {
+                    probes[host] = ((record.destination, index), size)
+                }
+            }
+        }
+        return probes.mapValues(\.upload)
     }
 
     /// Every post as the app sees it, in the order they go.
@@ -317,6 +336,16 @@ extension OutboxStateMachine.Tracked {
             record.error = error.localizedDescription
             return .recorded
         }
+    }
+
+    /// The uploads of it that may start, in its order: its media not
+    /// stored nor in flight; or its document, once every receipt is on
+    /// disk (a kill after the document went up cannot send a medium
+    /// again).
+    var startable: [Int] {
+        let indices = record.media.indices.filter { record.media[$0].receipt == nil && running[$0] == nil }
+        guard indices.isEmpty, running.isEmpty, hasEveryReceiptOnDisk else { return indices }
+        return [record.media.count]
     }
 
     /// Pauses it, unless it is over or paused already; returns what

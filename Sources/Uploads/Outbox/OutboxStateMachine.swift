@@ -296,9 +296,10 @@ struct OutboxStateMachine: Sendable {
 
     // MARK: - Requests
 
-    /// A request of an upload toward the host `key` names asks to go.
-    mutating func admit(_ key: String, _ go: @escaping @Sendable (Int) -> Void) -> OutboxPacer.Admission {
-        pacer.admit(key, go)
+    /// A request of an upload toward the host `key` names, sending
+    /// `bytes`, asks to go.
+    mutating func admit(_ key: String, bytes: Int64, _ go: @escaping @Sendable (Int) -> Void) -> OutboxPacer.Admission {
+        pacer.admit(key, bytes: bytes, go)
     }
 
     /// A queued request was cancelled.

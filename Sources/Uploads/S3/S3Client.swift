@@ -324,7 +324,7 @@ struct S3Client: Sendable {
                 request, body: body, destination: object, answerLimit: answerLimit, task: operation.jobName,
                 progress: progress)
         }.map(read).named(operation.jobName)
-        return HTTPCall(name: operation.jobName, attempt: attempt)
+        return HTTPCall(name: operation.jobName, attempt: attempt, bytes: body.count)
     }
 
     /// `url` without its query, where a presigned URL keeps its signature.

@@ -212,7 +212,7 @@ final class TusUpload: Sendable {
                 at: media.destination, length: size, metadata: options.metadata, body: body, checksum: checksum,
                 destination: media.destination, filename: filename, progress: { [self] in report($0.bytesSent) })
             return retries.retrying(
-                HTTPCall(name: "create upload", attempt: creation), for: media,
+                HTTPCall(name: "create upload", attempt: creation, bytes: body?.count ?? 0), for: media,
                 stopping: { [lifecycle] in lifecycle.isCancelled })
         }
         .mapError { TusClient.explaining($0, of: "POST", from: server) }
@@ -241,8 +241,10 @@ final class TusUpload: Sendable {
             return
         }
         let send = Job<Void> { [self] controller in controller.perform(sendChunk()) { controller.complete(with: $0) } }
+        // The chunk from the offset known now: what a probe weighs.
+        let bytes = options.chunkSize > 0 ? min(options.chunkSize, size - offset) : size - offset
         let attempt = retries.retrying(
-            HTTPCall(name: "PATCH at \(offset)", attempt: send), for: media,
+            HTTPCall(name: "PATCH at \(offset)", attempt: send, bytes: bytes), for: media,
             stopping: { [lifecycle] in lifecycle.isCancelled })
         controller.perform(attempt) { [self] outcome in
             guard case .failure(let error) = outcome else {

@@ -97,7 +97,7 @@ struct UploadFailureTests {
             defer { outbox.close() }
             let gate = OutboxGate(outbox: outbox)
             for _ in 0..<OutboxPacer.transientRunLimit {
-                gate.admitting(Job<Void>.failed(error), toward: url).perform(on: queue) { _ in }
+                gate.admitting(Job<Void>.failed(error), toward: url, bytes: 0).perform(on: queue) { _ in }
                 try queue.run()
             }
             let pacer = outbox.machine.read { $0.pacer }

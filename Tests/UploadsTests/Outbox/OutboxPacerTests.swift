@@ -69,14 +69,17 @@ struct OutboxPacerTests {
 
         let released = pacer.holdEnded(hold.key, id: hold.id)
         #expect(released.opened == [Self.host] && released.timers.count == 1)
-        for request in released.requests { request() }
+        #expect(released.requests.isEmpty, "probed: one request at a time, and one is still in flight")
+        let last = pacer.ended(Self.host, failure: nil, epoch: 0)
+        #expect(last.opened.isEmpty)
+        for request in last.requests { request() }
         #expect(requests.gone == [10: 1], "goes in the epoch after the pushback")
-        #expect(pacer.admitsUpload(toward: Self.host, running: 1) && !pacer.admitsUpload(toward: Self.host, running: 2))
+        #expect(pacer.admitsUpload(toward: Self.host, running: 0) && !pacer.admitsUpload(toward: Self.host, running: 1))
 
-        // A request of the new epoch stored: one more in flight, and a
-        // window that opened takes an upload held back.
+        // The probe of the new epoch stored: the window, halved to 2, opens
+        // by one, and takes uploads held back.
         #expect(pacer.ended(Self.host, failure: nil, epoch: 1).opened == [Self.host])
-        #expect(pacer.admitsUpload(toward: Self.host, running: 2))
+        #expect(pacer.admitsUpload(toward: Self.host, running: 2) && !pacer.admitsUpload(toward: Self.host, running: 3))
         #expect(pacer.holdEnded(hold.key, id: hold.id).opened.isEmpty, "a hold ends once")
     }
 
@@ -111,6 +114,50 @@ struct OutboxPacerTests {
         #expect(offline.hold == nil && !pacer.isHeld(Self.host))
         #expect(pacer.admitsUpload(toward: Self.host, running: 0) && !pacer.admitsUpload(toward: Self.host, running: 1))
         #expect(pacer.ended(Self.host, failure: .cancelled, epoch: 0).opened.isEmpty, "a cancellation says nothing")
+    }
+
+    @Test func aProbedHostTakesItsSmallestWaitingRequestOneAtATimeUntilOneIsTaken() throws {
+        var pacer = pacer(window: 4)
+        let requests = Requests()
+        #expect(admit(1, to: &pacer, requests) == 1)
+        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
+        #expect(pacer.isProbed(Self.host))
+        // Queued while held: a part of 4 MB, a `HEAD`, a photo of 1 MB.
+        for (id, bytes) in [(1, Int64(4_000_000)), (2, 0), (3, 1_000_000)] {
+            #expect(pacer.admit(Self.host, bytes: bytes, requests.go(id)) == .queued(ticket: id - 1))
+        }
+        let released = pacer.holdEnded(hold.key, id: hold.id)
+        for request in released.requests { request() }
+        #expect(requests.gone == [2: 1], "the smallest first, alone")
+
+        // An answer that says nothing of load (a 500) ends no probe: the
+        // next smallest goes.
+        for request in pacer.ended(Self.host, failure: .transient, epoch: 1).requests { request() }
+        #expect(requests.gone == [2: 1, 3: 1])
+        let taken = pacer.ended(Self.host, failure: nil, epoch: 1)
+        for request in taken.requests { request() }
+        #expect(
+            requests.gone == [2: 1, 3: 1, 1: 1] && taken.opened == [Self.host],
+            "taken: the window, halved to 2, opens to 3")
+        #expect(!pacer.isProbed(Self.host))
+        #expect(admit(2, to: &pacer, requests, from: 4) == 2, "in turn again, up to the window")
+    }
+
+    @Test func aHostIsProbedAfterANetworkFailureOrARelaunchInItsStreakAndAnAnswerEndsIt() {
+        var pacer = pacer(window: 4)
+        let requests = Requests()
+        _ = admit(2, to: &pacer, requests)
+        _ = pacer.ended(Self.host, failure: .offline, epoch: 0)
+        #expect(pacer.isProbed(Self.host) && pacer.probesSomeHost)
+        _ = pacer.ended(Self.host, failure: .permanent, epoch: 0)
+        #expect(!pacer.isProbed(Self.host) && !pacer.probesSomeHost, "a 404 is an answer: the server is there")
+
+        var relaunched = self.pacer(window: 4)
+        relaunched.resume([Self.host: OutboxPacer.Streak(pushbacks: 1, held: .seconds(5))])
+        #expect(relaunched.isProbed(Self.host))
+        #expect(admit(1, to: &relaunched, requests, from: 10) == 1)
+        _ = relaunched.ended(Self.host, failure: .cancelled, epoch: 0)
+        #expect(relaunched.isProbed(Self.host), "a cancellation says nothing")
     }
 
     @Test func withoutAPushbackDelayOnlyARetryAfterHolds() {
@@ -177,8 +224,9 @@ struct OutboxPacerTests {
         let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
         _ = pacer.armed(hold, lasting: .seconds(30), until: DelayedWork {})
         _ = pacer.holdEnded(hold.key, id: hold.id)
-        #expect(admit(2, to: &pacer, requests, from: 1) == 2, "the window, halved to 2")
+        #expect(admit(2, to: &pacer, requests, from: 1) == 1, "probed: one request")
         let once = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(once.requests.count == 1, "the window, halved to 2, opens to 3")
         #expect(!once.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1, "3 of 4: still in the backlog")
         let full = pacer.ended(Self.host, failure: nil, epoch: 1)
         #expect(full.streaksChanged && pacer.streaks.isEmpty, "4 of 4")

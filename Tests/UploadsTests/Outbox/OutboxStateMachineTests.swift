@@ -212,7 +212,7 @@ struct OutboxStateMachineTests {
         var machine = Self.machine([post], wakeWindow: .zero)
         let upload = try #require(machine.pump().starts.first)
         let host = OutboxPacer.host(of: post.media[0].destination)
-        guard case .now(let epoch) = machine.admit(host, { _ in }) else {
+        guard case .now(let epoch) = machine.admit(host, bytes: 100, { _ in }) else {
             Issue.record("an idle host admits at once")
             return
         }
@@ -249,6 +249,52 @@ struct OutboxStateMachineTests {
         #expect(tried.cancels.count == 1 && tried.pump == .scheduled, "its own wake is cancelled")
         #expect(machine.pump().starts.count == 1)
         #expect(machine.networkDidChange().timers == [.notice(generation: 2)], "the next change")
+    }
+
+    @Test func aProbedHostTakesTheSmallestUploadTheOutboxHasForItFirstAlone() throws {
+        // A video of 4,000 bytes first, then photos of 30 and 20; a later
+        // post's photo of 10; a post whose only upload left is its
+        // document, toward another host.
+        var video = Self.record("a", media: 3)
+        for (index, size) in [4_000, 30, 20].enumerated() { video.media[index].size = Int64(size) }
+        let later = Self.record("b", media: 1, sequence: 1)
+        var other = Self.record("c", media: 1, sequence: 2)
+        other.media[0].destination = URL(string: "https://cdn.example.net/c/photo-0.jpg")!
+        var machine = Self.machine([video, later, other], limit: 5, wakeWindow: .zero)
+        let host = OutboxPacer.host(of: video.media[0].destination)
+        let starts = machine.pump().starts
+        #expect(starts.count == 5, "nothing probed: every upload")
+        // Each upload's request fails as a phone without network does.
+        for start in starts {
+            let key = OutboxPacer.host(of: start.record.destination(of: start.index))
+            guard case .now(let epoch) = machine.admit(key, bytes: 0, { _ in }) else {
+                Issue.record("an idle host admits at once")
+                return
+            }
+            _ = machine.requestEnded(key, failure: .offline, epoch: epoch)
+            _ = machine.finished(start, with: .failure(Self.offline))
+        }
+        #expect(machine.pacer.isProbed(host))
+        #expect(machine.pump().starts.isEmpty, "every post waits for the network")
+
+        _ = machine.networkDidChange()
+        let probes = machine.pump().starts
+        #expect(
+            probes.map { $0.record.destination(of: $0.index).path } == ["/b/photo-0.jpg", "/c/photo-0.jpg"],
+            "the smallest medium toward each host, of any post, alone")
+        #expect(machine.pump().starts.isEmpty, "one at a time")
+
+        // The probe is stored: the window opens from one, to two, and the
+        // posts go in their order again.
+        guard case .now(let epoch) = machine.admit(host, bytes: 10, { _ in }) else {
+            Issue.record("the probe's request goes at once")
+            return
+        }
+        let opened = machine.requestEnded(host, failure: nil, epoch: epoch)
+        _ = machine.finished(probes[0], with: .success(UploadReceipt(destination: later.media[0].destination)))
+        #expect(opened.pump == .scheduled && !machine.pacer.isProbed(host))
+        let next = machine.pump().starts
+        #expect(next.map { $0.record.destination(of: $0.index).path } == ["/a/photo-0.jpg", "/a/photo-1.jpg"])
     }
 
     @Test func aRemovedPostDiscardsWhatItKeptAndItsRecordGoesAfterTheWrites() throws {
