@@ -83,6 +83,19 @@ struct UploadFailureTests {
         }
     }
 
+    @Test func anUploadRetriedWholeTellsThePacerItsMediumsBytes() throws {
+        let gate = RecordingGate()
+        var attempts = UploadAttempts(retry: RetryPolicy(attempts: 1))
+        attempts.gate = gate
+        let photo = Media(bytes: Data(count: 1_234), destination: Self.photo, contentType: "image/jpeg")
+        let uploader = InMemoryUploader()
+        let stored = Lock(false)
+        uploader.upload(photo, attempts: attempts).perform(on: ImmediateQueue()) { outcome in
+            stored.withLock { $0 = (try? outcome.get()) != nil }
+        }
+        #expect(stored.withLock { $0 } && gate.bytes == [1_234])
+    }
+
     @Test func thePacerReadsTheSameMeaningTowardTheHost() throws {
         let url = Self.photo
         let host = OutboxPacer.host(of: url)

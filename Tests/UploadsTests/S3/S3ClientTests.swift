@@ -116,6 +116,24 @@ struct S3ClientTests {
         #expect(S3Operation.uploadPart(uploadID: "u", partNumber: 2, contentMD5: md5).jobName == "part 2")
     }
 
+    @Test func eachCallWeighsTheBytesItsBodySends() {
+        // What an outbox that probes a host compares: the smallest goes first.
+        let client = S3Client(presigner: RefusingPresigner(), http: InProcessTransport(configuration: .ephemeral))
+        let part = HTTPBody.file(URL(fileURLWithPath: "/surf.mp4"), offset: 5_242_880, length: 1_000)
+        let calls = [
+            client.createMultipartUpload(object, contentType: "video/mp4").bytes,
+            client.uploadPart(object, uploadID: "u", number: 2, body: part, md5: nil, progress: { _ in }).bytes,
+            client.putObject(object, contentType: "image/jpeg", body: .data(Data("abc".utf8)), md5: nil) { _ in }
+                .bytes,
+            client.listParts(object, uploadID: "u", after: nil).bytes,
+            client.headObject(object).bytes,
+            client.abortMultipartUpload(object, uploadID: "u").bytes,
+        ]
+        #expect(calls == [0, 1_000, 3, 0, 0, 0])
+        let complete = client.completeMultipartUpload(object, uploadID: "u", etags: [1: abcETag])
+        #expect(complete.bytes > 100, "its list of parts")
+    }
+
     @Test func aStoredObjectIsWhereTheStorageSaysOrAtItsURLWithoutTheSignature() throws {
         #expect(
             try S3Client.storedObject(in: answer(""), of: object, md5: abc).location?.absoluteString

@@ -149,3 +149,19 @@ private final class RefusingURLProtocol: URLProtocol {
 
     override func stopLoading() {}
 }
+
+/// A gate that admits every request at once, as an ``Outbox``'s does
+/// toward an idle host, and records the bytes each said it sends.
+final class RecordingGate: RequestGate {
+    private let log = LockedValue<[Int64]>([])
+
+    /// The bytes of every request admitted so far, in the order they came.
+    var bytes: [Int64] { log.value }
+
+    func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL, bytes: Int64) -> Job<Success> {
+        Job { [log] controller in
+            log.withValue { $0.append(bytes) }
+            controller.perform(attempt) { controller.complete(with: $0) }
+        }
+    }
+}

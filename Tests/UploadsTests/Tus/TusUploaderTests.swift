@@ -3,7 +3,8 @@ import JobKit
 import JobKitTesting
 import TestSupport
 import Testing
-import Uploads
+
+@testable import Uploads
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -567,6 +568,25 @@ struct TusUploaderTests {
             #expect(reason.hasPrefix("it does not speak tus: "), "\(reason)")
             #expect(reason.contains(refusal.map { "POST with \($0)" } ?? "POST (201)"), "\(reason)")
             #expect(try await server.received().filter { $0.method == "POST" }.count == 1, "no retry")
+        }
+    }
+
+    @Test(TusFixture.requirement)
+    func eachRequestTellsAnOutboxTheBytesItsBodySends() async throws {
+        // What an outbox that probes a host compares: the smallest goes
+        // first, a creation before a PATCH.
+        try await TusFixture.withKept(.resumableUpload) { tus in
+            let workspace = try Workspace(size: 2 * Int(Self.mebibyte) + 100)
+            defer { workspace.folder.remove() }
+            let gate = RecordingGate()
+            var attempts = Self.attempts()
+            attempts.gate = gate
+            let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, verifiesBytes: false)
+            _ = try await uploader.upload(Self.video(workspace, to: tus.endpoint).media, attempts: attempts).value
+            let requests = try await tus.requests()
+            #expect(requests.map(\.method) == ["OPTIONS", "POST", "PATCH", "PATCH", "PATCH"])
+            #expect(gate.bytes == requests.map { Int64($0.bodyBytes) })
+            #expect(gate.bytes == [0, 0, Self.mebibyte, Self.mebibyte, 100])
         }
     }
 
