@@ -34,9 +34,10 @@ package enum Herd {
         case retryAfter(Duration)
         /// A slot of each rejected client's own: the time the server takes
         /// a post at capacity after the slot it gave the client before
-        /// (the i-th rejection in a row told some i × 5 ÷ capacity
-        /// seconds), in whole seconds. A client that comes at its slot or
-        /// later is served, room or not, until its post is in.
+        /// (the i-th client turned away told some i × 5 ÷ capacity
+        /// seconds), in whole seconds; a client turned away again before
+        /// its slot is told the same one. A client that comes at its slot
+        /// or later is served, room or not, until its post is in.
         case slots
 
         /// `Retry-After: 5`, `slots`.
@@ -396,6 +397,12 @@ package enum Herd {
                     case .retryAfter(let wait):
                         return .busy(retryAfter: Int(wait / .seconds(1)))
                     case .slots:
+                        // A client that has a slot still to come (two of
+                        // its requests turned away at once) is told it
+                        // again: one slot per client.
+                        if let slot = state.slots[phone] {
+                            return .busy(retryAfter: Int(((slot - since) / .seconds(1)).rounded(.up)))
+                        }
                         let post = Double(Herd.requestsPerPost) / capacity
                         state.lastSlot = max(state.lastSlot, since) + .seconds(post)
                         let seconds = Int(((state.lastSlot - since) / .seconds(1)).rounded(.up))

@@ -22,10 +22,14 @@ struct OutboxHerdTests {
         #expect(report.peakInFirstMinute <= 10, "the busiest 10 s of the first minute: \(report.peakInFirstMinute)")
         #expect(report.timeRatio <= 2.5, "time to publish every post: \(report.line)")
         // Issue 56's goal: a few phones turned away late wait past it.
-        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.3×)") {
+        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.45×)") {
             #expect(report.timeRatio <= 2, "time to publish every post: \(report.line)")
         }
         #expect(report.rejectedRatio <= 1, "rejected requests per useful one: \(report.line)")
+        // A phone's first request after a hold, or after the network came
+        // back, is its smallest: 0.57 of the bytes stored are turned away,
+        // where 0.82 were when it went in the post's order.
+        #expect(report.rejectedBytesRatio <= 0.65, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
         #expect(!FileManager.default.fileExists(atPath: folder.path))
     }
 
@@ -40,6 +44,9 @@ struct OutboxHerdTests {
         #expect(report.publishedCount == 300 && report.useful == 300 * Herd.requestsPerPost)
         #expect(report.timeRatio <= 1.3, "\(report.line)")
         #expect(report.rejectedPerPhone <= 1.5, "rejected per phone: \(report.rejectedPerPhone)")
+        // Turned away, mostly at its first request, which is its smallest
+        // photo: 0.11 of the bytes stored, where 0.31 went in order.
+        #expect(report.rejectedBytesRatio <= 0.15, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
     }
 
     /// A herd with every wait in step (each jitter drawn at its ceiling, no
