@@ -15,8 +15,9 @@ import JobKit
 /// After a pushback, or a failure of the phone's network, the host is
 /// probed: one request goes at a time, the smallest waiting (a tus
 /// creation, a `HEAD`, a small photo rather than a video), until the
-/// server takes one. A server still turning the outbox away then costs a
-/// small request, not a large one.
+/// server takes one. The outbox starts the smallest upload it has for the
+/// host first, so that its request is the first to wait. A server still
+/// turning the outbox away then costs a small request, not a large one.
 ///
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
@@ -224,14 +225,15 @@ struct OutboxPacer: Sendable {
 
     /// Whether a new upload toward the host `key` names may start, with
     /// `running` of the outbox's uploads already going there: not while
-    /// the host is held, nor beyond its window (one while it is probed).
+    /// the host is held, nor beyond its window. (While it is probed, their
+    /// requests go one at a time all the same.)
     func admitsUpload(toward key: String, running: Int) -> Bool {
         guard let host = hosts[key] else { return true }
-        return !host.isHeld && running < host.room
+        return !host.isHeld && running < host.window
     }
 
     /// Whether the host `key` names is probed: one request goes at a
-    /// time, the smallest, until it takes one.
+    /// time, the smallest waiting, until it takes one.
     func isProbed(_ key: String) -> Bool {
         hosts[key]?.isProbed == true
     }
@@ -276,7 +278,7 @@ struct OutboxPacer: Sendable {
         // Closed: nothing is decided, nor kept, any more.
         guard !isClosed, var host = hosts[key] else { return Actions() }
         host.inFlight -= 1
-        let room = host.room
+        let window = host.window
         var hold: Hold?
         let streak = host.streak
         // Sent before the last pushback: old news, its slot aside.
@@ -307,16 +309,16 @@ struct OutboxPacer: Sendable {
                 hold = pushBack(key, &host, asking: nil, forFailures: true)
             }
         case .permanent:
-            // An answer, not about load (a 404): ends a run, and a probe.
+            // An answer, not about load (a 404): ends a run. Not a probe:
+            // the server took nothing (and the failure may be the
+            // phone's own, a file gone).
             host.transientRun = 0
-            host.isProbed = false
         case .cancelled:
             break
         }
         hosts[key] = host
-        // A window that opened (or a probe that ended) takes an upload
-        // the outbox held back.
-        let opens = host.room > room && !host.isHeld
+        // A window that opened takes an upload the outbox held back.
+        let opens = host.window > window && !host.isHeld
         // A hold is kept once armed, with its length.
         return Actions(
             hold: hold, requests: admitWaiting(key), opened: opens ? [key] : [],

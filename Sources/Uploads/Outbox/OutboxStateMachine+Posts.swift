@@ -101,9 +101,10 @@ extension OutboxStateMachine {
     /// else is in flight. The first upload that does not fit stops the
     /// rest, so a large video is not passed over forever by smaller ones.
     /// An upload toward a host the pacer does not admit now waits without
-    /// stopping the rest. Toward a host the pacer probes, with nothing in
-    /// flight, the smallest upload the outbox has for it goes first, alone
-    /// (a post's document still goes after its media).
+    /// stopping the rest. Toward a host the pacer probes, the smallest
+    /// upload the outbox has for it starts first, out of turn (a post's
+    /// document still after its media): the pacer lets its request go
+    /// first, alone.
     func plannedStarts() -> [Start] {
         guard !isClosed else { return [] }
         let (limit, budget) = (options.publishing.maxConcurrentUploads, options.maxBytesInFlight)
@@ -116,46 +117,57 @@ extension OutboxStateMachine {
         }
         var inFlight = posts.values.reduce(Int64(0)) { $0 + $1.running.values.reduce(0) { $0 + $1.weight } }
         var starts: [Start] = []
-        let ordered = Self.ordered(posts).filter(\.phase.isReady)
-        let probes = probes(in: ordered, runningByHost: runningByHost)
-        for tracked in ordered {
+        /// Starts upload `index` of `tracked` if its host admits it;
+        /// `false` once the limit or the budget stops every start.
+        func start(_ tracked: Tracked, _ index: Int) -> Bool {
             let record = tracked.record
-            for index in tracked.startable {
-                let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
-                guard running < limit, running == 0 || inFlight + upload <= budget else { return starts }
-                let host = OutboxPacer.host(of: record.destination(of: index))
-                if let probe = probes[host], probe != (record.destination, index) { continue }
-                guard pacer.admitsUpload(toward: host, running: runningByHost[host] ?? 0) else { continue }
-                runningByHost[host, default: 0] += 1
-                starts.append(
-                    Start(
-                        destination: record.destination, index: index, token: nextToken + starts.count,
-                        record: record, weight: upload, mayBeStored: tracked.wasOnDisk))
-                running += 1
-                inFlight += upload
+            let upload = tracked.weights.indices.contains(index) ? tracked.weights[index] : 0
+            guard running < limit, running == 0 || inFlight + upload <= budget else { return false }
+            let host = OutboxPacer.host(of: record.destination(of: index))
+            guard pacer.admitsUpload(toward: host, running: runningByHost[host] ?? 0) else { return true }
+            runningByHost[host, default: 0] += 1
+            starts.append(
+                Start(
+                    destination: record.destination, index: index, token: nextToken + starts.count,
+                    record: record, weight: upload, mayBeStored: tracked.wasOnDisk))
+            running += 1
+            inFlight += upload
+            return true
+        }
+        let ordered = Self.ordered(posts).filter(\.phase.isReady)
+        let probes = probes(in: ordered)
+        for (tracked, index) in probes {
+            guard start(tracked, index) else { return starts }
+        }
+        for tracked in ordered {
+            for index in tracked.startable
+            where !probes.contains(where: { $0.0.record.destination == tracked.record.destination && $0.1 == index }) {
+                guard start(tracked, index) else { return starts }
             }
         }
         return starts
     }
 
-    /// The upload that probes each host the pacer probes, with nothing in
-    /// flight toward it: the smallest of `ordered`, the first of those
-    /// that are as small.
-    private func probes(in ordered: [Tracked], runningByHost: [String: Int]) -> [String: (URL, Int)] {
-        guard pacer.probesSomeHost else { return [:] }
-        var probes: [String: (upload: (URL, Int), size: Int64)] = [:]
+    /// The upload of `ordered` that starts first toward each host the
+    /// pacer probes: the smallest, the first of those as small; in the
+    /// order of the posts.
+    private func probes(in ordered: [Tracked]) -> [(Tracked, Int)] {
+        guard pacer.probesSomeHost else { return [] }
+        var probes: [(upload: (Tracked, Int), host: String, size: Int64)] = []
         for tracked in ordered {
             let record = tracked.record
             for index in tracked.startable {
                 let host = OutboxPacer.host(of: record.destination(of: index))
-                guard pacer.isProbed(host), runningByHost[host] == nil else { continue }
+                guard pacer.isProbed(host) else { continue }
                 let size = index < record.media.count ? record.media[index].size : tracked.documentSize
-                if probes[host].map({ size < $0.size }) ?? true {
-                    probes[host] = ((record.destination, index), size)
+                if let found = probes.firstIndex(where: { $0.host == host }) {
+                    if size < probes[found].size { probes[found] = ((tracked, index), host, size) }
+                } else {
+                    probes.append(((tracked, index), host, size))
                 }
             }
         }
-        return probes.mapValues(\.upload)
+        return probes.map(\.upload)
     }
 
     /// Every post as the app sees it, in the order they go.

@@ -74,11 +74,14 @@ struct OutboxPacerTests {
         #expect(last.opened.isEmpty)
         for request in last.requests { request() }
         #expect(requests.gone == [10: 1], "goes in the epoch after the pushback")
-        #expect(pacer.admitsUpload(toward: Self.host, running: 0) && !pacer.admitsUpload(toward: Self.host, running: 1))
+        #expect(admit(1, to: &pacer, requests, from: 11) == 0, "one request at a time while probed")
+        #expect(pacer.admitsUpload(toward: Self.host, running: 1) && !pacer.admitsUpload(toward: Self.host, running: 2))
 
         // The probe of the new epoch stored: the window, halved to 2, opens
-        // by one, and takes uploads held back.
-        #expect(pacer.ended(Self.host, failure: nil, epoch: 1).opened == [Self.host])
+        // by one, lets the request that waited go, and takes uploads held
+        // back.
+        let stored = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(stored.opened == [Self.host] && stored.requests.count == 1)
         #expect(pacer.admitsUpload(toward: Self.host, running: 2) && !pacer.admitsUpload(toward: Self.host, running: 3))
         #expect(pacer.holdEnded(hold.key, id: hold.id).opened.isEmpty, "a hold ends once")
     }
@@ -130,8 +133,8 @@ struct OutboxPacerTests {
         for request in released.requests { request() }
         #expect(requests.gone == [2: 1], "the smallest first, alone")
 
-        // An answer that says nothing of load (a 500) ends no probe: the
-        // next smallest goes.
+        // A transient failure (a 500) ends no probe: the next smallest
+        // goes.
         for request in pacer.ended(Self.host, failure: .transient, epoch: 1).requests { request() }
         #expect(requests.gone == [2: 1, 3: 1])
         let taken = pacer.ended(Self.host, failure: nil, epoch: 1)
@@ -143,14 +146,17 @@ struct OutboxPacerTests {
         #expect(admit(2, to: &pacer, requests, from: 4) == 2, "in turn again, up to the window")
     }
 
-    @Test func aHostIsProbedAfterANetworkFailureOrARelaunchInItsStreakAndAnAnswerEndsIt() {
+    @Test func aHostIsProbedAfterANetworkFailureOrARelaunchInItsStreakUntilItTakesARequest() {
         var pacer = pacer(window: 4)
         let requests = Requests()
         _ = admit(2, to: &pacer, requests)
         _ = pacer.ended(Self.host, failure: .offline, epoch: 0)
         #expect(pacer.isProbed(Self.host) && pacer.probesSomeHost)
         _ = pacer.ended(Self.host, failure: .permanent, epoch: 0)
-        #expect(!pacer.isProbed(Self.host) && !pacer.probesSomeHost, "a 404 is an answer: the server is there")
+        #expect(pacer.isProbed(Self.host), "a 404 (or a file gone) takes nothing")
+        #expect(admit(1, to: &pacer, requests, from: 2) == 1)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 0)
+        #expect(!pacer.isProbed(Self.host) && !pacer.probesSomeHost, "a request taken ends it")
 
         var relaunched = self.pacer(window: 4)
         relaunched.resume([Self.host: OutboxPacer.Streak(pushbacks: 1, held: .seconds(5))])

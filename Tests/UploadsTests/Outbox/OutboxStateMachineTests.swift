@@ -63,6 +63,19 @@ struct OutboxStateMachineTests {
 
     private static let offline = UploadError.network(destination("a"), URLError(.notConnectedToInternet))
 
+    /// A request toward `destination`'s host, admitted and answered `503`
+    /// with `Retry-After: 5`: the error, and the hold it started; `nil`
+    /// when it started none.
+    static func pushBack(_ machine: inout Machine, toward destination: URL) -> (UploadError, OutboxPacer.Hold)? {
+        let host = OutboxPacer.host(of: destination)
+        guard case .now(let epoch) = machine.admit(host, bytes: 100, { _ in }) else { return nil }
+        let pushback = UploadError.httpStatus(
+            UploadReceipt(destination: destination, status: 503, headers: ["Retry-After": "5"]))
+        let pushed = machine.requestEnded(host, failure: UploadFailure(pushback), epoch: epoch)
+        guard case .hold(let hold)? = pushed.timers.first else { return nil }
+        return (pushback, hold)
+    }
+
     @Test func postsStartByPriorityThenOrderWithinTheLimitAndTheBudget() {
         let normal = Self.record("normal", media: 2, sequence: 0)
         let high = Self.record("high", media: 1, priority: .high, sequence: 1)
@@ -211,18 +224,7 @@ struct OutboxStateMachineTests {
         let post = Self.record("a", media: 1)
         var machine = Self.machine([post], wakeWindow: .zero)
         let upload = try #require(machine.pump().starts.first)
-        let host = OutboxPacer.host(of: post.media[0].destination)
-        guard case .now(let epoch) = machine.admit(host, bytes: 100, { _ in }) else {
-            Issue.record("an idle host admits at once")
-            return
-        }
-        let pushback = UploadError.httpStatus(
-            UploadReceipt(destination: post.media[0].destination, status: 503, headers: ["Retry-After": "5"]))
-        let pushed = machine.requestEnded(host, failure: UploadFailure(pushback), epoch: epoch)
-        guard case .hold(let hold)? = pushed.timers.first else {
-            Issue.record("a pushback holds the host: \(pushed.timers)")
-            return
-        }
+        let (pushback, hold) = try #require(Self.pushBack(&machine, toward: post.media[0].destination))
         #expect(machine.finished(upload, with: .failure(pushback)).timers.isEmpty, "no wake: the hold's end is")
         #expect(machine.entry(post.destination)?.state == .waitingForNetwork)
         _ = machine.networkDidChange()
@@ -253,8 +255,8 @@ struct OutboxStateMachineTests {
 
     @Test func aProbedHostTakesTheSmallestUploadTheOutboxHasForItFirstAlone() throws {
         // A video of 4,000 bytes first, then photos of 30 and 20; a later
-        // post's photo of 10; a post whose only upload left is its
-        // document, toward another host.
+        // post's photo of 10 (its document, smaller, goes after it); a
+        // photo toward another host.
         var video = Self.record("a", media: 3)
         for (index, size) in [4_000, 30, 20].enumerated() { video.media[index].size = Int64(size) }
         let later = Self.record("b", media: 1, sequence: 1)
@@ -282,7 +284,7 @@ struct OutboxStateMachineTests {
         #expect(
             probes.map { $0.record.destination(of: $0.index).path } == ["/b/photo-0.jpg", "/c/photo-0.jpg"],
             "the smallest medium toward each host, of any post, alone")
-        #expect(machine.pump().starts.isEmpty, "one at a time")
+        #expect(machine.pump().starts.isEmpty, "the window, one after the network failed")
 
         // The probe is stored: the window opens from one, to two, and the
         // posts go in their order again.
@@ -295,6 +297,22 @@ struct OutboxStateMachineTests {
         #expect(opened.pump == .scheduled && !machine.pacer.isProbed(host))
         let next = machine.pump().starts
         #expect(next.map { $0.record.destination(of: $0.index).path } == ["/a/photo-0.jpg", "/a/photo-1.jpg"])
+    }
+
+    @Test func afterAHoldTheSmallestUploadStartsFirstOutOfTurnThenTheRestInTurn() throws {
+        var video = Self.record("v", media: 4)
+        for (index, size) in [4_000, 30, 20, 25].enumerated() { video.media[index].size = Int64(size) }
+        var machine = Self.machine([video], budget: 10_000)
+        let starts = machine.pump().starts
+        #expect(starts.map(\.index) == [0, 1, 2, 3], "in turn")
+        let (pushback, hold) = try #require(Self.pushBack(&machine, toward: video.media[0].destination))
+        for start in starts { _ = machine.finished(start, with: .failure(pushback)) }
+        #expect(machine.pump().starts.isEmpty, "held")
+
+        _ = machine.fired(.hold(hold))
+        // The window, halved to 2: the photo of 20 bytes first, out of
+        // turn, then the next in turn.
+        #expect(machine.pump().starts.map(\.index) == [2, 0])
     }
 
     @Test func aRemovedPostDiscardsWhatItKeptAndItsRecordGoesAfterTheWrites() throws {
