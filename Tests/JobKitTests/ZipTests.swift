@@ -162,7 +162,10 @@ struct ZipTests {
                 recorder.handler(outcome)
                 done.signal()
             }
-            #expect(await done.signalled(within: 10))
+            // Thirty seconds: a CI run with the sanitized pass beside it
+            // once kept one round past ten seconds; a lost
+            // completion would wait past any bound.
+            #expect(await done.signalled(within: 30))
             let values = try #require(recorder.last).get()
             #expect(values.0 == round && values.1 == "\(round)" && values.2 == [round])
             #expect(recorder.count == 1)
