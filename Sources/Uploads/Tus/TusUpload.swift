@@ -242,7 +242,7 @@ final class TusUpload: Sendable {
         }
         let send = Job<Void> { [self] controller in controller.perform(sendChunk()) { controller.complete(with: $0) } }
         // The chunk from the offset known now: what a probe weighs.
-        let bytes = options.chunkSize > 0 ? min(options.chunkSize, size - offset) : size - offset
+        let bytes = TusUploader.chunk(of: size - offset, chunkSize: options.chunkSize)
         let attempt = retries.retrying(
             HTTPCall(name: "PATCH at \(offset)", attempt: send, bytes: bytes), for: media,
             stopping: { [lifecycle] in lifecycle.isCancelled })
@@ -298,7 +298,7 @@ final class TusUpload: Sendable {
         return asked.then { [self] in
             let offset = state.withLock { $0.offset }
             guard offset < size else { return .succeeded }
-            let length = options.chunkSize > 0 ? min(options.chunkSize, size - offset) : size - offset
+            let length = TusUploader.chunk(of: size - offset, chunkSize: options.chunkSize)
             let body = body(from: offset, length: length)
             return checksum(body).then { [self] checksum in
                 // Until its answer says, the server may hold any part of it.

@@ -164,7 +164,13 @@ public final class TusUploader: ResumableUploader, Sendable {
 
     /// One chunk: the most one `PATCH` sends.
     public func bytesInFlight(uploading media: Media, size: Int64) -> Int64 {
-        chunkSize > 0 ? min(chunkSize, size) : size
+        Self.chunk(of: size, chunkSize: chunkSize)
+    }
+
+    /// The most one `PATCH` sends of `remaining` bytes: a chunk of
+    /// `chunkSize`, or all of them when it is zero.
+    static func chunk(of remaining: Int64, chunkSize: Int64) -> Int64 {
+        chunkSize > 0 ? min(chunkSize, remaining) : remaining
     }
 
     /// A job that removes the manifest of an unfinished upload of `media`,
