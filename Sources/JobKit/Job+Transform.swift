@@ -8,6 +8,18 @@ extension Job {
     /// with the same error. Both jobs run on the returned job's queue, and
     /// cancelling it cancels whichever is running.
     ///
+    /// The job `next` builds runs in the returned job's place, so a loop
+    /// written as recursion, a `then` whose next job is the loop again,
+    /// holds one step at a time, however many steps it takes:
+    ///
+    /// ```swift
+    /// func waitUntilReady() -> Job<Status> {
+    ///     fetchStatus().then { status in
+    ///         status.isReady ? .succeeded(status) : Job.sleep(for: .seconds(2)).then { waitUntilReady() }
+    ///     }
+    /// }
+    /// ```
+    ///
     /// ```swift
     /// let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
     /// ```
@@ -16,7 +28,7 @@ extension Job {
             controller.token.performChild(self) { outcome in
                 switch outcome {
                 case .success(let value):
-                    controller.token.performChild(next(value)) { controller.complete(with: $0) }
+                    controller.finish(byRunning: next(value))
                 case .failure(let error):
                     controller.fail(with: error)
                 }
@@ -74,6 +86,10 @@ extension Job {
 
     /// A job that performs this job and, if it fails, performs the job
     /// `handler` builds from the error and finishes with its outcome.
+    ///
+    /// The job `handler` builds runs in the returned job's place, as a
+    /// ``then(_:)``'s next job does: a retry written as recursion (recover
+    /// with the same job again) holds one attempt at a time.
     public func recover(
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
@@ -83,7 +99,7 @@ extension Job {
                 case .success:
                     controller.complete(with: outcome)
                 case .failure(let error):
-                    controller.token.performChild(handler(error)) { controller.complete(with: $0) }
+                    controller.finish(byRunning: handler(error))
                 }
             }
         }
@@ -100,5 +116,28 @@ extension Job {
                 controller.complete(with: outcome.mapError(transform))
             }
         }
+    }
+}
+
+extension Job.Controller {
+    /// Finishes the job with the outcome of `job`, run in its place: `job`'s
+    /// body reports through this controller, on the job's queue, unless the
+    /// job completed before it starts.
+    ///
+    /// Nothing waits on `job` as a child would: the job goes on as `job`,
+    /// the next step of a loop. So a loop written as recursion holds one
+    /// step, whatever its length, its outcome reaches the caller without
+    /// going back up through its steps, and a cancel reaches the step
+    /// running now at once. What the step that ends said about itself goes
+    /// (``AttachmentList/startStep()``).
+    func finish(byRunning job: Job<Success>) {
+        token.startStep()
+        Trampoline.enqueue(
+            { [self] in
+                guard !isCompleted else { return }
+                job.body(self)
+            },
+            on: queue
+        )
     }
 }

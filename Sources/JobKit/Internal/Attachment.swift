@@ -61,6 +61,10 @@ enum Attachment: Sendable {
 struct AttachmentList: Sendable {
     var attachments: [(key: Int, attachment: Attachment)] = []
     var nextKey = 0
+    /// The first key of the job's current step, once a `then` or a
+    /// `recover` went on to the job that finishes it in its place
+    /// (``startStep()``); `nil` before.
+    var stepStart: Int?
 }
 
 /// What becomes of an attachment offered to a job.
@@ -93,6 +97,32 @@ extension AttachmentList {
     mutating func remove(_ key: Int) -> Attachment? {
         guard let index = attachments.lastIndex(where: { $0.key == key }) else { return nil }
         return attachments.remove(at: index).attachment
+    }
+
+    /// The job goes on to the job that finishes it in its place (a `then`'s
+    /// next job, a `recover`'s): that job's body reports through the same
+    /// controllers, as the next step of a loop. What the step that ends
+    /// said about itself (its names and details, kept since the last step
+    /// began) goes, so that a loop a million steps long holds one step's
+    /// worth; what the job had before its first step, and whatever else
+    /// was attached (`onCancel` blocks, running children), stays.
+    /// - Returns: What went, to be released outside the lock.
+    mutating func startStep() -> [Attachment] {
+        var dropped: [Attachment] = []
+        if let stepStart {
+            attachments.removeAll { entry in
+                guard entry.key >= stepStart else { return false }
+                switch entry.attachment {
+                case .name, .detail, .taskStatus:
+                    dropped.append(entry.attachment)
+                    return true
+                case .onCancel, .node, .failure:
+                    return false
+                }
+            }
+        }
+        stepStart = nextKey
+        return dropped
     }
 
     /// Takes every attachment out, for the job has completed, and keeps

@@ -42,9 +42,20 @@ final class AttachmentTable: Sendable {
     /// released by the caller, outside the lock.
     func takeAll() -> [(key: Int, attachment: Attachment)] {
         lock.withLock { list in
-            defer { list.attachments = [] }
+            defer {
+                list.attachments = []
+                // A sequence's next step, in the same table, starts afresh.
+                list.stepStart = nil
+            }
             return list.attachments
         }
+    }
+
+    /// The job goes on to the job that finishes it in its place: see
+    /// ``AttachmentList/startStep()``.
+    func startStep() {
+        let dropped = lock.withLock { $0.startStep() }
+        _ = dropped  // released here, outside the lock
     }
 
     /// Performs `child` on `queue` as a child of the job this table is

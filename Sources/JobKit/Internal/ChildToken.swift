@@ -212,6 +212,14 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
         keep(attachment, key: nil, in: table, installed: installed)
     }
 
+    /// The child goes on to the job that finishes it in its place, the
+    /// next step of a loop: see ``AttachmentList/startStep()``. The step
+    /// that ends ran a child (the `then`'s first job), so the child has its
+    /// table.
+    func startStep() {
+        attachments.existing?.startStep()
+    }
+
     /// The child's table, made now if it was not, and given to the run;
     /// `installed` says whether this call gave it.
     ///

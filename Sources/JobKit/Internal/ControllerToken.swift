@@ -145,6 +145,18 @@ enum TypedToken<Success: Sendable>: Sendable {
         }
     }
 
+    /// The job goes on to the job that finishes it in its place, the next
+    /// step of a loop: what the step that ends said about itself goes
+    /// (``AttachmentList/startStep()``).
+    func startStep() {
+        switch self {
+        case .state(let token): token.state.startStep()
+        case .groupChild(let child): child.startStep()
+        case .sequenceStep(let step): step.startStep()
+        case .zipChild(let child): child.startStep()
+        }
+    }
+
     /// Holds `node` while the job runs: it is cancelled with the job and
     /// shows in its snapshot.
     func attach(_ node: any JobNode) {

@@ -255,6 +255,13 @@ final class JobState<Success: Sendable>: JobCancelling {
         if decision == .cancelNow { attachment.cancelWithOwner() }
     }
 
+    /// The job goes on to the job that finishes it in its place, the next
+    /// step of a loop: see ``AttachmentList/startStep()``. The step that
+    /// ends ran a child (the `then`'s first job), so the job has its table.
+    func startStep() {
+        attachments.existing?.startStep()
+    }
+
     /// The attachment table, made now if it was not.
     private var table: AttachmentTable {
         attachments.made { AttachmentTable() }

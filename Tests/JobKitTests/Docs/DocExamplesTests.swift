@@ -39,6 +39,31 @@ private final class Client: Sendable {
     }
 }
 
+struct Status: Sendable {
+    let isReady: Bool
+}
+
+/// How many times `fetchStatus()` was called: the fifth says ready.
+private let statusPolls = LockedValue(0)
+
+func fetchStatus() -> Job<Status> {
+    Job { controller in
+        let poll = statusPolls.withValue { polls in
+            polls += 1
+            return polls
+        }
+        controller.finish(with: Status(isReady: poll == 5))
+    }
+}
+
+// BEGIN DOC
+func waitUntilReady() -> Job<Status> {
+    fetchStatus().then { status in
+        status.isReady ? .succeeded(status) : Job.sleep(for: .seconds(2)).then { waitUntilReady() }
+    }
+}
+// END DOC
+
 /// Names the examples use that other test files use too.
 enum DocExamples {
     final class ProfileAPI: Sendable {
@@ -224,6 +249,19 @@ struct JobKitDocExamplesTests {
         let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
         // END DOC
         #expect(try await avatar.value == Avatar(pixels: Array("7.png".utf8)))
+    }
+
+    @Test func thenLoopExample() throws {
+        let queue = TestQueue()
+        let recorder = Recorder<Status>()
+        statusPolls.setValue(0)
+        waitUntilReady().perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(7))
+        #expect(statusPolls.value == 4)
+        #expect(recorder.count == 0)
+        try queue.advance(by: .seconds(1))
+        #expect(statusPolls.value == 5)
+        #expect(try recorder.last?.get().isReady == true)
     }
 
     @Test func recoverExample() async throws {

@@ -1,0 +1,187 @@
+import Dispatch
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+
+/// A poll written as recursion, the way apps loop with jobs: `step(i)`,
+/// then the poll again from its value, until the value reaches `last`.
+private func poll(from first: Int, to last: Int, step: @escaping @Sendable (Int) -> Job<Int>) -> Job<Int> {
+    step(first).then { value in
+        value >= last ? .succeeded(value) : poll(from: value + 1, to: last, step: step)
+    }
+}
+
+/// A retry written as recursion: `attempt(i)`, and on failure the retry
+/// again from `i + 1`.
+private func retrying(from first: Int, attempt: @escaping @Sendable (Int) -> Job<Int>) -> Job<Int> {
+    attempt(first).recover { _ in retrying(from: first + 1, attempt: attempt) }
+}
+
+/// A poll whose every step says which it is, in a detail that holds a
+/// ``Canary`` counted in `live`.
+private func describedPoll(from first: Int, to last: Int, live: LockedValue<Int>) -> Job<Int> {
+    let canary = Canary(live)
+    return Job.sleep(for: .seconds(1)).map { first }.named("fetch \(first)")
+        .then { value in value >= last ? .succeeded(value) : describedPoll(from: value + 1, to: last, live: live) }
+        .named("poll", detail: { withExtendedLifetime(canary) { "step \(first)" } })
+}
+
+@Suite("Loops written as recursion", .timeLimit(.minutes(1)))
+struct LoopTests {
+    /// Ten times as deep as crashed a thread of 512 KiB, as a dispatch
+    /// worker's is, before loops ran their steps in place: the outcome went
+    /// back up through every step, and that crashed between 10,000 and
+    /// 20,000 steps. Fewer under Thread Sanitizer, where each step takes
+    /// 30 times longer: the flat stack holds for any number.
+    static let steps = isThreadSanitized ? 20_000 : 200_000
+    /// Past where the stack ran out, for the loops whose steps cost more
+    /// (a queue hop each, a timer each): a quarter as many.
+    static let costlySteps = steps / 4
+
+    @Test func aPollOfStepsFinishingAtOnceKeepsAFlatStackOnAnImmediateQueue() async throws {
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Job<Int>.Outcome?, UInt) in
+            let top = currentStackAddress()
+            let deepest = LockedValue(top)
+            let loop = poll(from: 1, to: Self.steps) { index in
+                Job { controller in
+                    let address = currentStackAddress()
+                    deepest.withValue { $0 = min($0, address) }
+                    controller.finish(with: index)
+                }
+            }
+            return (outcome(of: loop), top - deepest.value)
+        }
+        #expect(try result.0?.get() == Self.steps)
+        #expect(result.1 < 64 * 1024)
+    }
+
+    @Test func aRetryOfAttemptsFailingAtOnceKeepsAFlatStackOnAnImmediateQueue() async throws {
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> Job<Int>.Outcome? in
+            let loop = retrying(from: 1) { attempt in
+                attempt < Self.costlySteps ? .failed(TestError(id: attempt)) : .succeeded(attempt)
+            }
+            return outcome(of: loop)
+        }
+        #expect(try result?.get() == Self.costlySteps)
+    }
+
+    @Test func aPollOnDispatchQueuesFinishesWhetherStepsFinishAtOnceOrOnAnotherQueue() async throws {
+        let atOnce = poll(from: 1, to: Self.costlySteps) { .succeeded($0) }
+        #expect(try await atOnce.value(on: DispatchQueue.global()) == Self.costlySteps)
+        let other = DispatchQueue(label: "LoopTests.other")
+        let hopping = poll(from: 1, to: Self.costlySteps / 2) { index in
+            Job { controller in other.async { controller.finish(with: index) } }
+        }
+        #expect(try await hopping.value(on: DispatchQueue.global()) == Self.costlySteps / 2)
+    }
+
+    @Test func aPollOfTimedStepsRunsInVirtualTimeOnATestQueue() throws {
+        let queue = TestQueue()
+        let recorder = Recorder<Int>()
+        let count = Self.costlySteps / 2
+        poll(from: 1, to: count) { index in Job.sleep(for: .seconds(1)).map { index } }
+            .perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(count - 1))
+        #expect(recorder.count == 0)
+        try queue.advance(by: .seconds(1))
+        #expect(try recorder.last?.get() == count)
+        #expect(queue.isIdle)
+    }
+
+    @Test func aLoopHoldsWhatOneStepSaysAboutItselfNotEveryStepsSoFar() throws {
+        let queue = TestQueue()
+        let live = LockedValue(0)
+        let handle = describedPoll(from: 1, to: 1_000, live: live).perform(on: queue) { _ in }
+        try queue.advance(by: .seconds(500))
+        // The first step's detail, kept with the name the loop had before
+        // its first step, and the detail of the step running now.
+        #expect(live.value == 2)
+        let snapshot = handle.snapshot()
+        #expect(snapshot.description.split(separator: "\n").count == 3)
+        #expect(snapshot.description.hasPrefix("poll (running, step 501)"))
+        #expect(snapshot.description.contains("fetch 501 (running)\n   └─ sleep 1 s (running)"))
+        try queue.advance(by: .seconds(500))
+        #expect(handle.isCompleted)
+        #expect(live.value == 0)
+    }
+
+    @Test func aSequencesNextLoopKeepsTheNameItHadBeforeItsFirstStep() throws {
+        let queue = TestQueue()
+        // Each loop is the sequence's step itself, not a child of it.
+        @Sendable func loop(from first: Int) -> Job<Void> {
+            Job.sleep(for: .seconds(1)).named("fetch \(first)")
+                .then { first == 3 ? .succeeded : loop(from: first + 1) }
+                .named("poll", detail: { "step \(first)" })
+        }
+        let loops = [1, 2].map { loop(from: 1).named("loop \($0)") }
+        let handle = Job.sequence(loops).perform(on: queue) { _ in }
+        try queue.advance(by: .seconds(4))
+        let lines = handle.snapshot().description.split(separator: "\n")
+        #expect(lines.dropFirst() == ["└─ loop 2 (running, step 2)", "   └─ fetch 2: sleep 1 s (running)"])
+        try queue.advance(by: .seconds(2))
+        #expect(handle.isCompleted)
+    }
+
+    @Test func aCancelReachesTheStepRunningNowAndStartsNoMore() throws {
+        let queue = TestQueue()
+        let cancelled = LockedValue<[Int]>([])
+        let started = LockedValue<[Int]>([])
+        let recorder = Recorder<Int>()
+        let handle = poll(from: 1, to: 1_000) { index in
+            finishing(index, after: .seconds(1), started: started, cancelled: cancelled)
+        }
+        .perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(300))
+        #expect(started.value.count == 301)
+        handle.cancel()
+        #expect(cancelled.value == [301])
+        try queue.advance(by: .seconds(10))
+        #expect(started.value.count == 301)
+        #expect(recorder.count == 1)
+        #expect(isCancellation(recorder.last?.failure))
+    }
+
+    @Test func aStepThatDropsItsControllerFailsTheLoopAsAbandoned() throws {
+        let loop = poll(from: 1, to: 10) { index in
+            index == 5 ? Job { _ in } : .succeeded(index)
+        }
+        #expect(outcome(of: loop)?.failure as? JobError == .abandoned)
+    }
+
+    @Test func loopsRunAsAGroupsChildrenAndASequencesSteps() throws {
+        let count = 10_000
+        let loops = (0..<3).map { offset in
+            poll(from: offset, to: count + offset) { .succeeded($0) }.named("poll \(offset)")
+        }
+        #expect(try outcome(of: Job.collect(loops))?.get() == [count, count + 1, count + 2])
+        let steps = loops.map { $0.discardingValue() }
+        #expect(outcome(of: Job.sequence(steps))?.isSuccess == true)
+        let zipped = try #require(outcome(of: Job.zip(loops[0], loops[1]))).get()
+        #expect(zipped == (count, count + 1))
+    }
+}
+
+/// Counts its instances alive in `live`.
+private final class Canary: Sendable {
+    private let live: LockedValue<Int>
+
+    init(_ live: LockedValue<Int>) {
+        self.live = live
+        live.withValue { $0 += 1 }
+    }
+
+    deinit {
+        live.withValue { $0 -= 1 }
+    }
+}
+
+/// Runs `body` on a thread of its own whose stack is `size` bytes, and
+/// returns what it returned, without blocking the caller's thread.
+func onThread<T: Sendable>(ofStackSize size: Int, _ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread { continuation.resume(returning: body()) }
+        thread.stackSize = size
+        thread.start()
+    }
+}
