@@ -19,6 +19,7 @@ enum BenchmarkSuite {
         case zip
         case form
         case herd
+        case loop
     }
 
     struct Options: Sendable {
@@ -158,7 +159,7 @@ enum BenchmarkSuite {
 
           --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
           --n N              jobs per batch in cases 1-4, 8, 9, 15, 16, jobs in case 7 (default 100000)
-          --million M        jobs in cases 5 and 6 (default 1000000)
+          --million M        jobs in cases 5 and 6, steps in case 20 (default 1000000)
           --rounds R         measured rounds, each running every variant once (default 9)
           --warmups W        unmeasured batches per variant first (default 2)
           --memory-rounds R  child processes per variant in cases 6 and 7 (default 3)
@@ -194,11 +195,19 @@ enum BenchmarkSuite {
             print(header(options))
             var reports: [CaseReport] = []
             for chosen in options.cases {
+                let executable = MemoryCase.currentExecutable
                 let caseReports =
-                    chosen == .counts
-                    ? try CountCase.run(
-                        n: options.countN, rounds: options.countRounds, executable: MemoryCase.currentExecutable)
-                    : [try run(chosen, options: options, executable: MemoryCase.currentExecutable)]
+                    switch chosen {
+                    case .counts:
+                        try CountCase.run(n: options.countN, rounds: options.countRounds, executable: executable)
+                    case .loop:
+                        [
+                            try run(chosen, options: options, executable: executable),
+                            try LoopCase.memory(
+                                steps: options.million, rounds: options.memoryRounds, executable: executable),
+                        ]
+                    default: [try run(chosen, options: options, executable: executable)]
+                    }
                 for report in caseReports { print(report.markdown) }
                 reports.append(contentsOf: caseReports)
             }
@@ -234,6 +243,7 @@ enum BenchmarkSuite {
         case .outcomes: try CombinatorCases.outcomes(n: options.n, schedule: options.schedule)
         case .zip: try CombinatorCases.zip(n: options.n, schedule: options.schedule)
         case .form: try FormCase.run(megabytes: options.formMegabytes, schedule: options.schedule)
+        case .loop: try LoopCase.time(steps: options.million, schedule: options.schedule)
         case .herd:
             try HerdCase.run(
                 counts: options.herdCounts, minutes: options.herdMinutes, servers: options.herdServers,
@@ -247,7 +257,7 @@ enum BenchmarkSuite {
         return """
             # JobKit benchmarks
             \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
-            N = \(options.n) (cases 1-4, 7-9, 15-17), M = \(options.million) (cases 5-6), \
+            N = \(options.n) (cases 1-4, 7-9, 15-17), M = \(options.million) (cases 5-6, 20), \
             \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
             """
     }

@@ -36,6 +36,9 @@ enum MemoryCase {
         case timeoutCompleted = "timeout-completed"
         case plainCompleted = "plain-completed"
         case dispatchTimerCompleted = "dispatch-timer-completed"
+        case thenLoop = "then-loop"
+        case thenLoopOfAThousand = "then-loop-of-a-thousand"
+        case dispatchLoop = "dispatch-loop"
 
         /// The variants of case 6.
         static let pendingGroup: [Kind] = [
@@ -43,6 +46,8 @@ enum MemoryCase {
         ]
         /// The variants of case 7.
         static let timers: [Kind] = [.timeoutCompleted, .plainCompleted, .dispatchTimerCompleted]
+        /// The variants of case 20's memory.
+        static let loops: [Kind] = [.thenLoop, .thenLoopOfAThousand, .dispatchLoop]
 
         var title: String {
             switch self {
@@ -54,6 +59,9 @@ enum MemoryCase {
             case .timeoutCompleted: "each job with `timeout(after: .seconds(3600))`"
             case .plainCompleted: "the same jobs without a timeout"
             case .dispatchTimerCompleted: "without a timeout, each with a dispatch timer cancelled when it completes"
+            case .thenLoop: "JobKit: `then` recursion"
+            case .thenLoopOfAThousand: "JobKit: `then` recursion, 1,000 steps"
+            case .dispatchLoop: "a `DispatchQueue.async` per step (hand-written)"
             }
         }
 
@@ -63,6 +71,7 @@ enum MemoryCase {
             case .jobKitQueued, .dispatchGroupQueued: .jobKitQueued
             case .jobKitRunning, .dispatchGroupRunning, .taskGroupRunning: .jobKitRunning
             case .timeoutCompleted, .plainCompleted, .dispatchTimerCompleted: .timeoutCompleted
+            case .thenLoop, .thenLoopOfAThousand, .dispatchLoop: .thenLoop
             }
         }
 
@@ -71,6 +80,8 @@ enum MemoryCase {
             case .dispatchGroupQueued: 1.2
             case .dispatchGroupRunning: 1.5
             case .plainCompleted: 1.1
+            case .thenLoopOfAThousand: 1.2
+            case .dispatchLoop: 1.5
             default: nil
             }
         }
@@ -233,6 +244,15 @@ enum MemoryCase {
             try performAll(n)
             // The whole resident set, as the figures were.
             return Sample(baseline: 0, peak: residentKiB().current)
+        case .thenLoop, .thenLoopOfAThousand, .dispatchLoop:
+            let steps = kind == .thenLoopOfAThousand ? 1_000 : n
+            if kind == .dispatchLoop {
+                try LoopCase.runHandWritten(steps: steps)
+            } else {
+                try LoopCase.runJobKit(steps: steps)
+            }
+            // The whole peak, as the figures were.
+            return Sample(baseline: 0, peak: residentKiB().peak)
         case .jobKitQueued:
             let queue = DispatchQueue(label: "jobkit.benchmarks.suspended", attributes: .concurrent)
             queue.suspend()
