@@ -10,7 +10,9 @@ extension Job {
     ///
     /// The job `next` builds runs in the returned job's place, so a loop
     /// written as recursion, a `then` whose next job is the loop again,
-    /// holds one step at a time, however many steps it takes:
+    /// holds one step at a time, however many steps it takes (wrap the
+    /// whole loop, not the job `next` returns, in a `timeout` or a `map`:
+    /// a wrapper around each step's next job is one more job per step):
     ///
     /// ```swift
     /// func waitUntilReady() -> Job<Status> {
@@ -28,6 +30,8 @@ extension Job {
             controller.token.performChild(self) { outcome in
                 switch outcome {
                 case .success(let value):
+                    // Cancelled as this job finished: nothing to build.
+                    guard !controller.isCompleted else { return }
                     controller.finish(byRunning: next(value))
                 case .failure(let error):
                     controller.fail(with: error)
@@ -99,6 +103,8 @@ extension Job {
                 case .success:
                     controller.complete(with: outcome)
                 case .failure(let error):
+                    // Cancelled: the error is the cancel's, not to recover from.
+                    guard !controller.isCompleted else { return }
                     controller.finish(byRunning: handler(error))
                 }
             }
@@ -131,6 +137,8 @@ extension Job.Controller {
     /// running now at once. What the step that ends said about itself goes
     /// (``AttachmentList/startStep()``).
     func finish(byRunning job: Job<Success>) {
+        // A completed job keeps its names as they were.
+        guard !isCompleted else { return }
         token.startStep()
         Trampoline.enqueue(
             { [self] in

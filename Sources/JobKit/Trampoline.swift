@@ -131,7 +131,12 @@ public enum Trampoline {
         /// Set while `execute` enqueues held work: an inline queue may run
         /// that work at once, as its turn has come.
         var runsEnqueuedWorkInline = false
-        var held: [HeldWork] = []
+        /// The work held back, from `head` on. Each item leaves its slot as
+        /// it is made (`nil`), so that emptying the array releases nothing:
+        /// releasing work can release the last controller of a job, whose
+        /// abandonment holds back more work, which must not land in the
+        /// array while it changes.
+        var held: [HeldWork?] = []
         var head = 0
 
         /// Whether no work is held back: outside `drain`, all of it has
@@ -146,7 +151,7 @@ public enum Trampoline {
                 }
                 return nil
             }
-            let item = held[head]
+            let item = held[head].take()
             head += 1
             if head >= 4096 && head * 2 >= held.count {
                 held.removeFirst(head)

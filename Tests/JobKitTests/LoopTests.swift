@@ -94,13 +94,16 @@ struct LoopTests {
         let live = LockedValue(0)
         let handle = describedPoll(from: 1, to: 1_000, live: live).perform(on: queue) { _ in }
         try queue.advance(by: .seconds(500))
-        // The first step's detail, kept with the name the loop had before
-        // its first step, and the detail of the step running now.
+        // The first step's detail, kept with what the loop had until its
+        // first step went on, and the detail of the step running now.
         #expect(live.value == 2)
-        let snapshot = handle.snapshot()
-        #expect(snapshot.description.split(separator: "\n").count == 3)
-        #expect(snapshot.description.hasPrefix("poll (running, step 501)"))
-        #expect(snapshot.description.contains("fetch 501 (running)\n   └─ sleep 1 s (running)"))
+        #expect(
+            handle.snapshot().description.split(separator: "\n") == [
+                "poll (running, step 1)",
+                "└─ poll (running, step 501)",
+                "   └─ fetch 501 (running)",
+                "      └─ sleep 1 s (running)",
+            ])
         try queue.advance(by: .seconds(500))
         #expect(handle.isCompleted)
         #expect(live.value == 0)
@@ -112,15 +115,37 @@ struct LoopTests {
         @Sendable func loop(from first: Int) -> Job<Void> {
             Job.sleep(for: .seconds(1)).named("fetch \(first)")
                 .then { first == 3 ? .succeeded : loop(from: first + 1) }
-                .named("poll", detail: { "step \(first)" })
+                .named("poll")
         }
         let loops = [1, 2].map { loop(from: 1).named("loop \($0)") }
         let handle = Job.sequence(loops).perform(on: queue) { _ in }
         try queue.advance(by: .seconds(4))
         let lines = handle.snapshot().description.split(separator: "\n")
-        #expect(lines.dropFirst() == ["└─ loop 2 (running, step 2)", "   └─ fetch 2: sleep 1 s (running)"])
+        #expect(
+            lines.dropFirst() == [
+                "└─ loop 2 (running)", "   └─ poll (running)", "      └─ fetch 2: sleep 1 s (running)",
+            ])
         try queue.advance(by: .seconds(2))
         #expect(handle.isCompleted)
+    }
+
+    /// As it did when it ran as a child: "publish ▸ upload", not
+    /// "publish" alone.
+    @Test func aThenShowsTheJobItRunsInItsPlaceAsItsChild() throws {
+        let queue = TestQueue()
+        let upload = Job.succeeded(1).then { _ in Job<Int>.never.named("upload") }.named("publish")
+            .perform(on: queue) { _ in }
+        let group = Job.succeeded(1).then { _ in Job.group([.never, .never]) }.named("publish")
+            .perform(on: queue) { _ in }
+        let anonymous = Job.succeeded(1).then { _ in Job<Int>.never }.named("publish")
+            .perform(on: queue) { _ in }
+        try queue.run()
+        #expect(upload.snapshot().description == "publish (running)\n└─ upload (running)")
+        #expect(upload.stallReport()?.hasPrefix("1 job has not completed:\n  publish ▸ upload (running)") == true)
+        #expect(group.snapshot().description.hasPrefix("publish (running)\n└─ group 0/2 (running)\n"))
+        #expect(anonymous.snapshot().description == "publish (running)")
+        for handle in [upload, group, anonymous] { handle.cancel() }
+        #expect(upload.snapshot().description == "publish (cancelled)")
     }
 
     @Test func aCancelReachesTheStepRunningNowAndStartsNoMore() throws {
@@ -149,6 +174,62 @@ struct LoopTests {
         #expect(outcome(of: loop)?.failure as? JobError == .abandoned)
     }
 
+    /// The job built in the loop's place holds the loop's controllers: when
+    /// it drops them, the loop is abandoned, on every kind of queue and as
+    /// a group's child, a sequence's step or a zip's job.
+    @Test func aNextJobThatDropsItsControllerFailsTheLoopAsAbandoned() async throws {
+        let dropping = Job.succeeded(1).then { _ in Job<Int> { _ in } }
+        let retryDropping = Job<Int>.failed(TestError()).recover { _ in Job<Int> { _ in } }
+        for job in [dropping, retryDropping] {
+            #expect(outcome(of: job)?.failure as? JobError == .abandoned)
+            let queue = TestQueue()
+            let recorder = Recorder<Int>()
+            job.perform(on: queue, then: recorder.handler)
+            try queue.run()
+            #expect(recorder.last?.failure as? JobError == .abandoned)
+            await #expect(throws: JobError.abandoned) { try await job.value(on: DispatchQueue.global()) }
+            #expect(outcome(of: Job.collect([job, .succeeded(2)]))?.failure as? JobError == .abandoned)
+            #expect(outcome(of: Job.sequence([job.discardingValue()]))?.failure as? JobError == .abandoned)
+            #expect(outcome(of: Job.zip(job, Job.succeeded(2)))?.failure as? JobError == .abandoned)
+        }
+    }
+
+    @Test func aCancelledRetryDoesNotAskItsHandlerForTheNextAttempt() throws {
+        let first = ManualJob<Int>()
+        let asked = LockedValue(0)
+        let retry = first.job.recover { _ in
+            asked.withValue { $0 += 1 }
+            return Job.succeeded(0)
+        }
+        let (queue, recorder, handle) = try started(retry.named("attempt 1"))
+        handle.cancel()
+        try queue.run()
+        #expect(first.cancelCount == 1)
+        #expect(asked.value == 0)
+        #expect(isCancellation(recorder.last?.failure))
+        #expect(handle.snapshot().line == "attempt 1 (cancelled)")
+    }
+
+    @Test func aLoopCancelledBeforeItsNextStepStartsNeverStartsIt() throws {
+        let first = ManualJob<Int>()
+        let starts = LockedValue(0)
+        let (queue, recorder, handle) = try started(
+            first.job.then { value in
+                Job<Int> { controller in
+                    starts.withValue { $0 += 1 }
+                    controller.finish(with: value)
+                }
+            })
+        // The first job finishes off the queue: the next step waits for
+        // its turn on the queue, and the cancel comes first.
+        first.finish(with: 1)
+        handle.cancel()
+        try queue.run()
+        #expect(starts.value == 0)
+        #expect(recorder.count == 1)
+        #expect(isCancellation(recorder.last?.failure))
+    }
+
     @Test func loopsRunAsAGroupsChildrenAndASequencesSteps() throws {
         let count = 10_000
         let loops = (0..<3).map { offset in
@@ -160,6 +241,16 @@ struct LoopTests {
         let zipped = try #require(outcome(of: Job.zip(loops[0], loops[1]))).get()
         #expect(zipped == (count, count + 1))
     }
+}
+
+/// `job` performed on a `TestQueue` run until idle, with a recorder of its
+/// outcome and its handle.
+private func started<T>(_ job: Job<T>) throws -> (TestQueue, Recorder<T>, JobHandle) {
+    let queue = TestQueue()
+    let recorder = Recorder<T>()
+    let handle = job.perform(on: queue, then: recorder.handler)
+    try queue.run()
+    return (queue, recorder, handle)
 }
 
 /// Counts its instances alive in `live`.

@@ -63,7 +63,8 @@ struct AttachmentList: Sendable {
     var nextKey = 0
     /// The first key of the job's current step, once a `then` or a
     /// `recover` went on to the job that finishes it in its place
-    /// (``startStep()``); `nil` before.
+    /// (``startStep()``); `nil` before. Snapshots show what was attached
+    /// from it on as the job's child: the step it runs.
     var stepStart: Int?
 }
 
@@ -104,8 +105,10 @@ extension AttachmentList {
     /// controllers, as the next step of a loop. What the step that ends
     /// said about itself (its names and details, kept since the last step
     /// began) goes, so that a loop a million steps long holds one step's
-    /// worth; what the job had before its first step, and whatever else
-    /// was attached (`onCancel` blocks, running children), stays.
+    /// worth. What the job had until its first step went on stays (the
+    /// names of the loop as a whole, and its first step's own, which
+    /// cannot be told apart), and so does whatever else was attached
+    /// (`onCancel` blocks, running children).
     /// - Returns: What went, to be released outside the lock.
     mutating func startStep() -> [Attachment] {
         var dropped: [Attachment] = []

@@ -83,8 +83,9 @@ final class AttachmentTable: Sendable {
         return state
     }
 
-    /// The attachments as they are now, for a snapshot.
-    var entries: [(key: Int, attachment: Attachment)] {
-        lock.withLock { $0.attachments }
+    /// The attachments as they are now, and the first key of the step the
+    /// job runs in its place (``AttachmentList/stepStart``), for a snapshot.
+    var entries: (attachments: [(key: Int, attachment: Attachment)], stepStart: Int?) {
+        lock.withLock { ($0.attachments, $0.stepStart) }
     }
 }

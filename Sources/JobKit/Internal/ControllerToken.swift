@@ -7,6 +7,9 @@
 /// - ``StateToken``: a performance of its own (``Job/perform(on:then:)``,
 ///   an awaited job, the child of a transform, a timeout or a retry), whose
 ///   state is a ``JobState``;
+///
+///   (The job a `then` or a `recover` builds runs in its job's place, with
+///   its job's token, whichever subclass that is.)
 /// - ``ChildToken``: a group's running child or a sequence's step, whose
 ///   state is the token itself and its place in its run's state machine,
 ///   so that a parked child costs one small object;

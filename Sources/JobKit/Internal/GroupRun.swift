@@ -280,8 +280,10 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             }
         // Described here, outside the lock the children complete through.
         for table in running {
-            let attachments = table?.entries ?? []
-            owner.children.append(JobSnapshot(state: .running, attachments: attachments).collapsingWrapper())
+            let entries = table?.entries ?? (attachments: [], stepStart: nil)
+            owner.children.append(
+                JobSnapshot(state: .running, attachments: entries.attachments, stepStart: entries.stepStart)
+                    .collapsingWrapper())
         }
     }
 }

@@ -18,6 +18,23 @@ extension JobSnapshot {
         }
     }
 
+    /// A snapshot of a job in `state` that holds `attachments`, of which
+    /// those from `stepStart` on are the step the job runs in its place (a
+    /// `then`'s next job, the latest step of a loop written as recursion):
+    /// that step shows as the job's child, as it would if it ran as one,
+    /// while the job runs. A completed job shows what it had before.
+    init(state: State, attachments: [(key: Int, attachment: Attachment)], stepStart: Int?) {
+        guard let stepStart else {
+            self.init(state: state, attachments: attachments)
+            return
+        }
+        self.init(state: state, attachments: attachments.filter { $0.key < stepStart })
+        if state.isPending {
+            let step = attachments.filter { $0.key >= stepStart }
+            children.append(JobSnapshot(state: state, attachments: step).collapsingWrapper())
+        }
+    }
+
     /// This snapshot as a reader wants it. A pending job that is nothing
     /// but a wrapper around the one child it runs (`then`, `map`,
     /// `recover`, `mapError`, unnamed) shows as that child; a pending job

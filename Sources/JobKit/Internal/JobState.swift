@@ -3,7 +3,8 @@ import Synchronization
 /// The state of one standalone performance of a job: one started with
 /// ``Job/perform(on:then:)``, awaited, or the child of a transform, a
 /// timeout or a retry. (A group's child and a sequence's step are
-/// ``ChildToken``s instead.)
+/// ``ChildToken``s instead; the job a `then` or a `recover` builds is no
+/// child: it runs in its job's place, through the same controllers.)
 ///
 /// It is made of parts that each do one thing:
 /// - the ``OutcomeLatch``: the first outcome wins, later ones are dropped;
@@ -290,9 +291,9 @@ final class JobState<Success: Sendable>: JobCancelling {
         // completed since: a finished job without its name.
         let phase = latch.current
         let started = hasStarted.load(ordering: .relaxed)
-        let entries = attachments.existing?.entries ?? []
+        let entries = attachments.existing?.entries ?? (attachments: [], stepStart: nil)
         var failure: (any Error)? = nil
-        for case (_, .failure(let error)) in entries { failure = error }
+        for case (_, .failure(let error)) in entries.attachments { failure = error }
         let state: JobSnapshot.State =
             switch phase {
             case .pending: started ? .running : .waitingToStart
@@ -302,7 +303,8 @@ final class JobState<Success: Sendable>: JobCancelling {
             // the job is still completing.
             case .failed: failure.map { .failed($0) } ?? .running
             }
-        return JobSnapshot(state: state, attachments: entries).collapsingWrapper()
+        return JobSnapshot(state: state, attachments: entries.attachments, stepStart: entries.stepStart)
+            .collapsingWrapper()
     }
 }
 
