@@ -128,7 +128,8 @@ extension Job {
 extension Job.Controller {
     /// Finishes the job with the outcome of `job`, run in its place: `job`'s
     /// body reports through this controller, on the job's queue, unless the
-    /// job completed before it starts.
+    /// job completed before it starts. Call it while the job runs (its
+    /// callers check, before they build `job`).
     ///
     /// Nothing waits on `job` as a child would: the job goes on as `job`,
     /// the next step of a loop. So a loop written as recursion holds one
@@ -137,8 +138,6 @@ extension Job.Controller {
     /// running now at once. What the step that ends said about itself goes
     /// (``AttachmentList/startStep()``).
     func finish(byRunning job: Job<Success>) {
-        // A completed job keeps its names as they were.
-        guard !isCompleted else { return }
         token.startStep()
         Trampoline.enqueue(
             { [self] in

@@ -83,9 +83,17 @@ final class AttachmentTable: Sendable {
         return state
     }
 
-    /// The attachments as they are now, and the first key of the step the
-    /// job runs in its place (``AttachmentList/stepStart``), for a snapshot.
-    var entries: (attachments: [(key: Int, attachment: Attachment)], stepStart: Int?) {
-        lock.withLock { ($0.attachments, $0.stepStart) }
+    /// What a snapshot reads of a table.
+    struct Entries: Sendable {
+        /// The attachments as they are now.
+        var attachments: [(key: Int, attachment: Attachment)] = []
+        /// The first key of the step the job runs in its place
+        /// (``AttachmentList/stepStart``).
+        var stepStart: Int?
+    }
+
+    /// The attachments as they are now, for a snapshot.
+    var entries: Entries {
+        lock.withLock { Entries(attachments: $0.attachments, stepStart: $0.stepStart) }
     }
 }

@@ -280,10 +280,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             }
         // Described here, outside the lock the children complete through.
         for table in running {
-            let entries = table?.entries ?? (attachments: [], stepStart: nil)
-            owner.children.append(
-                JobSnapshot(state: .running, attachments: entries.attachments, stepStart: entries.stepStart)
-                    .collapsingWrapper())
+            owner.children.append(JobSnapshot(state: .running, entries: table?.entries ?? .init()).collapsingWrapper())
         }
     }
 }

@@ -18,19 +18,19 @@ extension JobSnapshot {
         }
     }
 
-    /// A snapshot of a job in `state` that holds `attachments`, of which
-    /// those from `stepStart` on are the step the job runs in its place (a
-    /// `then`'s next job, the latest step of a loop written as recursion):
-    /// that step shows as the job's child, as it would if it ran as one,
-    /// while the job runs. A completed job shows what it had before.
-    init(state: State, attachments: [(key: Int, attachment: Attachment)], stepStart: Int?) {
-        guard let stepStart else {
-            self.init(state: state, attachments: attachments)
+    /// A snapshot of a job in `state` whose table holds `entries`. What it
+    /// attached from the step it runs in its place on (a `then`'s next
+    /// job, the latest step of a loop written as recursion) shows as its
+    /// child while it runs, as it would if that step ran as one; a
+    /// completed job shows what it had before.
+    init(state: State, entries: AttachmentTable.Entries) {
+        guard let stepStart = entries.stepStart else {
+            self.init(state: state, attachments: entries.attachments)
             return
         }
-        self.init(state: state, attachments: attachments.filter { $0.key < stepStart })
+        self.init(state: state, attachments: entries.attachments.filter { $0.key < stepStart })
         if state.isPending {
-            let step = attachments.filter { $0.key >= stepStart }
+            let step = entries.attachments.filter { $0.key >= stepStart }
             children.append(JobSnapshot(state: state, attachments: step).collapsingWrapper())
         }
     }

@@ -291,7 +291,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         // completed since: a finished job without its name.
         let phase = latch.current
         let started = hasStarted.load(ordering: .relaxed)
-        let entries = attachments.existing?.entries ?? (attachments: [], stepStart: nil)
+        let entries = attachments.existing?.entries ?? .init()
         var failure: (any Error)? = nil
         for case (_, .failure(let error)) in entries.attachments { failure = error }
         let state: JobSnapshot.State =
@@ -303,8 +303,7 @@ final class JobState<Success: Sendable>: JobCancelling {
             // the job is still completing.
             case .failed: failure.map { .failed($0) } ?? .running
             }
-        return JobSnapshot(state: state, attachments: entries.attachments, stepStart: entries.stepStart)
-            .collapsingWrapper()
+        return JobSnapshot(state: state, entries: entries).collapsingWrapper()
     }
 }
 

@@ -192,15 +192,13 @@ final class SequenceRun: JobNode, ChildRunning {
     /// Says the job is a sequence, which step it runs, and adds that step.
     func describe(into owner: inout JobSnapshot) {
         let progress = lock.withLock { storage in
-            storage.machine.currentStep.map { ($0, stepTable.existing?.entries ?? (attachments: [], stepStart: nil)) }
+            storage.machine.currentStep.map { ($0, stepTable.existing?.entries ?? .init()) }
         }
         guard let (index, entries) = progress else { return }
         owner.kind = .sequence(step: index + 1, count: count)
         let state: JobSnapshot.State = startedStep.load(ordering: .relaxed) >= index ? .running : .waitingToStart
         // Described here, outside the lock the step completes through.
-        owner.children.append(
-            JobSnapshot(state: state, attachments: entries.attachments, stepStart: entries.stepStart)
-                .collapsingWrapper())
+        owner.children.append(JobSnapshot(state: state, entries: entries).collapsingWrapper())
     }
 
     private func perform(_ action: SequenceStateMachine.Action) {
