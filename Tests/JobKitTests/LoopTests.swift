@@ -234,7 +234,7 @@ struct LoopTests {
     }
 
     @Test func loopsRunAsAGroupsChildrenAndASequencesSteps() throws {
-        let count = 10_000
+        let count = Self.costlySteps / 5
         let loops = (0..<3).map { offset in
             poll(from: offset, to: count + offset) { .succeeded($0) }.named("poll \(offset)")
         }
