@@ -50,13 +50,15 @@ extension Job where Success == Void {
         maxConcurrent: Int = .max,
         failurePolicy: FailurePolicy = .failFast
     ) -> Job<Void> {
-        Job<Void> { controller in
+        let inner = Inner(jobs)
+        return Job<Void> { controller in
             GroupRun(
-                jobs: jobs,
+                jobs: inner.value,
                 maxConcurrent: maxConcurrent,
                 role: .group(failurePolicy),
                 queue: controller.queue,
-                report: { outcome in controller.complete(with: outcome.map { _ in () }) }
+                owner: controller.shared,
+                report: { owner, outcome in Controller(owner).complete(with: outcome.map { _ in () }) }
             ).start { controller.token.attach($0) }
         }
     }
@@ -86,13 +88,15 @@ extension Job {
         maxConcurrent: Int = .max,
         failurePolicy: FailurePolicy = .failFast
     ) -> Job<[Element]> where Success == [Element] {
-        Job<[Element]> { controller in
+        let inner = Inner(jobs)
+        return Job<[Element]> { controller in
             GroupRun(
-                jobs: jobs,
+                jobs: inner.value,
                 maxConcurrent: maxConcurrent,
                 role: .collect(failurePolicy),
                 queue: controller.queue,
-                report: { outcome in controller.complete(with: outcome.map { $0.values }) }
+                owner: controller.shared,
+                report: { owner, outcome in Controller(owner).complete(with: outcome.map { $0.values }) }
             ).start { controller.token.attach($0) }
         }
     }

@@ -15,10 +15,17 @@ extension Job {
     /// its queue shows as "job (waiting to start)". If a job is named
     /// twice, the outer name wins.
     public func named(_ name: String) -> Job {
-        let body = self.body
+        let inner = InnerJob(self)
         return Job { controller in
+            let body = inner.job(Success.self).body
             controller.token.attach(.name(name))
-            body(controller)
+            // The job may be named jobs a million deep.
+            if let level = Trampoline.Level.enter() {
+                body(controller)
+                level.leave()
+            } else {
+                Trampoline.hold { body(controller) }
+            }
         }
     }
 
@@ -38,11 +45,17 @@ extension Job {
     /// on the thread taking it, while the job runs. A job's own
     /// ``Job/Controller/onDescribe(_:)`` replaces it.
     public func named(_ name: String, detail: @escaping @Sendable () -> String) -> Job {
-        let body = self.body
+        let inner = InnerJob(self)
         return Job { controller in
+            let body = inner.job(Success.self).body
             controller.token.attach(.name(name))
             controller.token.attach(.detail(detail))
-            body(controller)
+            if let level = Trampoline.Level.enter() {
+                body(controller)
+                level.leave()
+            } else {
+                Trampoline.hold { body(controller) }
+            }
         }
     }
 }

@@ -34,13 +34,15 @@ extension Job {
         _ jobs: [Job<Element>],
         maxConcurrent: Int = .max
     ) -> Job<[Job<Element>.Outcome]> where Success == [Job<Element>.Outcome] {
-        Job<[Job<Element>.Outcome]> { controller in
+        let inner = Inner(jobs)
+        return Job<[Job<Element>.Outcome]> { controller in
             GroupRun(
-                jobs: jobs,
+                jobs: inner.value,
                 maxConcurrent: maxConcurrent,
                 role: .collectOutcomes,
                 queue: controller.queue,
-                report: { outcome in controller.complete(with: outcome.map { $0.outcomes }) }
+                owner: controller.shared,
+                report: { owner, outcome in Controller(owner).complete(with: outcome.map { $0.outcomes }) }
             ).start { controller.token.attach($0) }
         }
     }
@@ -82,13 +84,15 @@ extension Job {
     ///   ``JobError/invalidArgument(_:)`` rather than never completing).
     /// - Returns: A job with the first outcome of `jobs`.
     public static func race(_ jobs: [Job<Success>]) -> Job<Success> {
-        Job { controller in
+        let inner = Inner(jobs)
+        return Job { controller in
             GroupRun(
-                jobs: jobs,
+                jobs: inner.value,
                 maxConcurrent: .max,
                 role: .race,
                 queue: controller.queue,
-                report: { outcome in controller.completeWithWinner(of: outcome) }
+                owner: controller.shared,
+                report: { owner, outcome in Controller(owner).completeWithWinner(of: outcome) }
             ).start { controller.token.attach($0) }
         }
     }
@@ -121,13 +125,15 @@ extension Job {
     ///     ``JobError/invalidArgument(_:)``). Unbounded by default.
     /// - Returns: A job with the first success of `jobs`.
     public static func firstSuccess(_ jobs: [Job<Success>], maxConcurrent: Int = .max) -> Job<Success> {
-        Job { controller in
+        let inner = Inner(jobs)
+        return Job { controller in
             GroupRun(
-                jobs: jobs,
+                jobs: inner.value,
                 maxConcurrent: maxConcurrent,
                 role: .firstSuccess,
                 queue: controller.queue,
-                report: { outcome in controller.completeWithWinner(of: outcome) }
+                owner: controller.shared,
+                report: { owner, outcome in Controller(owner).completeWithWinner(of: outcome) }
             ).start { controller.token.attach($0) }
         }
     }

@@ -25,8 +25,9 @@ extension Job where Success == Void {
     /// - Complexity: O(1) work per step, and a flat stack however long the
     ///   sequence, even when steps complete synchronously.
     public static func sequence(_ jobs: [Job<Void>]) -> Job<Void> {
-        Job<Void> { controller in
-            SequenceRun(jobs: jobs, controller: controller).start()
+        let inner = Inner(jobs)
+        return Job<Void> { controller in
+            SequenceRun(jobs: inner.value, controller: controller).start()
         }
     }
 }

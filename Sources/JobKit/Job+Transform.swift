@@ -26,8 +26,9 @@ extension Job {
     /// let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
     /// ```
     public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
-        Job<Next> { controller in
-            controller.token.performChild(self) { outcome in
+        let inner = InnerJob(self)
+        return Job<Next> { controller in
+            controller.token.performChild(inner.job(Success.self)) { outcome in
                 switch outcome {
                 case .success(let value):
                     // Cancelled as this job finished: nothing to build.
@@ -48,8 +49,9 @@ extension Job {
     public func map<NewSuccess>(
         _ transform: @escaping @Sendable (Success) throws -> NewSuccess
     ) -> Job<NewSuccess> {
-        Job<NewSuccess> { controller in
-            controller.token.performChild(self) { outcome in
+        let inner = InnerJob(self)
+        return Job<NewSuccess> { controller in
+            controller.token.performChild(inner.job(Success.self)) { outcome in
                 controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
             }
         }
@@ -97,8 +99,9 @@ extension Job {
     public func recover(
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
-        Job { controller in
-            controller.token.performChild(self) { outcome in
+        let inner = InnerJob(self)
+        return Job { controller in
+            controller.token.performChild(inner.job(Success.self)) { outcome in
                 switch outcome {
                 case .success:
                     controller.complete(with: outcome)
@@ -117,8 +120,9 @@ extension Job {
     public func mapError(
         _ transform: @escaping @Sendable (any Error) -> any Error
     ) -> Job<Success> {
-        Job { controller in
-            controller.token.performChild(self) { outcome in
+        let inner = InnerJob(self)
+        return Job { controller in
+            controller.token.performChild(inner.job(Success.self)) { outcome in
                 controller.complete(with: outcome.mapError(transform))
             }
         }

@@ -30,14 +30,16 @@ extension Job {
     ) -> Job<(repeat each T)> where Success == (repeat each T) {
         var boxed: [Job<any Sendable>] = []
         for job in repeat each jobs { boxed.append(job.boxingItsValue()) }
-        let children = boxed
+        let inner = Inner(boxed)
         return Job<(repeat each T)> { controller in
             GroupRun(
-                jobs: children,
+                jobs: inner.value,
                 maxConcurrent: .max,
                 role: .zip,
                 queue: controller.queue,
-                report: { outcome in
+                owner: controller.shared,
+                report: { owner, outcome in
+                    let controller = Job<(repeat each T)>.Controller(owner)
                     switch outcome {
                     case .success(.collected(let values)):
                         var unboxing = Unboxing(values)

@@ -36,9 +36,17 @@ import Dispatch
 ///   cancels its children.
 /// - Memory: once the job completes, every closure it held for that
 ///   performance is released.
+/// - Depth: jobs nest through the combinators to any depth, a million
+///   deep as well as two: a job's start, its outcome on its way to the job
+///   that holds it, a cancel on its way to the jobs it holds, and the
+///   release of a job built of a million combinators keep a thread's stack
+///   flat, on any queue.
 public struct Job<Success: Sendable>: Sendable {
     /// The result a job reports: its value, or the error it failed with.
     public typealias Outcome = Result<Success, any Error>
+
+    /// The closure that does the job's work.
+    typealias Body = @Sendable (Controller) -> Void
 
     @usableFromInline let body: @Sendable (Controller) -> Void
 

@@ -50,10 +50,7 @@ public enum Trampoline {
             thread.pointee.held.append(HeldWork(queue: queue, work: work))
             return
         }
-        thread.pointee.isInsideCall = true
-        enqueueNow(work, on: queue, thread: thread)
-        drain(thread)
-        thread.pointee.isInsideCall = false
+        asOutermostCall(thread) { enqueueNow(work, on: queue, thread: thread) }
     }
 
     /// Runs `work` now, on the calling thread, or, while the thread is
@@ -80,10 +77,124 @@ public enum Trampoline {
             }
             return
         }
-        thread.pointee.isInsideCall = true
-        work()
+        asOutermostCall(thread, work)
+    }
+
+    /// One level deeper on this thread, for what one job does to the job
+    /// that holds it, or to the jobs it holds: an outcome delivered to the
+    /// combinator waiting on it, a cancel handed down to a child, a body
+    /// run by the job that names it. Jobs nested a million deep deliver
+    /// and cancel through a million such calls; the levels keep them to a
+    /// few dozen frames, the rest in a loop. Each call site writes it
+    /// out: ``enter()``, the call, ``leave()``; or, when `enter()` returns
+    /// `nil`, ``Trampoline/hold(_:)`` of the call, in a closure made there.
+    /// (A function taking the call as a closure would convert a stored
+    /// closure, or one whose type it does not know, for every call, deep
+    /// or not: an allocation each.) A tree of a usual depth never reaches
+    /// the limit, and pays a thread-local read and two stores.
+    struct Level {
+        private let thread: UnsafeMutablePointer<ThreadState>
+
+        /// Enters a level, or returns `nil` when the thread is already
+        /// ``nestingLimit`` levels deep: then ``hold(_:)`` the call.
+        @inline(__always)
+        static func enter() -> Level? {
+            let thread = ThreadState.current
+            guard thread.pointee.depth < nestingLimit else { return nil }
+            thread.pointee.depth += 1
+            return Level(thread: thread)
+        }
+
+        /// Leaves the level, after the call.
+        @inline(__always)
+        func leave() {
+            thread.pointee.depth -= 1
+        }
+    }
+
+    /// Makes `work`, a call too deep to make now (``Level``), as soon as
+    /// the outermost call of JobKit's on this thread returns, or at once,
+    /// in a call of its own, if there is none.
+    static func hold(_ work: @escaping @Sendable () -> Void) {
+        holdNested(work, thread: ThreadState.current)
+    }
+
+    /// How many ``Level``s deep a thread goes before it holds calls back:
+    /// a few dozen frames each, in a debug build a few kilobytes.
+    static let nestingLimit = 16
+
+    /// A call too deep: `work` waits for the outermost call, or is that
+    /// call.
+    @inline(never)
+    private static func holdNested(_ work: @escaping @Sendable () -> Void, thread: UnsafeMutablePointer<ThreadState>) {
+        if thread.pointee.isInsideCall {
+            thread.pointee.held.append(HeldWork(queue: nil, work: work))
+            return
+        }
+        asOutermostCall(thread, work)
+    }
+
+    /// Makes `call` the thread's outermost call (levels count from 0 in
+    /// it), then the work held back meanwhile, in order.
+    @inline(__always)
+    private static func asOutermostCall(_ thread: UnsafeMutablePointer<ThreadState>, _ call: () -> Void) {
+        let depth = thread.pointee.enterCall()
+        call()
         drain(thread)
-        thread.pointee.isInsideCall = false
+        thread.pointee.leaveCall(restoring: depth)
+    }
+
+    /// Releases `object`, or, on a thread already ``nestingLimit`` such
+    /// releases deep, hands it to the outermost, which releases it when its
+    /// own release returns. Give it the last reference, taken out of where
+    /// it was kept (`stored.take()`): a reference left behind is released
+    /// later, and deep.
+    ///
+    /// For the deinit of an object that holds jobs (``InnerJob``, a
+    /// group's run): releasing a job nested a million deep releases a
+    /// million objects, one inside another's deinit. This keeps that to a
+    /// few dozen frames, the rest in a loop. An object, not a value of any
+    /// type: a type is looked up at run time in generic code, and the
+    /// deinits that release jobs run unspecialized.
+    static func release(_ object: consuming AnyObject?) {
+        let thread = ThreadState.current
+        guard thread.pointee.releaseDepth < nestingLimit else {
+            if let object { thread.pointee.heldReleases.append(object) }
+            return
+        }
+        // `consume`: no copy left here, whose release would come after the
+        // count went down again (as in a debug build).
+        drop(consume object, thread: thread)
+        if thread.pointee.releaseDepth == 0 && !thread.pointee.heldReleases.isEmpty {
+            releaseHeld(thread)
+        }
+    }
+
+    /// Releases `object` one level deeper, with the count raised while it
+    /// goes. Not optimized: the optimizer does not count a release as
+    /// reading memory of ours, so it would release `object` before or after
+    /// the count changes, or in the caller, and the deinits it runs would
+    /// read the wrong count.
+    @inline(never)
+    @_optimize(none)
+    private static func drop(_ object: consuming AnyObject?, thread: UnsafeMutablePointer<ThreadState>) {
+        thread.pointee.releaseDepth += 1
+        do {
+            let released = consume object
+            _ = released
+        }
+        thread.pointee.releaseDepth -= 1
+    }
+
+    /// Releases what deeper releases handed over, one at a time, each
+    /// taken out of the list before it goes (its deinits may hand over
+    /// more, which this loop releases too).
+    @inline(never)
+    private static func releaseHeld(_ thread: UnsafeMutablePointer<ThreadState>) {
+        // `removeLast()` into `drop`: no binding left here holding a copy.
+        while !thread.pointee.heldReleases.isEmpty {
+            drop(thread.pointee.heldReleases.removeLast(), thread: thread)
+        }
     }
 
     @inline(__always)
@@ -117,7 +228,7 @@ public enum Trampoline {
         }
     }
 
-    private struct HeldWork {
+    fileprivate struct HeldWork {
         /// Where to enqueue `work`; `nil` to run it here.
         let queue: (any JobQueue)?
         let work: @Sendable () -> Void
@@ -126,8 +237,15 @@ public enum Trampoline {
     /// One thread's state, made the first time the thread enqueues, freed
     /// when it exits. Only that thread touches it, through a pointer (so
     /// without the exclusivity checks of a class's properties).
-    private struct ThreadState {
+    fileprivate struct ThreadState {
         var isInsideCall = false
+        /// How many ``Level``s deep the thread is, since its outermost call
+        /// began.
+        var depth = 0
+        /// How many ``release(_:)`` calls deep the thread is.
+        var releaseDepth = 0
+        /// What releases too deep handed over to the outermost.
+        var heldReleases: [AnyObject] = []
         /// Set while `execute` enqueues held work: an inline queue may run
         /// that work at once, as its turn has come.
         var runsEnqueuedWorkInline = false
@@ -138,6 +256,22 @@ public enum Trampoline {
         /// array while it changes.
         var held: [HeldWork?] = []
         var head = 0
+
+        /// The thread enters its outermost call: nesting counts from 0
+        /// in it (work held back runs at its depth).
+        /// - Returns: The depth to restore when it leaves.
+        @inline(__always)
+        mutating func enterCall() -> Int {
+            isInsideCall = true
+            defer { depth = 0 }
+            return depth
+        }
+
+        @inline(__always)
+        mutating func leaveCall(restoring depth: Int) {
+            isInsideCall = false
+            self.depth = depth
+        }
 
         /// Whether no work is held back: outside `drain`, all of it has
         /// been made and `held` emptied.

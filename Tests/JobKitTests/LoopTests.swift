@@ -256,20 +256,6 @@ private func started<T>(_ job: Job<T>) throws -> (TestQueue, Recorder<T>, JobHan
     return (queue, recorder, handle)
 }
 
-/// Counts its instances alive in `live`.
-private final class Canary: Sendable {
-    private let live: LockedValue<Int>
-
-    init(_ live: LockedValue<Int>) {
-        self.live = live
-        live.withValue { $0 += 1 }
-    }
-
-    deinit {
-        live.withValue { $0 -= 1 }
-    }
-}
-
 /// Runs `body` on a thread of its own whose stack is `size` bytes, and
 /// returns what it returned, without blocking the caller's thread.
 func onThread<T: Sendable>(ofStackSize size: Int, _ body: @escaping @Sendable () -> T) async -> T {

@@ -43,7 +43,14 @@ enum Attachment: Sendable {
     func cancelWithOwner() {
         switch self {
         case .onCancel(let run): run()
-        case .node(let node): node.cancelWithOwner()
+        case .node(let node):
+            // A child may hold children, a million deep.
+            if let level = Trampoline.Level.enter() {
+                node.cancelWithOwner()
+                level.leave()
+            } else {
+                Trampoline.hold { node.cancelWithOwner() }
+            }
         case .name, .detail, .taskStatus, .failure: break
         }
     }

@@ -50,7 +50,15 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     /// when the first does.
     private let tables = LazyReference<ChildTables>()
     let queue: any JobQueue
-    private let report: @Sendable (Result<GroupValue<Element>, any Error>) -> Void
+    /// What the group's job's controllers share, the group's `owner`. Set
+    /// in `init`, and taken only in `deinit`, when no other reference to the
+    /// run is left: released there through ``Trampoline/release(_:)``, as
+    /// it holds the run of a group this one may be the child of, a million
+    /// deep.
+    private nonisolated(unsafe) var owner: ControllerToken?
+    /// Reports the group's outcome to its job, through the owner (a
+    /// controller the closure makes of it, typed as the job's).
+    private let report: @Sendable (ControllerToken, Result<GroupValue<Element>, any Error>) -> Void
     private let lock: Lock<Storage>
     /// The number of children.
     private let count: Int
@@ -73,10 +81,12 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         maxConcurrent: Int,
         role: GroupRole,
         queue: any JobQueue,
-        report: @escaping @Sendable (Result<GroupValue<Element>, any Error>) -> Void
+        owner: ControllerToken,
+        report: @escaping @Sendable (ControllerToken, Result<GroupValue<Element>, any Error>) -> Void
     ) {
         self.count = jobs.count
         self.queue = queue
+        self.owner = owner
         self.report = report
         self.role = role
         self.boxesValues = role == .zip
@@ -116,6 +126,22 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         }
     }
 
+    deinit {
+        Trampoline.release(owner.take())
+    }
+
+    /// Reports `result` to the group's job, which may be another group's
+    /// child, a million deep (``Trampoline/Level``).
+    private func deliver(_ result: Result<GroupValue<Element>, any Error>) {
+        let owner = owner.unsafelyUnwrapped
+        if let level = Trampoline.Level.enter() {
+            report(owner, result)
+            level.leave()
+        } else {
+            Trampoline.hold { [report] in report(owner, result) }
+        }
+    }
+
     /// Whether the group is over: its running children count as cancelled.
     var isOver: Bool {
         over.load(ordering: .sequentiallyConsistent)
@@ -132,14 +158,21 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             _ = lock.withLock { $0.jobsToRelease() }  // released here, outside the lock
         case .finish(let result):
             _ = lock.withLock { $0.jobsToRelease() }
-            report(result)
+            deliver(result)
         case .enqueueTickets(let count):
             attach(self)
             switch role {
             case .race, .zip:
                 // Each child's body starts its work and returns: they start
-                // here, one after another, without a queue hop each.
-                runBlock(quota: count)
+                // here, one after another, without a queue hop each (later
+                // on this thread, if the child is itself a race's, a
+                // million deep).
+                if let level = Trampoline.Level.enter() {
+                    runBlock(quota: count)
+                    level.leave()
+                } else {
+                    Trampoline.hold { [self] in runBlock(quota: count) }
+                }
             case .group, .collect, .collectOutcomes, .firstSuccess:
                 let blocks = (count + blockQuota - 1) / blockQuota
                 for _ in 0..<blocks { enqueueBlock() }
@@ -210,7 +243,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             return .startsNext
         case .finish(let result, _):
             cancelAttachments(in: cancelling)
-            report(result)
+            deliver(result)
             return .recorded
         case .lost:
             return .lost

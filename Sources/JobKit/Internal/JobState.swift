@@ -220,7 +220,14 @@ final class JobState<Success: Sendable>: JobCancelling {
             Trampoline.enqueue({ handler(outcome) }, on: queue)
         case .inline(let handler):
             delivery = .delivered
-            handler(outcome)
+            // To a combinator that holds this job, which may be held by
+            // another, a million deep (``Trampoline/Level``).
+            if let level = Trampoline.Level.enter() {
+                handler(outcome)
+                level.leave()
+            } else {
+                Trampoline.hold { handler(outcome) }
+            }
         case .awaiting:
             // Before the task handed its continuation over, it resumes
             // itself (``handOver(_:)`` fails).

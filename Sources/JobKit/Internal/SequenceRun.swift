@@ -43,13 +43,20 @@ final class SequenceRun: JobNode, ChildRunning {
     /// table holds under its lock as each step completes, so the table
     /// holds the running step's attachments only.
     private let stepTable = LazyReference<AttachmentTable>()
-    private let controller: Job<Void>.Controller
+    /// The sequence's job's controller. Set in `init`, and taken only in
+    /// `deinit`, when no other reference to the run is left: released there
+    /// through ``Trampoline/release(_:)``, as it holds the run of a
+    /// sequence this one may be a step of, a million deep.
+    private nonisolated(unsafe) var heldController: Job<Void>.Controller?
+    private var controller: Job<Void>.Controller { heldController.unsafelyUnwrapped }
+    let queue: any JobQueue
     private let lock: Lock<Storage>
     /// The number of steps.
     private let count: Int
 
     init(jobs: [Job<Void>], controller: Job<Void>.Controller) {
-        self.controller = controller
+        self.heldController = controller
+        self.queue = controller.queue
         self.count = jobs.count
         self.lock = Lock(Storage(machine: SequenceStateMachine(count: jobs.count), jobs: jobs))
     }
@@ -72,7 +79,9 @@ final class SequenceRun: JobNode, ChildRunning {
         }
     }
 
-    var queue: any JobQueue { controller.queue }
+    deinit {
+        Trampoline.release(heldController.take()?.shared)
+    }
 
     var isOver: Bool {
         over.load(ordering: .sequentiallyConsistent)
@@ -131,7 +140,7 @@ final class SequenceRun: JobNode, ChildRunning {
     /// Runs the current step, and those after it, once the queue gets to it.
     private func enqueueSteps() {
         // Captures the run alone: no allocation for the closure.
-        Trampoline.enqueue({ [self] in runSteps() }, on: controller.queue)
+        Trampoline.enqueue({ [self] in runSteps() }, on: queue)
     }
 
     func childCompleted(_ index: Int, _ outcome: Result<Void, any Error>, hasTable: Bool, inBody: Bool)
@@ -201,14 +210,26 @@ final class SequenceRun: JobNode, ChildRunning {
         owner.children.append(JobSnapshot(state: state, entries: entries).collapsingWrapper())
     }
 
+    /// Reports `outcome` to the sequence's job, which may be another
+    /// sequence's step, a million deep (``Trampoline/Level``).
+    private func report(_ outcome: Result<Void, any Error>) {
+        let controller = controller
+        if let level = Trampoline.Level.enter() {
+            controller.complete(with: outcome)
+            level.leave()
+        } else {
+            Trampoline.hold { controller.complete(with: outcome) }
+        }
+    }
+
     private func perform(_ action: SequenceStateMachine.Action) {
         switch action {
         case .startStep:
             enqueueSteps()
         case .finish:
-            controller.finish()
+            report(.success(()))
         case .fail(let error):
-            controller.fail(with: error)
+            report(.failure(error))
         case .cancelStep, .none, .lost:
             break
         }

@@ -234,3 +234,17 @@ let isThreadSanitized: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
 /// A million, or a hundred thousand under Thread Sanitizer.
 let aMillion = isThreadSanitized ? 100_000 : 1_000_000
+
+/// Counts its instances alive in `live`.
+final class Canary: Sendable {
+    private let live: LockedValue<Int>
+
+    init(_ live: LockedValue<Int>) {
+        self.live = live
+        live.withValue { $0 += 1 }
+    }
+
+    deinit {
+        live.withValue { $0 -= 1 }
+    }
+}

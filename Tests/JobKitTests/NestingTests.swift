@@ -1,0 +1,153 @@
+import Dispatch
+import Foundation
+import JobKit
+import JobKitTesting
+import Testing
+
+/// A combinator, wrapped around a job as an app would: the job's outcome
+/// passes through it unchanged.
+enum Wrapper: String, CaseIterable, Sendable {
+    case then, map, recover, mapError, always, timeout, retry, group, collect, zip, race, firstSuccess, sequence, named
+
+    /// `job` inside this combinator.
+    func around(_ job: Job<Void>) -> Job<Void> {
+        switch self {
+        case .then: job.then { .succeeded }
+        case .map: job.map { $0 }
+        case .recover: job.recover { error in throw error }
+        case .mapError: job.mapError { $0 }
+        case .always: job.always { _ in }
+        // An hour: longer than any test runs, on any clock.
+        case .timeout: job.timeout(after: .seconds(3_600))
+        case .retry: job.retry(attempts: 2)
+        case .group: Job.group([job])
+        case .collect: Job.collect([job]).discardingValue()
+        case .zip: Job.zip(job, Job.succeeded(1)).discardingValue()
+        case .race: Job.race([job])
+        case .firstSuccess: Job.firstSuccess([job])
+        case .sequence: Job.sequence([job])
+        case .named: job.named("nested")
+        }
+    }
+
+    /// Every combinator but `timeout`, whose timer an `ImmediateQueue` fires
+    /// at once.
+    static let withoutTimers = allCases.filter { $0 != .timeout }
+}
+
+/// `leaf` inside `depth` combinators, taken from `wrappers` in turn, so
+/// that every one of them holds every other.
+func nested(_ leaf: Job<Void>, depth: Int, in wrappers: [Wrapper]) -> Job<Void> {
+    var job = leaf
+    for level in 0..<depth { job = wrappers[level % wrappers.count].around(job) }
+    return job
+}
+
+/// A leaf that finishes after a second, and counts its cancels in `cancels`.
+private func sleeping(cancels: LockedValue<Int>) -> Job<Void> {
+    Job { controller in
+        controller.onCancel { cancels.withValue { $0 += 1 } }
+        // allowed: performed on a TestQueue only, so the sleep is virtual time.
+        controller.perform(Job.sleep(for: .seconds(1))) { outcome in controller.complete(with: outcome) }
+    }
+}
+
+@Suite("Jobs nested deep", .timeLimit(.minutes(1)))
+struct NestingTests {
+    /// How deep the jobs nest: ten times as deep as crashed a thread of
+    /// 512 KiB, as a dispatch worker's is, before outcomes, cancels and
+    /// releases went through a trampoline (a `map` of a `map` crashed it
+    /// before 1,000 levels completed, and 10,000 levels released). A
+    /// hundredth of that under Thread Sanitizer, where a level takes 50
+    /// times as long: still past the few levels a thread nests before the
+    /// trampoline takes over. `JOBKIT_NESTING_DEPTH` sets it (1,000,000, in
+    /// a release build, for the figure).
+    static let depth: Int =
+        ProcessInfo.processInfo.environment["JOBKIT_NESTING_DEPTH"].flatMap { Int($0) }
+        ?? (isThreadSanitized ? 2_000 : 200_000)
+    /// For each combinator on its own: a tenth as deep.
+    static let depthOfOne = depth / 10
+
+    @Test func aJobNestedThroughEveryCombinatorCompletesWithAFlatStackOnAnImmediateQueue() async throws {
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Job<Void>.Outcome?, UInt) in
+            let top = currentStackAddress()
+            let deepest = LockedValue(top)
+            // A cleanup that notes the stack's depth runs as each round of
+            // the combinators completes, on the thread that completes it.
+            var job = Job<Void>.succeeded
+            for level in 0..<Self.depth {
+                let wrappers = Wrapper.withoutTimers
+                job = wrappers[level % wrappers.count].around(job)
+                if level % wrappers.count == 0 {
+                    job = job.always { _ in deepest.withValue { $0 = min($0, currentStackAddress()) } }
+                }
+            }
+            return (outcome(of: job), top - deepest.value)
+        }
+        #expect(result.0?.isSuccess == true)
+        #expect(result.1 < 64 * 1024)
+    }
+
+    /// The job is released on the thread that built it: a release nested
+    /// as deep as the job, before.
+    @Test func aJobNestedThroughEveryCombinatorIsReleasedWithAFlatStack() async {
+        let live = LockedValue(0)
+        let built = await onThread(ofStackSize: 512 * 1024) { () -> Int in
+            let canary = Canary(live)
+            let job = nested(Job { _ in withExtendedLifetime(canary) {} }, depth: Self.depth, in: Wrapper.allCases)
+            return withExtendedLifetime(job) { live.value }
+        }
+        #expect(built == 1)
+        #expect(live.value == 0)
+    }
+
+    @Test func aCancelReachesTheJobInsideEveryCombinatorAtOnce() async throws {
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Int, Int, Job<Void>.Outcome?, Bool) in
+            let queue = TestQueue(maxSteps: 100 * Self.depth)
+            let cancels = LockedValue(0)
+            let recorder = Recorder<Void>()
+            let handle = nested(sleeping(cancels: cancels), depth: Self.depth, in: Wrapper.allCases)
+                .perform(on: queue, then: recorder.handler)
+            try? queue.run()
+            handle.cancel()
+            let cancelsAtOnce = cancels.value
+            try? queue.run()
+            return (cancelsAtOnce, recorder.count, recorder.last, queue.isIdle)
+        }
+        #expect(result.0 == 1)
+        #expect(result.1 == 1)
+        #expect(isCancellation(result.2?.failure))
+        #expect(result.3)
+    }
+
+    /// Each combinator inside itself, the job inside finishing on a timer
+    /// on a `TestQueue`, and the same cancelled.
+    @Test(arguments: Wrapper.allCases)
+    func aJobNestedInOneCombinatorCompletesAndCancelsOnATestQueue(_ wrapper: Wrapper) async throws {
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> [Job<Void>.Outcome?] in
+            let job = nested(sleeping(cancels: LockedValue(0)), depth: Self.depthOfOne, in: [wrapper])
+            var outcomes: [Job<Void>.Outcome?] = []
+            for cancels in [false, true] {
+                let queue = TestQueue(maxSteps: 100 * Self.depthOfOne)
+                let recorder = Recorder<Void>()
+                let handle = job.perform(on: queue, then: recorder.handler)
+                try? queue.run()
+                if cancels { handle.cancel() }
+                try? queue.advance(by: .seconds(1))
+                outcomes.append(recorder.count == 1 && queue.isIdle ? recorder.last : nil)
+            }
+            return outcomes
+        }
+        #expect(result[0]?.isSuccess == true)
+        #expect(isCancellation(result[1]?.failure))
+    }
+
+    /// On dispatch queues: the job inside finishes on another queue, and
+    /// every outcome goes up on a dispatch worker's thread.
+    @Test func aJobNestedThroughEveryCombinatorCompletesOnDispatchQueues() async throws {
+        let other = DispatchQueue(label: "NestingTests.other")
+        let leaf = Job<Void> { controller in other.async { controller.finish() } }
+        let job = nested(leaf, depth: Self.depthOfOne, in: Wrapper.allCases)
+        try await job.value(on: DispatchQueue.global())
+    }
+}
