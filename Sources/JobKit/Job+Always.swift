@@ -25,7 +25,7 @@ extension Job {
     public func always(_ cleanup: @escaping @Sendable (Outcome) -> Void) -> Job<Success> {
         let inner = InnerJob(self)
         return Job { controller in
-            let job = inner.job(Success.self)
+            let job = inner.job
             let gate = StartGate()
             // A child's handler is called once, with its outcome or, when
             // this job is cancelled, with the cancellation.
@@ -69,7 +69,7 @@ extension Job {
     ) -> Job<Success> {
         let inner = InnerJob(self)
         return Job { controller in
-            let job = inner.job(Success.self)
+            let job = inner.job
             let gate = StartGate()
             controller.token.performChild(gate.guarding(job)) { outcome in
                 guard gate.started else {

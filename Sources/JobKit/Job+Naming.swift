@@ -17,7 +17,7 @@ extension Job {
     public func named(_ name: String) -> Job {
         let inner = InnerJob(self)
         return Job { controller in
-            let body = inner.job(Success.self).body
+            let body = inner.job.body
             controller.token.attach(.name(name))
             // The job may be named jobs a million deep.
             if let level = Trampoline.Level.enter() {
@@ -47,7 +47,7 @@ extension Job {
     public func named(_ name: String, detail: @escaping @Sendable () -> String) -> Job {
         let inner = InnerJob(self)
         return Job { controller in
-            let body = inner.job(Success.self).body
+            let body = inner.job.body
             controller.token.attach(.name(name))
             controller.token.attach(.detail(detail))
             if let level = Trampoline.Level.enter() {

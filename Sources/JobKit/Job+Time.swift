@@ -25,7 +25,7 @@ extension Job {
     public func timeout(after duration: Duration) -> Job<Success> {
         let inner = InnerJob(self)
         return Job { controller in
-            let job = inner.job(Success.self)
+            let job = inner.job
             let timer = TimerSlot(.timeout(duration))
             controller.token.attach(timer)
             let child = controller.token.performChild(job) { outcome in
@@ -171,7 +171,7 @@ extension Job {
     ) -> Job<Success> {
         let inner = InnerJob(self)
         return Job { controller in
-            let job = inner.job(Success.self)
+            let job = inner.job
             guard attempts >= 1 else {
                 controller.fail(with: JobError.invalidArgument("attempts must be at least 1, got \(attempts)"))
                 return

@@ -28,7 +28,7 @@ extension Job {
     public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
         let inner = InnerJob(self)
         return Job<Next> { controller in
-            controller.token.performChild(inner.job(Success.self)) { outcome in
+            controller.token.performChild(inner.job) { outcome in
                 switch outcome {
                 case .success(let value):
                     // Cancelled as this job finished: nothing to build.
@@ -51,7 +51,7 @@ extension Job {
     ) -> Job<NewSuccess> {
         let inner = InnerJob(self)
         return Job<NewSuccess> { controller in
-            controller.token.performChild(inner.job(Success.self)) { outcome in
+            controller.token.performChild(inner.job) { outcome in
                 controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
             }
         }
@@ -101,7 +101,7 @@ extension Job {
     ) -> Job<Success> {
         let inner = InnerJob(self)
         return Job { controller in
-            controller.token.performChild(inner.job(Success.self)) { outcome in
+            controller.token.performChild(inner.job) { outcome in
                 switch outcome {
                 case .success:
                     controller.complete(with: outcome)
@@ -122,7 +122,7 @@ extension Job {
     ) -> Job<Success> {
         let inner = InnerJob(self)
         return Job { controller in
-            controller.token.performChild(inner.job(Success.self)) { outcome in
+            controller.token.performChild(inner.job) { outcome in
                 controller.complete(with: outcome.mapError(transform))
             }
         }

@@ -144,45 +144,45 @@ public enum Trampoline {
         thread.pointee.leaveCall(restoring: depth)
     }
 
-    /// Releases `object`, or, on a thread already ``nestingLimit`` such
-    /// releases deep, hands it to the outermost, which releases it when its
-    /// own release returns. Give it the last reference, taken out of where
-    /// it was kept (`stored.take()`): a reference left behind is released
-    /// later, and deep.
+    /// Runs `release`, which lets go of what a deinit holds (it sets a
+    /// stored property to `nil`), one level deeper; or, on a thread already
+    /// ``nestingLimit`` such releases deep, returns `false` without running
+    /// it: then the deinit hands what it holds to ``holdRelease(_:)``.
     ///
-    /// For the deinit of an object that holds jobs (``InnerJob``, a
-    /// group's run): releasing a job nested a million deep releases a
-    /// million objects, one inside another's deinit. This keeps that to a
-    /// few dozen frames, the rest in a loop. An object, not a value of any
-    /// type: a type is looked up at run time in generic code, and the
-    /// deinits that release jobs run unspecialized.
-    static func release(_ object: consuming AnyObject?) {
+    /// For the deinit of an object that holds jobs (``InnerJob``,
+    /// ``Inner``, a group's or a sequence's run): releasing a job nested a
+    /// million deep releases a million objects, one inside another's
+    /// deinit. This keeps that to a few dozen frames, the rest in a loop.
+    /// A deinit releases `job` with `releasing({ job = nil })`, and when
+    /// that returns `false`, `holdRelease { [job] in _ = job }`.
+    @discardableResult
+    static func releasing(_ release: () -> Void) -> Bool {
         let thread = ThreadState.current
-        guard thread.pointee.releaseDepth < nestingLimit else {
-            if let object { thread.pointee.heldReleases.append(object) }
-            return
-        }
-        // `consume`: no copy left here, whose release would come after the
-        // count went down again (as in a debug build).
-        drop(consume object, thread: thread)
+        guard thread.pointee.releaseDepth < nestingLimit else { return false }
+        countingRelease(release, thread: thread)
         if thread.pointee.releaseDepth == 0 && !thread.pointee.heldReleases.isEmpty {
             releaseHeld(thread)
         }
+        return true
     }
 
-    /// Releases `object` one level deeper, with the count raised while it
-    /// goes. Not optimized: the optimizer does not count a release as
-    /// reading memory of ours, so it would release `object` before or after
-    /// the count changes, or in the caller, and the deinits it runs would
-    /// read the wrong count.
+    /// Keeps `held`, a closure that holds what a deinit too deep could not
+    /// release, until the outermost ``releasing(_:)`` on this thread, which
+    /// releases it, uncalled, when its own release returns.
+    static func holdRelease(_ held: @escaping @Sendable () -> Void) {
+        ThreadState.current.pointee.heldReleases.append(held)
+    }
+
+    /// Runs `release` one level deeper, with the count raised while it
+    /// runs. Not optimized, nor inlined: the optimizer does not count a
+    /// release as reading memory of ours, and would move it before or after
+    /// the count changes, and the deinits it runs would read the wrong
+    /// count.
     @inline(never)
     @_optimize(none)
-    private static func drop(_ object: consuming AnyObject?, thread: UnsafeMutablePointer<ThreadState>) {
+    private static func countingRelease(_ release: () -> Void, thread: UnsafeMutablePointer<ThreadState>) {
         thread.pointee.releaseDepth += 1
-        do {
-            let released = consume object
-            _ = released
-        }
+        release()
         thread.pointee.releaseDepth -= 1
     }
 
@@ -191,9 +191,8 @@ public enum Trampoline {
     /// more, which this loop releases too).
     @inline(never)
     private static func releaseHeld(_ thread: UnsafeMutablePointer<ThreadState>) {
-        // `removeLast()` into `drop`: no binding left here holding a copy.
         while !thread.pointee.heldReleases.isEmpty {
-            drop(thread.pointee.heldReleases.removeLast(), thread: thread)
+            countingRelease({ _ = thread.pointee.heldReleases.removeLast() }, thread: thread)
         }
     }
 
@@ -242,10 +241,11 @@ public enum Trampoline {
         /// How many ``Level``s deep the thread is, since its outermost call
         /// began.
         var depth = 0
-        /// How many ``release(_:)`` calls deep the thread is.
+        /// How many ``releasing(_:)`` calls deep the thread is.
         var releaseDepth = 0
-        /// What releases too deep handed over to the outermost.
-        var heldReleases: [AnyObject] = []
+        /// What releases too deep handed over to the outermost, in
+        /// closures that hold it.
+        var heldReleases: [@Sendable () -> Void] = []
         /// Set while `execute` enqueues held work: an inline queue may run
         /// that work at once, as its turn has come.
         var runsEnqueuedWorkInline = false

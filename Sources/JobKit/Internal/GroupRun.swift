@@ -52,7 +52,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     let queue: any JobQueue
     /// What the group's job's controllers share, the group's `owner`. Set
     /// in `init`, and taken only in `deinit`, when no other reference to the
-    /// run is left: released there through ``Trampoline/release(_:)``, as
+    /// run is left: released there through ``Trampoline/releasing(_:)``, as
     /// it holds the run of a group this one may be the child of, a million
     /// deep.
     private nonisolated(unsafe) var owner: ControllerToken?
@@ -127,7 +127,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     }
 
     deinit {
-        Trampoline.release(owner.take())
+        if !Trampoline.releasing({ owner = nil }) { Trampoline.holdRelease { [owner] in _ = owner } }
     }
 
     /// Reports `result` to the group's job, which may be another group's

@@ -45,7 +45,7 @@ final class SequenceRun: JobNode, ChildRunning {
     private let stepTable = LazyReference<AttachmentTable>()
     /// The sequence's job's controller. Set in `init`, and taken only in
     /// `deinit`, when no other reference to the run is left: released there
-    /// through ``Trampoline/release(_:)``, as it holds the run of a
+    /// through ``Trampoline/releasing(_:)``, as it holds the run of a
     /// sequence this one may be a step of, a million deep.
     private nonisolated(unsafe) var heldController: Job<Void>.Controller?
     private var controller: Job<Void>.Controller { heldController.unsafelyUnwrapped }
@@ -80,7 +80,9 @@ final class SequenceRun: JobNode, ChildRunning {
     }
 
     deinit {
-        Trampoline.release(heldController.take()?.shared)
+        if !Trampoline.releasing({ heldController = nil }) {
+            Trampoline.holdRelease { [heldController] in _ = heldController }
+        }
     }
 
     var isOver: Bool {
