@@ -23,13 +23,11 @@ extension Job {
     /// - Parameter cleanup: Called once with the outcome, on the thread
     ///   that completes this job (or cancels it).
     public func always(_ cleanup: @escaping @Sendable (Outcome) -> Void) -> Job<Success> {
-        let inner = InnerJob(self)
-        return Job { controller in
-            let job = inner.job
+        Job { controller in
             let gate = StartGate()
             // A child's handler is called once, with its outcome or, when
             // this job is cancelled, with the cancellation.
-            controller.token.performChild(gate.guarding(job)) { outcome in
+            controller.token.performChild(gate.guarding(self)) { outcome in
                 if gate.started { cleanup(outcome) }
                 controller.complete(with: outcome)
             }
@@ -67,11 +65,9 @@ extension Job {
     public func always<CleanupValue>(
         then cleanup: @escaping @Sendable (Outcome) -> Job<CleanupValue>
     ) -> Job<Success> {
-        let inner = InnerJob(self)
-        return Job { controller in
-            let job = inner.job
+        Job { controller in
             let gate = StartGate()
-            controller.token.performChild(gate.guarding(job)) { outcome in
+            controller.token.performChild(gate.guarding(self)) { outcome in
                 guard gate.started else {
                     controller.complete(with: outcome)
                     return

@@ -15,16 +15,16 @@ extension Job {
     /// its queue shows as "job (waiting to start)". If a job is named
     /// twice, the outer name wins.
     public func named(_ name: String) -> Job {
-        let inner = InnerJob(self)
+        let body = self.body
         return Job { controller in
-            let body = inner.job.body
             controller.token.attach(.name(name))
             // The job may be named jobs a million deep.
             if let level = Trampoline.Level.enter() {
                 body(controller)
                 level.leave()
             } else {
-                Trampoline.hold { body(controller) }
+                // Cancelled meanwhile: the body never starts.
+                Trampoline.hold { if !controller.isCompleted { body(controller) } }
             }
         }
     }
@@ -45,16 +45,16 @@ extension Job {
     /// on the thread taking it, while the job runs. A job's own
     /// ``Job/Controller/onDescribe(_:)`` replaces it.
     public func named(_ name: String, detail: @escaping @Sendable () -> String) -> Job {
-        let inner = InnerJob(self)
+        let body = self.body
         return Job { controller in
-            let body = inner.job.body
             controller.token.attach(.name(name))
             controller.token.attach(.detail(detail))
             if let level = Trampoline.Level.enter() {
                 body(controller)
                 level.leave()
             } else {
-                Trampoline.hold { body(controller) }
+                // Cancelled meanwhile: the body never starts.
+                Trampoline.hold { if !controller.isCompleted { body(controller) } }
             }
         }
     }

@@ -23,12 +23,10 @@ extension Job {
     ///
     /// - Parameter duration: How long this job may take.
     public func timeout(after duration: Duration) -> Job<Success> {
-        let inner = InnerJob(self)
-        return Job { controller in
-            let job = inner.job
+        Job { controller in
             let timer = TimerSlot(.timeout(duration))
             controller.token.attach(timer)
-            let child = controller.token.performChild(job) { outcome in
+            let child = controller.token.performChild(self) { outcome in
                 timer.close()
                 controller.complete(with: outcome)
             }
@@ -169,16 +167,14 @@ extension Job {
         attempts: Int,
         delay: @escaping @Sendable (_ retry: Int, _ error: any Error) -> Duration?
     ) -> Job<Success> {
-        let inner = InnerJob(self)
-        return Job { controller in
-            let job = inner.job
+        Job { controller in
             guard attempts >= 1 else {
                 controller.fail(with: JobError.invalidArgument("attempts must be at least 1, got \(attempts)"))
                 return
             }
             let timer = TimerSlot(.retry(attempts: attempts))
             controller.token.attach(timer)
-            RetryRun(job: job, attempts: attempts, delay: delay, controller: controller, timer: timer)
+            RetryRun(job: self, attempts: attempts, delay: delay, controller: controller, timer: timer)
                 .attempt(1)
         }
     }

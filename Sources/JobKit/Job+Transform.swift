@@ -26,9 +26,8 @@ extension Job {
     /// let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
     /// ```
     public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
-        let inner = InnerJob(self)
-        return Job<Next> { controller in
-            controller.token.performChild(inner.job) { outcome in
+        Job<Next> { controller in
+            controller.token.performChild(self) { outcome in
                 switch outcome {
                 case .success(let value):
                     // Cancelled as this job finished: nothing to build.
@@ -49,9 +48,8 @@ extension Job {
     public func map<NewSuccess>(
         _ transform: @escaping @Sendable (Success) throws -> NewSuccess
     ) -> Job<NewSuccess> {
-        let inner = InnerJob(self)
-        return Job<NewSuccess> { controller in
-            controller.token.performChild(inner.job) { outcome in
+        Job<NewSuccess> { controller in
+            controller.token.performChild(self) { outcome in
                 controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
             }
         }
@@ -99,9 +97,8 @@ extension Job {
     public func recover(
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
-        let inner = InnerJob(self)
-        return Job { controller in
-            controller.token.performChild(inner.job) { outcome in
+        Job { controller in
+            controller.token.performChild(self) { outcome in
                 switch outcome {
                 case .success:
                     controller.complete(with: outcome)
@@ -120,9 +117,8 @@ extension Job {
     public func mapError(
         _ transform: @escaping @Sendable (any Error) -> any Error
     ) -> Job<Success> {
-        let inner = InnerJob(self)
-        return Job { controller in
-            controller.token.performChild(inner.job) { outcome in
+        Job { controller in
+            controller.token.performChild(self) { outcome in
                 controller.complete(with: outcome.mapError(transform))
             }
         }

@@ -38,9 +38,12 @@ import Dispatch
 ///   performance is released.
 /// - Depth: jobs nest through the combinators to any depth, a million
 ///   deep as well as two: a job's start, its outcome on its way to the job
-///   that holds it, a cancel on its way to the jobs it holds, and the
-///   release of a job built of a million combinators keep a thread's stack
-///   flat, on any queue.
+///   that holds it and a cancel on its way to the jobs it holds keep a
+///   thread's stack flat, on any queue. So does the release of a job built
+///   of groups, races, zips or sequences a million deep, and of any mix
+///   with them; a job built of one-job combinators alone (`map` of `map`
+///   …) is released one level inside the next, which a thread of 512 KiB
+///   holds for a few thousand levels.
 public struct Job<Success: Sendable>: Sendable {
     /// The result a job reports: its value, or the error it failed with.
     public typealias Outcome = Result<Success, any Error>

@@ -20,8 +20,11 @@ import Darwin
 /// and made when the outer call returns: the stack stays flat, each work
 /// item still goes to its queue, and work run inline and JobKit's own
 /// enqueues keep one first-in, first-out order. On a queue that never runs
-/// work inline (`DispatchQueue`, `TestQueue`) nothing is ever held back,
-/// and the cost is one thread-local read and a few stores.
+/// work inline (`DispatchQueue`, `TestQueue`) nothing is held back, and the
+/// cost is one thread-local read and a few stores, unless jobs nest deeper
+/// than a few levels: what a job does to the job that holds it (its
+/// outcome) or to the jobs it holds (a cancel) past that is held back in
+/// the same way, whatever the queue.
 ///
 /// A queue of your own that runs work on the calling thread, as
 /// `ImmediateQueue` does, gives each work item to ``run(_:)``, once. Work
@@ -149,8 +152,8 @@ public enum Trampoline {
     /// ``nestingLimit`` such releases deep, returns `false` without running
     /// it: then the deinit hands what it holds to ``holdRelease(_:)``.
     ///
-    /// For the deinit of an object that holds jobs (``InnerJob``,
-    /// ``Inner``, a group's or a sequence's run): releasing a job nested a
+    /// For the deinit of an object that holds jobs (``Inner``, a group's
+    /// or a sequence's run): releasing a job nested a
     /// million deep releases a million objects, one inside another's
     /// deinit. This keeps that to a few dozen frames, the rest in a loop.
     /// A deinit releases `job` with `releasing({ job = nil })`, and when

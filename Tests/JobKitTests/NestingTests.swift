@@ -102,18 +102,22 @@ struct NestingTests {
     }
 
     @Test func aCancelReachesTheJobInsideEveryCombinatorAtOnce() async throws {
-        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Int, Int, Job<Void>.Outcome?, Bool) in
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Int, Int, Job<Void>.Outcome?, Bool, String?) in
             let queue = TestQueue(maxSteps: 100 * Self.depth)
             let cancels = LockedValue(0)
             let recorder = Recorder<Void>()
             let handle = nested(sleeping(cancels: cancels), depth: Self.depth, in: Wrapper.allCases)
                 .perform(on: queue, then: recorder.handler)
-            try? queue.run()
-            handle.cancel()
-            let cancelsAtOnce = cancels.value
-            try? queue.run()
-            return (cancelsAtOnce, recorder.count, recorder.last, queue.isIdle)
+            var cancelsAtOnce = 0
+            let thrown = failure {
+                try queue.run()
+                handle.cancel()
+                cancelsAtOnce = cancels.value
+                try queue.run()
+            }
+            return (cancelsAtOnce, recorder.count, recorder.last, queue.isIdle, thrown)
         }
+        #expect(result.4 == nil)
         #expect(result.0 == 1)
         #expect(result.1 == 1)
         #expect(isCancellation(result.2?.failure))
@@ -122,24 +126,57 @@ struct NestingTests {
 
     /// Each combinator inside itself, the job inside finishing on a timer
     /// on a `TestQueue`, and the same cancelled.
+    ///
+    /// The job is built and released on a thread of 64 MiB: a job built of
+    /// one-job combinators alone is released one level inside the next.
     @Test(arguments: Wrapper.allCases)
     func aJobNestedInOneCombinatorCompletesAndCancelsOnATestQueue(_ wrapper: Wrapper) async throws {
-        let result = await onThread(ofStackSize: 512 * 1024) { () -> [Job<Void>.Outcome?] in
-            let job = nested(sleeping(cancels: LockedValue(0)), depth: Self.depthOfOne, in: [wrapper])
-            var outcomes: [Job<Void>.Outcome?] = []
-            for cancels in [false, true] {
-                let queue = TestQueue(maxSteps: 100 * Self.depthOfOne)
-                let recorder = Recorder<Void>()
-                let handle = job.perform(on: queue, then: recorder.handler)
-                try? queue.run()
-                if cancels { handle.cancel() }
-                try? queue.advance(by: .seconds(1))
-                outcomes.append(recorder.count == 1 && queue.isIdle ? recorder.last : nil)
-            }
-            return outcomes
+        let held = LockedValue<Job<Void>?>(nil)
+        await onThread(ofStackSize: 64 * 1024 * 1024) {
+            held.withValue { $0 = nested(sleeping(cancels: LockedValue(0)), depth: Self.depthOfOne, in: [wrapper]) }
         }
-        #expect(result[0]?.isSuccess == true)
-        #expect(isCancellation(result[1]?.failure))
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> ([Job<Void>.Outcome?], String?) in
+            guard let job = held.value else { return ([], "no job") }
+            var outcomes: [Job<Void>.Outcome?] = []
+            let thrown = failure {
+                for cancels in [false, true] {
+                    let queue = TestQueue(maxSteps: 100 * Self.depthOfOne)
+                    let recorder = Recorder<Void>()
+                    let handle = job.perform(on: queue, then: recorder.handler)
+                    try queue.run()
+                    if cancels { handle.cancel() }
+                    try queue.advance(by: .seconds(1))
+                    outcomes.append(recorder.count == 1 && queue.isIdle ? recorder.last : nil)
+                }
+            }
+            return (outcomes, thrown)
+        }
+        await onThread(ofStackSize: 64 * 1024 * 1024) { held.withValue { $0 = nil } }
+        #expect(result.1 == nil)
+        #expect(result.0.first??.isSuccess == true)
+        #expect(isCancellation(result.0.last??.failure))
+    }
+
+    /// A failure goes up through every combinator but `retry` (which would
+    /// try each level again: two to the depth attempts) and `firstSuccess`
+    /// (which wraps each level's error in one more), with its error as it
+    /// was; and the job, once performed, is released on the same thread.
+    @Test func aFailureGoesUpThroughEveryCombinatorOnATestQueue() async throws {
+        let wrappers = Wrapper.allCases.filter { $0 != .retry && $0 != .firstSuccess }
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Job<Void>.Outcome?, Int, String?) in
+            let queue = TestQueue(maxSteps: 100 * Self.depth)
+            let recorder = Recorder<Void>()
+            // allowed: performed on a TestQueue only, so the sleep is virtual time.
+            let leaf = Job.sleep(for: .seconds(1)).then { Job<Void>.failed(TestError(id: 7)) }
+            let thrown = failure {
+                nested(leaf, depth: Self.depthOfOne, in: wrappers).perform(on: queue, then: recorder.handler)
+                try queue.advance(by: .seconds(1))
+            }
+            return (recorder.last, recorder.count, thrown)
+        }
+        #expect(result.2 == nil)
+        #expect(result.1 == 1)
+        #expect(result.0?.failure as? TestError == TestError(id: 7))
     }
 
     /// On dispatch queues: the job inside finishes on another queue, and
@@ -149,5 +186,16 @@ struct NestingTests {
         let leaf = Job<Void> { controller in other.async { controller.finish() } }
         let job = nested(leaf, depth: Self.depthOfOne, in: Wrapper.allCases)
         try await job.value(on: DispatchQueue.global())
+    }
+}
+
+/// What `body` threw, described, or `nil`: for a thread of its own, whose
+/// closure cannot throw.
+private func failure(of body: () throws -> Void) -> String? {
+    do {
+        try body()
+        return nil
+    } catch {
+        return "\(error)"
     }
 }

@@ -42,7 +42,15 @@ enum Attachment: Sendable {
     /// block runs, a node is cancelled, the rest stays as it is.
     func cancelWithOwner() {
         switch self {
-        case .onCancel(let run): run()
+        case .onCancel(let run):
+            // It may cancel jobs of its own (a task's, a bridged job's), a
+            // million deep.
+            if let level = Trampoline.Level.enter() {
+                run()
+                level.leave()
+            } else {
+                Trampoline.hold(run)
+            }
         case .node(let node):
             // A child may hold children, a million deep.
             if let level = Trampoline.Level.enter() {

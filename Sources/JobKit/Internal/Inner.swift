@@ -1,16 +1,19 @@
-/// The jobs that a combinator's job performs (a group's, a sequence's),
+/// The jobs that a group's, a race's, a zip's or a sequence's job performs,
 /// held in an object of their own.
 ///
 /// A job nested a million deep (a group of a group of …, built as a value)
 /// is a million closures, each holding the next job. Released as closures'
 /// contexts, each inside the last one's release, they would take a million
-/// nested calls and crash the thread. Each combinator's closure holds its
-/// jobs in one of these instead, whose deinit releases them through
+/// nested calls and crash the thread. Each such combinator's closure holds
+/// its jobs in one of these instead, whose deinit releases them through
 /// ``Trampoline/releasing(_:)``, which keeps that flat.
 ///
-/// It holds jobs only (an array of them): a closure kept in a generic value
-/// would be called through a conversion made on each read. A combinator's
-/// closure captures its own closures and values as before.
+/// A combinator of one job (`map`, `then`, `timeout`, …) captures its job as
+/// it is: one of these per step of a loop written as recursion would cost
+/// each step an object, and each performance a look-up of its type. So a
+/// value built of such combinators alone, thousands deep, is still released
+/// one level inside the next; anywhere a job with several jobs comes in
+/// between, at most the levels between two such jobs are.
 ///
 /// Unchecked: `stored` is set in `init` and read by the job's body, and
 /// written only in `deinit`, when no other reference to the object is left
@@ -31,30 +34,5 @@ final class Inner<Value: Sendable>: @unchecked Sendable {
 
     deinit {
         if !Trampoline.releasing({ stored = nil }) { Trampoline.holdRelease { [stored] in _ = stored } }
-    }
-}
-
-/// The job that a combinator's job performs (a `map`'s, a `then`'s first
-/// job), held as ``Inner`` holds jobs: its closure, kept as a closure of its
-/// own type, so that reading it costs no conversion.
-///
-/// Unchecked: `body` is set in `init` and read by the job's body, and
-/// written only in `deinit`, when no other reference to the object is
-/// left; a job's closure is `Sendable`.
-final class InnerJob<Success: Sendable>: @unchecked Sendable {
-    @exclusivity(unchecked) private var body: Job<Success>.Body?
-
-    init(_ job: Job<Success>) {
-        body = job.body
-    }
-
-    /// The job.
-    @inline(__always)
-    var job: Job<Success> {
-        Job(body.unsafelyUnwrapped)
-    }
-
-    deinit {
-        if !Trampoline.releasing({ body = nil }) { Trampoline.holdRelease { [body] in _ = body } }
     }
 }
