@@ -18,14 +18,7 @@ extension Job {
         let body = self.body
         return Job { controller in
             controller.token.attach(.name(name))
-            // The job may be named jobs a million deep.
-            if let level = Trampoline.Level.enter() {
-                body(controller)
-                level.leave()
-            } else {
-                // Cancelled meanwhile: the body never starts.
-                Trampoline.hold { if !controller.isCompleted { body(controller) } }
-            }
+            Self.run(body, with: controller)
         }
     }
 
@@ -49,13 +42,22 @@ extension Job {
         return Job { controller in
             controller.token.attach(.name(name))
             controller.token.attach(.detail(detail))
-            if let level = Trampoline.Level.enter() {
-                body(controller)
-                level.leave()
-            } else {
-                // Cancelled meanwhile: the body never starts.
-                Trampoline.hold { if !controller.isCompleted { body(controller) } }
-            }
+            Self.run(body, with: controller)
+        }
+    }
+}
+
+extension Job {
+    /// Runs a named job's `body` one level deeper: the job may be named
+    /// jobs a million deep (``Trampoline/Level``).
+    @inline(__always)
+    fileprivate static func run(_ body: @escaping @Sendable (Controller) -> Void, with controller: Controller) {
+        if let level = Trampoline.Level.enter() {
+            body(controller)
+            level.leave()
+        } else {
+            // Cancelled meanwhile: the body never starts.
+            Trampoline.hold { if !controller.isCompleted { body(controller) } }
         }
     }
 }

@@ -48,9 +48,6 @@ public struct Job<Success: Sendable>: Sendable {
     /// The result a job reports: its value, or the error it failed with.
     public typealias Outcome = Result<Success, any Error>
 
-    /// The closure that does the job's work.
-    typealias Body = @Sendable (Controller) -> Void
-
     @usableFromInline let body: @Sendable (Controller) -> Void
 
     /// Creates a job from the closure that does its work.

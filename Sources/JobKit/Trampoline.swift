@@ -115,21 +115,16 @@ public enum Trampoline {
         }
     }
 
-    /// Makes `work`, a call too deep to make now (``Level``), as soon as
-    /// the outermost call of JobKit's on this thread returns, or at once,
-    /// in a call of its own, if there is none.
-    static func hold(_ work: @escaping @Sendable () -> Void) {
-        holdNested(work, thread: ThreadState.current)
-    }
-
     /// How many ``Level``s deep a thread goes before it holds calls back:
     /// a few dozen frames each, in a debug build a few kilobytes.
     static let nestingLimit = 16
 
-    /// A call too deep: `work` waits for the outermost call, or is that
-    /// call.
+    /// Makes `work`, a call too deep to make now (``Level``), as soon as
+    /// the outermost call of JobKit's on this thread returns, or at once,
+    /// in a call of its own, if there is none.
     @inline(never)
-    private static func holdNested(_ work: @escaping @Sendable () -> Void, thread: UnsafeMutablePointer<ThreadState>) {
+    static func hold(_ work: @escaping @Sendable () -> Void) {
+        let thread = ThreadState.current
         if thread.pointee.isInsideCall {
             thread.pointee.held.append(HeldWork(queue: nil, work: work))
             return
@@ -158,7 +153,6 @@ public enum Trampoline {
     /// deinit. This keeps that to a few dozen frames, the rest in a loop.
     /// A deinit releases `job` with `releasing({ job = nil })`, and when
     /// that returns `false`, `holdRelease { [job] in _ = job }`.
-    @discardableResult
     static func releasing(_ release: () -> Void) -> Bool {
         let thread = ThreadState.current
         guard thread.pointee.releaseDepth < nestingLimit else { return false }

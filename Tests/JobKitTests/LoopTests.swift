@@ -22,8 +22,7 @@ private func retrying(from first: Int, attempt: @escaping @Sendable (Int) -> Job
 /// ``Canary`` counted in `live`.
 private func describedPoll(from first: Int, to last: Int, live: LockedValue<Int>) -> Job<Int> {
     let canary = Canary(live)
-    // allowed: performed on a TestQueue only, so the sleep is virtual time.
-    return Job.sleep(for: .seconds(1)).map { first }.named("fetch \(first)")
+    return Job.sleep(for: .seconds(1)).map { first }.named("fetch \(first)")  // allowed: on a TestQueue only
         .then { value in value >= last ? .succeeded(value) : describedPoll(from: value + 1, to: last, live: live) }
         .named("poll", detail: { withExtendedLifetime(canary) { "step \(first)" } })
 }
@@ -81,8 +80,7 @@ struct LoopTests {
         let queue = TestQueue()
         let recorder = Recorder<Int>()
         let count = Self.costlySteps / 2
-        // allowed: the sleep is on the TestQueue's clock, virtual time.
-        poll(from: 1, to: count) { index in Job.sleep(for: .seconds(1)).map { index } }
+        poll(from: 1, to: count) { index in Job.sleep(for: .seconds(1)).map { index } }  // allowed: TestQueue's clock
             .perform(on: queue, then: recorder.handler)
         try queue.advance(by: .seconds(count - 1))
         #expect(recorder.count == 0)

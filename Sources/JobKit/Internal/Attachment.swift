@@ -42,23 +42,24 @@ enum Attachment: Sendable {
     /// block runs, a node is cancelled, the rest stays as it is.
     func cancelWithOwner() {
         switch self {
-        case .onCancel(let run):
-            // It may cancel jobs of its own (a task's, a bridged job's), a
-            // million deep.
+        case .onCancel, .node:
+            // A child may hold children, and a block cancel jobs of its own
+            // (a task's, a bridged job's), a million deep.
             if let level = Trampoline.Level.enter() {
-                run()
+                cancelNow()
                 level.leave()
             } else {
-                Trampoline.hold(run)
+                Trampoline.hold { cancelNow() }
             }
-        case .node(let node):
-            // A child may hold children, a million deep.
-            if let level = Trampoline.Level.enter() {
-                node.cancelWithOwner()
-                level.leave()
-            } else {
-                Trampoline.hold { node.cancelWithOwner() }
-            }
+        case .name, .detail, .taskStatus, .failure: break
+        }
+    }
+
+    /// ``cancelWithOwner()``, on this level.
+    private func cancelNow() {
+        switch self {
+        case .onCancel(let run): run()
+        case .node(let node): node.cancelWithOwner()
         case .name, .detail, .taskStatus, .failure: break
         }
     }
