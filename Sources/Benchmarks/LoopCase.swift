@@ -1,8 +1,10 @@
 import Dispatch
 import JobKit
+import Synchronization
 
 /// Case 20: a loop written as recursion, the way apps poll with jobs (a
-/// `then` whose next job is the loop again), against the loop GCD code
+/// `then` whose next job is the loop again), and the same loop with the
+/// loop combinator (`repeated(while:)`), each against the loop GCD code
 /// writes by hand: one `DispatchQueue.async` per step. Each step's work
 /// finishes at once, so the figures are what the loop itself costs.
 enum LoopCase {
@@ -23,6 +25,20 @@ enum LoopCase {
         guard value == steps else { throw BenchmarkFailure("the loop ended at \(value), not \(steps)") }
     }
 
+    /// The same loop with the loop combinator: the step again while its
+    /// value is below `last`.
+    static func repeating(to last: Int) -> Job<Int> {
+        let next = StepCounter()
+        return Job { controller in controller.finish(with: next.increment()) }.repeated(while: { $0 < last })
+    }
+
+    /// Runs the loop combinator's loop of `steps` steps on
+    /// `DispatchQueue.global()` and waits for its value.
+    static func runRepeated(steps: Int) throws {
+        let value = try TimingCases.valueAndWait(repeating(to: steps))
+        guard value == steps else { throw BenchmarkFailure("the loop ended at \(value), not \(steps)") }
+    }
+
     /// Runs the hand-written loop of `steps` steps and waits for its end.
     static func runHandWritten(steps: Int) throws {
         let completion = Completion<Int>()
@@ -33,14 +49,17 @@ enum LoopCase {
 
     static func time(steps: Int, schedule: Schedule) throws -> CaseReport {
         let handWritten = "a `DispatchQueue.async` per step (hand-written)"
+        let again = "a `DispatchQueue.async` per step (hand-written), again"
         let variants = [
             Variant(name: "JobKit: `then` recursion") { steps in try runJobKit(steps: steps) },
             Variant(name: handWritten) { steps in try runHandWritten(steps: steps) },
+            Variant(name: "JobKit: `repeated(while:)`", isBaseline: true) { steps in try runRepeated(steps: steps) },
+            Variant(name: again) { steps in try runHandWritten(steps: steps) },
         ]
         return CaseReport(
             title: "20. A loop of \(steps) steps written as recursion, on DispatchQueue.global(): time",
             unit: "ns/step",
-            rows: try measureInterleaved(variants, n: steps, schedule: schedule, goals: [handWritten: 1.5])
+            rows: try measureInterleaved(variants, n: steps, schedule: schedule, goals: [handWritten: 1.5, again: 1.5])
         )
     }
 
@@ -56,6 +75,15 @@ enum LoopCase {
                     + "it. JobKit ÷ this compares the JobKit loop of \(steps) steps with each row."
             ]
         )
+    }
+}
+
+/// A count shared by a loop's steps.
+private final class StepCounter: Sendable {
+    private let count = Atomic(0)
+
+    func increment() -> Int {
+        count.add(1, ordering: .relaxed).newValue
     }
 }
 

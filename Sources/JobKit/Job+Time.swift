@@ -191,7 +191,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
 
     func attempt(_ number: Int) {
         guard !controller.isCompleted else { return }
-        if number > 1 { timer.endWait() }
+        if number > 1 { timer.begin(number) }
         controller.token.performChild(job) { outcome in
             switch outcome {
             case .success:

@@ -40,6 +40,9 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         /// A `retry` whose attempt number `attempt - 1` failed with
         /// `error`: it waits `delay` before attempt number `attempt`.
         case waitingToRetry(attempt: Int, delay: Duration, after: any Error)
+        /// A loop (`repeated`, `collectPages`) whose step number `step - 1`
+        /// finished: it waits `delay` before step number `step`.
+        case waitingToRepeat(step: Int, delay: Duration)
         /// Finished with a value.
         case finished
         /// Failed with `error`.
@@ -50,7 +53,7 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         /// Whether the job has not completed yet.
         public var isPending: Bool {
             switch self {
-            case .waitingToStart, .running, .waitingToRetry: true
+            case .waitingToStart, .running, .waitingToRetry, .waitingToRepeat: true
             case .finished, .failed, .cancelled: false
             }
         }
@@ -62,6 +65,8 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
             case .running: "running"
             case .waitingToRetry(let attempt, let delay, let error):
                 "waiting \(delay.formatted) before attempt \(attempt), after: \(error)"
+            case .waitingToRepeat(let step, let delay):
+                "waiting \(delay.formatted) before step \(step)"
             case .finished: "finished"
             case .failed(let error): "failed: \(error)"
             case .cancelled: "cancelled"
@@ -93,10 +98,13 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         case firstSuccess(failed: Int, running: Int, count: Int)
         /// A `sleep(for:)` of `duration`.
         case sleep(Duration)
+        /// A loop (`repeated(while:delay:)`, `collectPages(from:_:)`) on
+        /// step number `step` (from 1): `step - 1` steps finished before it.
+        case loop(step: Int)
 
         /// The kind and its progress in a few words: "group 7/9",
         /// "sequence 2/3", "timeout 30 s", "retry 2/3", "zip 1/2", "race of 2",
-        /// "first success, 1/3 failed", "sleep 5 s".
+        /// "first success, 1/3 failed", "sleep 5 s", "loop, step 502".
         public var description: String {
             switch self {
             case .group(let done, _, let count): "group \(done)/\(count)"
@@ -107,6 +115,7 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
             case .race(_, let count): "race of \(count)"
             case .firstSuccess(let failed, _, let count): "first success, \(failed)/\(count) failed"
             case .sleep(let duration): "sleep \(duration.formatted)"
+            case .loop(let step): "loop, step \(step)"
             }
         }
     }

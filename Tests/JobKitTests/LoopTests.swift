@@ -246,7 +246,7 @@ struct LoopTests {
 
 /// `job` performed on a `TestQueue` run until idle, with a recorder of its
 /// outcome and its handle.
-private func started<T>(_ job: Job<T>) throws -> (TestQueue, Recorder<T>, JobHandle) {
+func started<T>(_ job: Job<T>) throws -> (TestQueue, Recorder<T>, JobHandle) {
     let queue = TestQueue()
     let recorder = Recorder<T>()
     let handle = job.perform(on: queue, then: recorder.handler)

@@ -1,4 +1,5 @@
-/// Holds the delayed work of a `timeout`, a `retry` or a `sleep` so that it can be
+/// Holds the delayed work of a `timeout`, a `retry`, a `sleep` or a loop
+/// (`repeated`, `collectPages`) so that it can be
 /// cancelled when the job completes or is cancelled, whichever thread gets
 /// there first: the timer and the job race, and this decides under the lock.
 ///
@@ -7,14 +8,16 @@
 ///
 /// It is attached to its job, which closes it when cancelled, and says in
 /// the job's snapshots which combinator the job is: a timeout or a sleep
-/// and its duration, or a retry, its attempt, and the wait before the next
-/// one.
+/// and its duration, or a retry or a loop, its attempt or step, and the
+/// wait before the next one.
 final class TimerSlot: JobNode {
     /// The combinator the slot times.
     enum Purpose: Sendable {
         case timeout(Duration)
         case retry(attempts: Int)
         case sleep(Duration)
+        /// A `repeated` or a `collectPages`.
+        case loop
     }
 
     private enum Timer: Sendable {
@@ -25,10 +28,12 @@ final class TimerSlot: JobNode {
 
     private struct State: Sendable {
         var timer = Timer.empty
-        /// A retry's attempt number: the one running, or the one waited for.
+        /// A retry's attempt number, or a loop's step number: the one
+        /// running, or the one waited for.
         var attempt = 1
-        /// A retry's wait before `attempt`, and the error that led to it.
-        var wait: (delay: Duration, error: any Error)?
+        /// The wait before `attempt`, and the error that led to it (a
+        /// retry's; a loop's has none).
+        var wait: (delay: Duration, error: (any Error)?)?
     }
 
     let purpose: Purpose
@@ -53,17 +58,21 @@ final class TimerSlot: JobNode {
         if !armed { timer.cancel() }
     }
 
-    /// A retry waits `delay` before attempt number `attempt`, after `error`.
-    func wait(before attempt: Int, delay: Duration, after error: any Error) {
+    /// A retry waits `delay` before attempt number `attempt`, after `error`;
+    /// a loop, before its step number `attempt`.
+    func wait(before attempt: Int, delay: Duration, after error: (any Error)?) {
         state.withLock { state in
             state.attempt = attempt
             state.wait = (delay, error)
         }
     }
 
-    /// A retry's wait is over: its attempt runs.
-    func endWait() {
-        state.withLock { $0.wait = nil }
+    /// Attempt or step number `attempt` runs: any wait before it is over.
+    func begin(_ attempt: Int) {
+        state.withLock { state in
+            state.attempt = attempt
+            state.wait = nil
+        }
     }
 
     /// Cancels the armed timer, if any, and every timer armed later.
@@ -80,8 +89,8 @@ final class TimerSlot: JobNode {
         close()
     }
 
-    /// Says the job is a timeout or a retry; a retry waiting for its next
-    /// attempt is shown waiting.
+    /// Says the job is a timeout, a sleep, a retry or a loop; a retry or a
+    /// loop waiting for its next attempt or step is shown waiting.
     func describe(into owner: inout JobSnapshot) {
         switch purpose {
         case .timeout(let duration):
@@ -91,8 +100,14 @@ final class TimerSlot: JobNode {
         case .retry(let attempts):
             let (attempt, wait) = state.withLock { ($0.attempt, $0.wait) }
             owner.kind = .retry(attempt: attempt, attempts: attempts)
+            if let wait, let error = wait.error, owner.state.isPending {
+                owner.state = .waitingToRetry(attempt: attempt, delay: wait.delay, after: error)
+            }
+        case .loop:
+            let (step, wait) = state.withLock { ($0.attempt, $0.wait) }
+            owner.kind = .loop(step: step)
             if let wait, owner.state.isPending {
-                owner.state = .waitingToRetry(attempt: attempt, delay: wait.delay, after: wait.error)
+                owner.state = .waitingToRepeat(step: step, delay: wait.delay)
             }
         }
     }

@@ -46,7 +46,7 @@ struct Status: Sendable {
 /// How many times `fetchStatus()` was called: the fifth says ready.
 private let statusPolls = LockedValue(0)
 
-func fetchStatus() -> Job<Status> {
+func fetchStatus(counting statusPolls: LockedValue<Int> = statusPolls) -> Job<Status> {
     Job { controller in
         let poll = statusPolls.withValue { polls in
             polls += 1
@@ -54,6 +54,20 @@ func fetchStatus() -> Job<Status> {
         }
         controller.finish(with: Status(isReady: poll == 5))
     }
+}
+
+private struct Account: Sendable { let name: String }
+private struct FollowerBatch: Sendable {
+    let accounts: [Account]
+    let next: String?
+}
+
+/// Five followers, two a page; a page's cursor is the name of its first.
+private func fetchFollowers(after cursor: String?) -> Job<FollowerBatch> {
+    let names = ["ana", "bo", "cy", "di", "ed"]
+    let start = cursor.flatMap { names.firstIndex(of: $0) } ?? 0
+    let page = names[start..<min(start + 2, names.count)].map(Account.init)
+    return .succeeded(FollowerBatch(accounts: page, next: start + 2 < names.count ? names[start + 2] : nil))
 }
 
 // BEGIN DOC
@@ -262,6 +276,35 @@ struct JobKitDocExamplesTests {
         try queue.advance(by: .seconds(1))
         #expect(statusPolls.value == 5)
         #expect(try recorder.last?.get().isReady == true)
+    }
+
+    @Test func repeatedExample() throws {
+        let queue = TestQueue()
+        let recorder = Recorder<Status>()
+        // Its own count, not the one `waitUntilReady()`'s test shares.
+        let polls = LockedValue(0)
+        func fetchStatus() -> Job<Status> { JobKitTests.fetchStatus(counting: polls) }
+        // BEGIN DOC
+        let ready = fetchStatus().repeated(while: { !$0.isReady }, delay: .fixed(.seconds(2)))
+        // END DOC
+        ready.perform(on: queue, then: recorder.handler)
+        try queue.advance(by: .seconds(7))
+        #expect(polls.value == 4)
+        #expect(recorder.count == 0)
+        try queue.advance(by: .seconds(1))
+        #expect(polls.value == 5)
+        #expect(try recorder.last?.get().isReady == true)
+    }
+
+    @Test func collectPagesExample() async throws {
+        // BEGIN DOC
+        let everyone: Job<[Account]> = .collectPages(from: nil as String?) { cursor in
+            fetchFollowers(after: cursor).map { batch in
+                if let next = batch.next { .more(batch.accounts, next: next) } else { .last(batch.accounts) }
+            }
+        }
+        // END DOC
+        #expect(try await everyone.value.map(\.name) == ["ana", "bo", "cy", "di", "ed"])
     }
 
     @Test func recoverExample() async throws {

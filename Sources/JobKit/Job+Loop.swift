@@ -1,0 +1,182 @@
+// MARK: - repeated
+
+extension Job {
+    /// A job that performs this job again and again while `condition`
+    /// holds for its value, and finishes with the first value for which it
+    /// does not: a poll.
+    ///
+    /// ```swift
+    /// let ready = fetchStatus().repeated(while: { !$0.isReady }, delay: .fixed(.seconds(2)))
+    /// ```
+    ///
+    /// Each step is a fresh performance of this job, started once the one
+    /// before it completed and `delay` passed. The wait runs on the job's
+    /// queue, so a `TestQueue` drives it in virtual time. A step's failure
+    /// fails the loop with that error: put a ``retry(attempts:delay:while:)``
+    /// on this job to try a step again, and a ``timeout(after:)`` on the
+    /// loop to bound how long it polls. Cancelling the loop cancels the
+    /// step running now, or the wait for the next one.
+    ///
+    /// However many steps it takes, the loop holds one step at a time, its
+    /// stack stays flat, and its snapshots show the step it is on ("loop,
+    /// step 502") and the job running it.
+    ///
+    /// - Parameters:
+    ///   - condition: Whether to perform this job again after a step that
+    ///     finished with the given value. Called on the thread the step
+    ///     completed on.
+    ///   - delay: The wait before each step after the first: before step
+    ///     number `n + 1`, `delay.delay(beforeRetry: n)`. No wait by
+    ///     default.
+    public func repeated(
+        while condition: @escaping @Sendable (Success) -> Bool,
+        delay: RetryDelay = .none
+    ) -> Job<Success> {
+        Job { controller in
+            LoopRun(controller: controller, delay: delay, job: { _ in self }) { value in
+                condition(value) ? .again(()) : .finish(value)
+            }
+            .start(from: ())
+        }
+    }
+}
+
+// MARK: - collectPages
+
+/// What one step of ``Job/collectPages(from:_:)`` found: a page of
+/// elements, and whether another page follows it.
+public enum JobPage<Element: Sendable, Cursor: Sendable>: Sendable {
+    /// A page of `elements`, and the cursor to fetch the page after it with.
+    case more([Element], next: Cursor)
+    /// The last page, of `elements`.
+    case last([Element])
+}
+
+extension Job {
+    /// A job that fetches page after page, from the cursor `first`, and
+    /// finishes with the elements of every page, in order, once a page says
+    /// it is the last.
+    ///
+    /// `page` builds the job that fetches the page at a cursor, and that
+    /// job says what comes next:
+    ///
+    /// ```swift
+    /// let everyone: Job<[Account]> = .collectPages(from: nil as String?) { cursor in
+    ///     fetchFollowers(after: cursor).map { batch in
+    ///         if let next = batch.next { .more(batch.accounts, next: next) } else { .last(batch.accounts) }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Each page is fetched once the one before it completed, on the job's
+    /// queue. A page's failure fails the whole with that error, and a
+    /// cancel cancels the page being fetched. However many pages there
+    /// are, the job's stack stays flat, and its snapshots show the page it
+    /// is on ("loop, step 12") and the job fetching it.
+    ///
+    /// - Parameters:
+    ///   - first: The cursor of the first page: a page number, a token, or
+    ///     `nil` for an API whose first request has none.
+    ///   - page: The job that fetches the page at a cursor. Called on the
+    ///     job's queue or the thread the page before completed on.
+    /// - Returns: A job whose value holds the elements of every page.
+    public static func collectPages<Element, Cursor: Sendable>(
+        from first: Cursor,
+        _ page: @escaping @Sendable (Cursor) -> Job<JobPage<Element, Cursor>>
+    ) -> Job<[Element]> where Success == [Element] {
+        Job<[Element]> { controller in
+            let collected = Collected<Element>()
+            LoopRun(controller: controller, delay: .none, job: page) { found in
+                switch found {
+                case .more(let elements, let next):
+                    collected.append(elements)
+                    return .again(next)
+                case .last(let elements):
+                    collected.append(elements)
+                    return .finish(collected.take())
+                }
+            }
+            .start(from: first)
+        }
+    }
+}
+
+/// The elements of a ``Job/collectPages(from:_:)``'s pages so far, added
+/// in place (a value carried from page to page would be copied each time).
+private final class Collected<Element: Sendable>: Sendable {
+    private let elements = Lock<[Element]>([])
+
+    func append(_ page: [Element]) {
+        elements.withLock { $0.append(contentsOf: page) }
+    }
+
+    /// The elements, leaving none here.
+    func take() -> [Element] {
+        elements.withLock { elements in
+            defer { elements = [] }
+            return elements
+        }
+    }
+}
+
+// MARK: - The run
+
+/// One performance of a loop: its steps, one after another, each a child
+/// of the loop's job, and the wait between them.
+///
+/// A step's outcome never goes back through the steps before it: the next
+/// step's body starts on its turn on the queue (or after its delay), as a
+/// child's does, so the stack stays flat and only the step running now is
+/// held. A ``TimerSlot`` holds the wait,
+/// cancelled with the job, and shows the step number in snapshots.
+private struct LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: Sendable {
+    /// What follows a step.
+    enum Next {
+        /// Another step, from this input.
+        case again(Input)
+        /// The loop finishes with this value.
+        case finish(Success)
+    }
+
+    let controller: Job<Success>.Controller
+    let delay: RetryDelay
+    /// The job of a step, from its input.
+    let job: @Sendable (Input) -> Job<Step>
+    /// What follows a step that finished with a value.
+    let next: @Sendable (Step) -> Next
+    /// The wait before the next step, closed when the job is cancelled.
+    let slot = TimerSlot(.loop)
+
+    /// Starts the loop: its first step, from `input`.
+    func start(from input: Input) {
+        controller.token.attach(slot)
+        step(1, from: input)
+    }
+
+    private func step(_ number: Int, from input: Input) {
+        guard !controller.isCompleted else { return }
+        slot.begin(number)
+        controller.token.performChild(job(input)) { outcome in
+            switch outcome {
+            case .failure(let error):
+                controller.fail(with: error)
+            case .success(let value):
+                // Cancelled as the step finished: nothing follows.
+                guard !controller.isCompleted else { return }
+                switch next(value) {
+                case .finish(let result):
+                    controller.finish(with: result)
+                case .again(let input):
+                    let wait = max(delay.delay(beforeRetry: number), .zero)
+                    if wait == .zero {
+                        // The step's start is its turn on the queue.
+                        step(number + 1, from: input)
+                    } else {
+                        slot.wait(before: number + 1, delay: wait, after: nil)
+                        slot.arm(controller.queue.enqueue(after: wait) { step(number + 1, from: input) })
+                    }
+                }
+            }
+        }
+    }
+}
