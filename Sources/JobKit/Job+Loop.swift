@@ -69,8 +69,11 @@ extension Job {
     /// ```
     ///
     /// Each page is fetched once the one before it completed, on the job's
-    /// queue. A page's failure fails the whole with that error, and a
-    /// cancel cancels the page being fetched. However many pages there
+    /// queue, and the elements are kept until the last page, then handed
+    /// over at once. A page's failure fails the whole with that error, and
+    /// a cancel cancels the page being fetched. With an optional cursor,
+    /// `nil` is the first page's: a page that has none after it is
+    /// `.last`, not `.more(elements, next: nil)`, which starts over. However many pages there
     /// are, the job's stack stays flat, and its snapshots show the page it
     /// is on ("loop, step 12") and the job fetching it.
     ///
@@ -173,7 +176,8 @@ private struct LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: Send
                         step(number + 1, from: input)
                     } else {
                         slot.wait(before: number + 1, delay: wait, after: nil)
-                        slot.arm(controller.queue.enqueue(after: wait) { step(number + 1, from: input) })
+                        let timer = controller.queue.enqueue(after: wait) { step(number + 1, from: input) }
+                        slot.arm(timer, before: number + 1)
                     }
                 }
             }

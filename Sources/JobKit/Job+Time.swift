@@ -72,7 +72,7 @@ extension Job where Success == Void {
 // MARK: - retry
 
 /// How long ``Job/retry(attempts:delay:while:)`` waits before each new
-/// attempt.
+/// attempt, and ``Job/repeated(while:delay:)`` before each new step.
 public enum RetryDelay: Sendable, Equatable {
     /// Retry at once.
     case none
@@ -92,8 +92,12 @@ public enum RetryDelay: Sendable, Equatable {
         case .exponential(let initial, let multiplier, let maximum):
             var delay = initial
             for _ in 1..<max(retry, 1) {
-                delay = delay * multiplier
-                if delay >= maximum { return maximum }
+                let next = delay * multiplier
+                if next >= maximum { return maximum }
+                // No longer changing (a multiplier of 1, a delay shrunk to
+                // zero): the step of a long loop costs no more than the first.
+                if next == delay { break }
+                delay = next
             }
             return min(delay, maximum)
         }
@@ -206,7 +210,7 @@ private struct RetryRun<Success: Sendable>: Sendable {
                 if wait <= .zero {
                     Trampoline.enqueue({ attempt(number + 1) }, on: controller.queue)
                 } else {
-                    timer.arm(controller.queue.enqueue(after: wait) { attempt(number + 1) })
+                    timer.arm(controller.queue.enqueue(after: wait) { attempt(number + 1) }, before: number + 1)
                 }
             }
         }

@@ -95,7 +95,7 @@ struct LoopCombinatorTests {
         let queue = TestQueue()
         let recorder = Recorder<Int>()
         counter.fetch.repeated(while: { $0 < 3 }).perform(on: queue, then: recorder.handler)
-        while counter.fetches.value == 0 { #expect(queue.runNext()) }
+        while counter.fetches.value == 0, queue.runNext() {}
         // The next step waits for its turn on the queue.
         #expect(queue.pendingCount == 1)
         #expect(counter.fetches.value == 1)
@@ -128,6 +128,32 @@ struct LoopCombinatorTests {
         #expect(manual.startCount == 2)
         #expect(recorder.count == 1)
         #expect(isCancellation(recorder.last?.failure))
+    }
+
+    @Test func aGroupFailingWhileItsLoopWaitsCancelsTheWaitAndLeavesTheQueueIdle() throws {
+        let counter = Counter()
+        let loop = counter.fetch.repeated(while: { _ in true }, delay: .fixed(.seconds(30))).discardingValue()
+        let failing = Job.sleep(for: .seconds(10)).then { Job<Void>.failed(TestError(id: 1)) }  // allowed: TestQueue
+        let (queue, recorder, _) = try started(Job.group([loop, failing]))
+        try queue.advance(by: .seconds(10))
+        #expect(recorder.last?.failure as? TestError == TestError(id: 1))
+        #expect(queue.isIdle)
+        #expect(counter.fetches.value == 1)
+    }
+
+    @Test func aStepThatDropsItsControllerFailsTheLoopAsAbandoned() throws {
+        let counter = Counter()
+        let step = Job<Int> { controller in
+            // The second step drops its controller without a word.
+            counter.fetch.perform(on: controller.queue) { outcome in
+                if counter.fetches.value == 1 { controller.complete(with: outcome) }
+            }
+        }
+        let (queue, recorder, _) = try started(step.repeated(while: { _ in true }))
+        try queue.run()
+        #expect(counter.fetches.value == 2)
+        #expect(recorder.last?.failure as? JobError == .abandoned)
+        #expect(queue.isIdle)
     }
 
     @Test func aCancelDuringTheWaitRemovesItsTimerAndStartsNoStep() throws {

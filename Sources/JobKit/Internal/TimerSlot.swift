@@ -43,8 +43,8 @@ final class TimerSlot: JobNode {
         self.purpose = purpose
     }
 
-    /// Keeps `timer` to cancel it on ``close()``, replacing the previous
-    /// one (which has fired); cancels it at once if the slot is closed.
+    /// Keeps `timer`, a timeout's or a sleep's, to cancel it on
+    /// ``close()``; cancels it at once if the slot is closed.
     func arm(_ timer: DelayedWork) {
         let armed = state.withLock { state -> Bool in
             switch state.timer {
@@ -56,6 +56,28 @@ final class TimerSlot: JobNode {
             }
         }
         if !armed { timer.cancel() }
+    }
+
+    /// Keeps `timer`, the wait before attempt or step number `attempt`, to
+    /// cancel it on ``close()``, in place of the wait before an earlier
+    /// one; cancels it at once if the slot is closed.
+    ///
+    /// The timer is made before it is armed, so on a concurrent queue it
+    /// may fire first, and its attempt begin, fail and arm the wait before
+    /// the next one, all before this call: then the slot has moved on,
+    /// and keeps the newer timer (this one has fired).
+    func arm(_ timer: DelayedWork, before attempt: Int) {
+        let armed = state.withLock { state -> Bool? in
+            switch state.timer {
+            case .empty, .armed:
+                guard state.attempt == attempt, state.wait != nil else { return nil }
+                state.timer = .armed(timer)
+                return true
+            case .closed:
+                return false
+            }
+        }
+        if armed == false { timer.cancel() }
     }
 
     /// A retry waits `delay` before attempt number `attempt`, after `error`;
