@@ -57,7 +57,8 @@ enum LoopCase {
             Variant(name: again) { steps in try runHandWritten(steps: steps) },
         ]
         return CaseReport(
-            title: "20. A loop of \(steps) steps, written as recursion and with `repeated(while:)`, on DispatchQueue.global(): time",
+            title: "20. A loop of \(steps) steps, written as recursion and with `repeated(while:)`, "
+                + "on DispatchQueue.global(): time",
             unit: "ns/step",
             rows: try measureInterleaved(variants, n: steps, schedule: schedule, goals: [handWritten: 1.5, again: 1.5])
         )
