@@ -29,7 +29,7 @@ public struct JobHandle: Sendable {
     /// states, what each group has done. Safe from any thread while the
     /// job runs, and after it completed.
     public func snapshot() -> JobSnapshot {
-        state.snapshot()
+        SnapshotWalk.take { state.snapshot() }
     }
 
     /// Where the job is stuck, if it has not completed: the path to each

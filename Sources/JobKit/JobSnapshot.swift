@@ -30,6 +30,12 @@
 /// Jobs built with `then`, `map`, `recover` or `mapError` show as the job
 /// they are running, and a job shows the name given to it with
 /// ``Job/named(_:)`` once it has started.
+///
+/// A snapshot is taken with a flat stack however deep the jobs nest. A
+/// tree more than about a hundred levels deep shows its first hundred
+/// levels and, below them, the last levels of each path down, to the jobs
+/// it waits on, under a job that counts the levels between ("… 99891
+/// levels not shown").
 public struct JobSnapshot: Sendable, CustomStringConvertible {
     /// Where a job is.
     public enum State: Sendable, CustomStringConvertible {
@@ -131,6 +137,9 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
     public var detail: String?
     /// The children the job is waiting on, in the order they started.
     public var children: [JobSnapshot]
+    /// Set on a child still to describe, while a snapshot is taken
+    /// (``SnapshotWalk``).
+    var placeholder: Int?
 
     /// A snapshot of a job in `state`, with nothing else known yet.
     init(state: State) {

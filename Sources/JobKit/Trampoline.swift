@@ -204,6 +204,12 @@ public enum Trampoline {
         thread.pointee.runsEnqueuedWorkInline = false
     }
 
+    /// This thread's ``SnapshotWalk``, kept with its other state.
+    static var snapshotWalk: UnsafeMutablePointer<SnapshotWalk> {
+        let offset = MemoryLayout<ThreadState>.offset(of: \.snapshotWalk)!
+        return (UnsafeMutableRawPointer(ThreadState.current) + offset).assumingMemoryBound(to: SnapshotWalk.self)
+    }
+
     /// Makes the work held back meanwhile, and the work held back while
     /// making it, in order.
     @inline(__always)
@@ -253,6 +259,8 @@ public enum Trampoline {
         /// array while it changes.
         var held: [HeldWork?] = []
         var head = 0
+        /// The snapshot this thread is taking, if any.
+        var snapshotWalk = SnapshotWalk()
 
         /// The thread enters its outermost call: nesting counts from 0
         /// in it (work held back runs at its depth).

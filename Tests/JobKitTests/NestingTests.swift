@@ -105,22 +105,31 @@ struct NestingTests {
     }
 
     @Test func aCancelReachesTheJobInsideEveryCombinatorAtOnce() async throws {
-        let result = await onThread(ofStackSize: 512 * 1024) { () -> (Int, Int, Job<Void>.Outcome?, Bool, String?) in
+        let result = await onThread(ofStackSize: 512 * 1024) {
+            () -> (Int, Int, Job<Void>.Outcome?, Bool, String?, [Substring]) in
             let queue = TestQueue(maxSteps: 100 * Self.depth)
             let cancels = LockedValue(0)
             let recorder = Recorder<Void>()
             let handle = nested(sleeping(cancels: cancels), depth: Self.depth, in: Wrapper.allCases)
                 .perform(on: queue, then: recorder.handler)
             var cancelsAtOnce = 0
+            var report: [Substring] = []
             let thrown = failure {
                 try queue.run()
+                report = handle.stallReport()?.split(separator: "\n") ?? []
                 handle.cancel()
                 cancelsAtOnce = cancels.value
                 try queue.run()
             }
-            return (cancelsAtOnce, recorder.count, recorder.last, queue.isIdle, thrown)
+            return (cancelsAtOnce, recorder.count, recorder.last, queue.isIdle, thrown, report)
         }
         #expect(result.4 == nil)
+        // The stall report, taken on that thread: the job it waits on,
+        // below the levels it leaves out, in a few hundred lines.
+        #expect(result.5.first == "1 job has not completed:")
+        #expect(result.5.last?.hasSuffix("sleep 1 s (running)  ◀") == true)
+        #expect(result.5.contains { $0.contains(" levels not shown (running)") })
+        #expect(result.5.count < 300)
         #expect(result.0 == 1)
         #expect(result.1 == 1)
         #expect(isCancellation(result.2?.failure))
@@ -138,24 +147,28 @@ struct NestingTests {
         await onThread(ofStackSize: 64 * 1024 * 1024) {
             held.withValue { $0 = nested(sleeping(cancels: LockedValue(0)), depth: Self.depthOfOne, in: [wrapper]) }
         }
-        let result = await onThread(ofStackSize: 512 * 1024) { () -> ([Job<Void>.Outcome?], String?) in
-            guard let job = held.value else { return ([], "no job") }
+        let result = await onThread(ofStackSize: 512 * 1024) { () -> ([Job<Void>.Outcome?], String?, String?) in
+            guard let job = held.value else { return ([], "no job", nil) }
             var outcomes: [Job<Void>.Outcome?] = []
+            var leaf: String?
             let thrown = failure {
                 for cancels in [false, true] {
                     let queue = TestQueue(maxSteps: 100 * Self.depthOfOne)
                     let recorder = Recorder<Void>()
                     let handle = job.perform(on: queue, then: recorder.handler)
                     try queue.run()
+                    // Where it waits, with a flat stack.
+                    if !cancels { leaf = handle.stallReport()?.split(separator: "\n").last.map(String.init) }
                     if cancels { handle.cancel() }
                     try queue.advance(by: .seconds(1))
                     outcomes.append(recorder.count == 1 && queue.isIdle ? recorder.last : nil)
                 }
             }
-            return (outcomes, thrown)
+            return (outcomes, thrown, leaf)
         }
         await onThread(ofStackSize: 64 * 1024 * 1024) { held.withValue { $0 = nil } }
         #expect(result.1 == nil)
+        #expect(result.2?.hasSuffix("sleep 1 s (running)  ◀") == true)
         #expect(result.0.first??.isSuccess == true)
         #expect(isCancellation(result.0.last??.failure))
     }

@@ -313,7 +313,10 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             }
         // Described here, outside the lock the children complete through.
         for table in running {
-            owner.children.append(JobSnapshot(state: .running, entries: table?.entries ?? .init()).collapsingWrapper())
+            owner.children.append(
+                SnapshotWalk.child {
+                    JobSnapshot(state: .running, entries: table?.entries ?? .init()).collapsingWrapper()
+                })
         }
     }
 }

@@ -31,7 +31,7 @@ extension JobSnapshot {
         self.init(state: state, attachments: entries.attachments.filter { $0.key < stepStart })
         if state.isPending {
             let step = entries.attachments.filter { $0.key >= stepStart }
-            children.append(JobSnapshot(state: state, attachments: step).collapsingWrapper())
+            children.append(SnapshotWalk.child { JobSnapshot(state: state, attachments: step).collapsingWrapper() })
         }
     }
 

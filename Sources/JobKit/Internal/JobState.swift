@@ -321,7 +321,7 @@ extension JobState: JobNode {
 
     /// Adds this job to `owner`'s children.
     func describe(into owner: inout JobSnapshot) {
-        owner.children.append(snapshot())
+        owner.children.append(SnapshotWalk.child { self.snapshot() })
     }
 }
 

@@ -209,7 +209,7 @@ final class SequenceRun: JobNode, ChildRunning {
         owner.kind = .sequence(step: index + 1, count: count)
         let state: JobSnapshot.State = startedStep.load(ordering: .relaxed) >= index ? .running : .waitingToStart
         // Described here, outside the lock the step completes through.
-        owner.children.append(JobSnapshot(state: state, entries: entries).collapsingWrapper())
+        owner.children.append(SnapshotWalk.child { JobSnapshot(state: state, entries: entries).collapsingWrapper() })
     }
 
     /// Reports `outcome` to the sequence's job, which may be another
