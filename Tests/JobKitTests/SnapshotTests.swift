@@ -328,4 +328,47 @@ struct SnapshotTests {
         }
         #expect(groupSnapshots > 0)
     }
+
+    // MARK: Jobs nested deep
+
+    /// The tree of a job nested `depth` timeouts deep, on a `TestQueue`,
+    /// one line each, and its lines.
+    private func nestedTimeouts(_ depth: Int) throws -> [Substring] {
+        var job = Job<Int>.never
+        for _ in 0..<depth { job = job.timeout(after: .seconds(3_600)) }
+        let queue = TestQueue()
+        let handle = job.perform(on: queue) { _ in }
+        try queue.run()
+        defer { handle.cancel() }
+        return handle.snapshot().description.split(separator: "\n")
+    }
+
+    @Test func aTreeAHundredLevelsDeepShowsWhole() throws {
+        let lines = try nestedTimeouts(120)
+        #expect(lines.count == 121)
+        #expect(lines.dropLast().allSatisfy { $0.hasSuffix("timeout 3600 s (running)") })
+        #expect(lines.last?.hasSuffix("└─ job (running)") == true)
+    }
+
+    @Test func aDeeperTreeShowsItsFirstLevelsTheLevelsLeftOutAndItsLast() throws {
+        let lines = try nestedTimeouts(1_000)
+        let gaps = lines.enumerated().filter { $0.element.contains("levels not shown") }
+        let gap = try #require(gaps.first)
+        #expect(gaps.count == 1)
+        #expect(gap.element.hasSuffix("└─ … 891 levels not shown (running)"))
+        // Every level is on a line, or counted on the gap's.
+        #expect(lines.count - 1 + 891 == 1_001)
+        #expect(gap.offset > 90)
+        #expect(lines.last?.hasSuffix("└─ job (running)") == true)
+    }
+
+    @Test func aDeepChainOfJobsThatShowAsTheirChildShowsAsTheJobItWaitsOn() throws {
+        var job = Job<Int>.never.named("leaf")
+        for _ in 0..<1_000 { job = job.map { $0 + 1 } }
+        let queue = TestQueue()
+        let handle = job.perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.snapshot().description == "leaf (running)")
+        handle.cancel()
+    }
 }
