@@ -33,9 +33,11 @@
 ///
 /// A snapshot is taken with a flat stack however deep the jobs nest. A
 /// tree more than about a hundred levels deep shows its first hundred
-/// levels and, below them, the last levels of each path down, to the jobs
-/// it waits on, under a job that counts the levels between ("… 99891
-/// levels not shown").
+/// levels and, below them, under a job that counts the levels left out
+/// ("… 99891 levels not shown"), the last levels of each path down and
+/// every job it waits on. Where the levels left out are all jobs that
+/// show as their child (`map` of `map` …), nothing is left out, and no
+/// job counts them.
 public struct JobSnapshot: Sendable, CustomStringConvertible {
     /// Where a job is.
     public enum State: Sendable, CustomStringConvertible {

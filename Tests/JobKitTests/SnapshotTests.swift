@@ -371,4 +371,23 @@ struct SnapshotTests {
         #expect(handle.snapshot().description == "leaf (running)")
         handle.cancel()
     }
+
+    @Test func aJobWaitedOnAmongTheLevelsLeftOutStillShows() throws {
+        var job = Job<Int>.never.named("deep")
+        for level in 0..<1_000 {
+            job = job.timeout(after: .seconds(3_600))
+            if level == 500 {
+                job = Job.zip(job, Job<Int>.never.named("beside")).map { $0.0 }
+            }
+        }
+        let queue = TestQueue()
+        let handle = job.perform(on: queue) { _ in }
+        try queue.run()
+        let report = try #require(handle.stallReport()).split(separator: "\n")
+        handle.cancel()
+        #expect(report.first == "2 jobs have not completed:")
+        #expect(report.contains { $0.hasSuffix("levels not shown ▸ beside (running)") })
+        #expect(report.contains { $0.hasSuffix("timeout 3600 s ▸ deep (running)") })
+        #expect(report.filter { $0.hasSuffix("◀") }.count == 2)
+    }
 }

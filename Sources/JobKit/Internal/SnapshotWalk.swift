@@ -62,7 +62,13 @@ struct SnapshotWalk {
         let outer = walk.pointee
         walk.pointee = SnapshotWalk()
         walk.pointee.isTaking = true
-        defer { walk.pointee = outer }
+        defer {
+            // The outer walk is back before this one's closures go, and
+            // with them perhaps a job whose cleanup takes a snapshot.
+            let done = walk.pointee
+            walk.pointee = outer
+            _ = done
+        }
 
         var tree = root()
         var grafts: [Int: Graft] = [:]
@@ -78,16 +84,21 @@ struct SnapshotWalk {
             if !deeper.isEmpty && !child.isKept {
                 // A segment between: dropped, its deeper children described
                 // below it. Unless it shows as nothing but its one deeper
-                // child, a job says levels are not shown.
+                // child, a job says levels are not shown, and the jobs it
+                // waits on in the segment itself show below that job.
                 if segment.placeholder == nil {
                     for index in deeper { walk.pointee.deferred[index].droppedShown = true }
+                    let waitedOn = segment.pendingLeaves.compactMap(\.last).filter { $0.placeholder == nil }
+                    if !waitedOn.isEmpty {
+                        grafts[child.top, default: Graft()].add(waitedOn, dropped: child.level - child.topLevel)
+                    }
                 }
                 continue
             }
             if child.top == child.id {
-                grafts[child.id] = .whole(segment)
+                grafts[child.id, default: Graft()].whole = segment
             } else {
-                grafts[child.top, default: .below(levels: 0, shown: false, [])].add(segment, after: child)
+                grafts[child.top, default: Graft()].add([segment], after: child)
             }
         }
         tree.graft(grafts)
@@ -129,34 +140,40 @@ struct SnapshotWalk {
     }
 }
 
-/// What takes a first-segment placeholder's place.
-private enum Graft {
-    /// The child, whole.
-    case whole(JobSnapshot)
-    /// The last segments below it, after `levels` levels dropped.
-    case below(levels: Int, shown: Bool, [JobSnapshot])
+/// What takes a kept placeholder's place: its child whole, or the last
+/// segments below it (and the jobs waited on in the segments between).
+private struct Graft {
+    var whole: JobSnapshot?
+    var below: [JobSnapshot] = []
+    /// The most levels dropped above one of `below`.
+    var levels = 0
+    /// Whether a job among the levels dropped showed.
+    var shown = false
 
-    mutating func add(_ segment: JobSnapshot, after child: SnapshotWalk.Deferred) {
-        guard case .below(let levels, let shown, var segments) = self else { return }
-        segments.append(segment)
+    /// Adds the last segment of a path, the one `child` starts.
+    mutating func add(_ segments: [JobSnapshot], after child: SnapshotWalk.Deferred) {
+        below.append(contentsOf: segments)
         // The levels from the placeholder's down to the segment's first.
-        let dropped = child.level - child.topLevel
-        self = .below(levels: max(levels, dropped), shown: shown || child.droppedShown, segments)
+        levels = max(levels, child.level - child.topLevel)
+        shown = shown || child.droppedShown
+    }
+
+    /// Adds jobs waited on in a segment dropped `dropped` levels below the
+    /// placeholder: levels that showed were dropped.
+    mutating func add(_ jobs: [JobSnapshot], dropped: Int) {
+        below.append(contentsOf: jobs)
+        levels = max(levels, dropped)
+        shown = true
     }
 
     var snapshot: JobSnapshot {
-        switch self {
-        case .whole(let child):
-            return child
-        case .below(_, false, let segments) where segments.count == 1:
-            // Only jobs that show as their child were dropped.
-            return segments[0]
-        case .below(let levels, _, let segments):
-            var gap = JobSnapshot(state: .running)
-            gap.name = "… \(levels) levels not shown"
-            gap.children = segments
-            return gap
-        }
+        if let whole { return whole }
+        // Only jobs that show as their child were dropped.
+        if !shown && below.count == 1 { return below[0] }
+        var gap = JobSnapshot(state: .running)
+        gap.name = "… \(levels) levels not shown"
+        gap.children = below
+        return gap
     }
 }
 
