@@ -33,8 +33,12 @@ extension Job {
         delay: RetryDelay = .none
     ) -> Job<Success> {
         Job { controller in
-            LoopRun(controller: controller, delay: delay, job: { _ in self }) { value in
-                condition(value) ? .again(()) : .finish(value)
+            LoopRun(controller: controller, delay: delay, job: { _ in self }) { run, number, value in
+                if condition(value) {
+                    run.again(after: number, from: ())
+                } else {
+                    run.controller.finish(with: value)
+                }
             }
             .start(from: ())
         }
@@ -89,14 +93,14 @@ extension Job {
     ) -> Job<[Element]> where Success == [Element] {
         Job<[Element]> { controller in
             let collected = Collected<Element>()
-            LoopRun(controller: controller, delay: .none, job: page) { found in
+            LoopRun(controller: controller, delay: .none, job: page) { run, number, found in
                 switch found {
                 case .more(let elements, let next):
                     collected.append(elements)
-                    return .again(next)
+                    run.again(after: number, from: next)
                 case .last(let elements):
                     collected.append(elements)
-                    return .finish(collected.take())
+                    run.controller.finish(with: collected.take())
                 }
             }
             .start(from: first)
@@ -130,25 +134,34 @@ private final class Collected<Element: Sendable>: Sendable {
 /// A step's outcome never goes back through the steps before it: the next
 /// step's body starts on its turn on the queue (or after its delay), as a
 /// child's does, so the stack stays flat and only the step running now is
-/// held. A ``TimerSlot`` holds the wait,
-/// cancelled with the job, and shows the step number in snapshots.
-private struct LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: Sendable {
-    /// What follows a step.
-    enum Next {
-        /// Another step, from this input.
-        case again(Input)
-        /// The loop finishes with this value.
-        case finish(Success)
-    }
-
+/// held. A ``TimerSlot`` holds the wait, cancelled with the job, and shows
+/// the step number in snapshots.
+///
+/// A class, and `next` decides by calling it back rather than returning a
+/// value: in generic code, a value of a type of its own (a struct, an enum
+/// of what follows) costs a look-up of that type at each step.
+private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: Sendable {
     let controller: Job<Success>.Controller
     let delay: RetryDelay
     /// The job of a step, from its input.
     let job: @Sendable (Input) -> Job<Step>
-    /// What follows a step that finished with a value.
-    let next: @Sendable (Step) -> Next
+    /// Decides what follows step number `number`, which finished with a
+    /// value: ``again(after:from:)``, or the controller's `finish`.
+    let next: @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
     /// The wait before the next step, closed when the job is cancelled.
     let slot = TimerSlot(.loop)
+
+    init(
+        controller: Job<Success>.Controller,
+        delay: RetryDelay,
+        job: @escaping @Sendable (Input) -> Job<Step>,
+        next: @escaping @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
+    ) {
+        self.controller = controller
+        self.delay = delay
+        self.job = job
+        self.next = next
+    }
 
     /// Starts the loop: its first step, from `input`.
     func start(from input: Input) {
@@ -159,28 +172,28 @@ private struct LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: Send
     private func step(_ number: Int, from input: Input) {
         guard !controller.isCompleted else { return }
         slot.begin(number)
-        controller.token.performChild(job(input)) { outcome in
+        controller.token.performChild(job(input)) { [self] outcome in
             switch outcome {
             case .failure(let error):
                 controller.fail(with: error)
             case .success(let value):
                 // Cancelled as the step finished: nothing follows.
                 guard !controller.isCompleted else { return }
-                switch next(value) {
-                case .finish(let result):
-                    controller.finish(with: result)
-                case .again(let input):
-                    let wait = max(delay.delay(beforeRetry: number), .zero)
-                    if wait == .zero {
-                        // The step's start is its turn on the queue.
-                        step(number + 1, from: input)
-                    } else {
-                        slot.wait(before: number + 1, delay: wait, after: nil)
-                        let timer = controller.queue.enqueue(after: wait) { step(number + 1, from: input) }
-                        slot.arm(timer, before: number + 1)
-                    }
-                }
+                next(self, number, value)
             }
+        }
+    }
+
+    /// Step number `number + 1` follows, from `input`, after its delay.
+    func again(after number: Int, from input: Input) {
+        let wait = max(delay.delay(beforeRetry: number), .zero)
+        if wait == .zero {
+            // The step's start is its turn on the queue.
+            step(number + 1, from: input)
+        } else {
+            slot.wait(before: number + 1, delay: wait, after: nil)
+            let timer = controller.queue.enqueue(after: wait) { [self] in step(number + 1, from: input) }
+            slot.arm(timer, before: number + 1)
         }
     }
 }
