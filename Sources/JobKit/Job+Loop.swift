@@ -77,9 +77,10 @@ extension Job {
     /// over at once. A page's failure fails the whole with that error, and
     /// a cancel cancels the page being fetched. With an optional cursor,
     /// `nil` is the first page's: a page that has none after it is
-    /// `.last`, not `.more(elements, next: nil)`, which starts over. However many pages there
-    /// are, the job's stack stays flat, and its snapshots show the page it
-    /// is on ("loop, step 12") and the job fetching it.
+    /// `.last`, not `.more(elements, next: nil)`, which starts over.
+    /// However many pages there are, the job's stack stays flat, and its
+    /// snapshots show the page it is on ("loop, step 12") and the job
+    /// fetching it.
     ///
     /// - Parameters:
     ///   - first: The cursor of the first page: a page number, a token, or
@@ -191,9 +192,9 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
             // The step's start is its turn on the queue.
             step(number + 1, from: input)
         } else {
-            slot.wait(before: number + 1, delay: wait, after: nil)
-            let timer = controller.queue.enqueue(after: wait) { [self] in step(number + 1, from: input) }
-            slot.arm(timer, before: number + 1)
+            slot.wait(before: number + 1, delay: wait, after: nil, on: controller.queue) { [self] in
+                step(number + 1, from: input)
+            }
         }
     }
 }

@@ -206,11 +206,8 @@ private struct RetryRun<Success: Sendable>: Sendable {
                     controller.complete(with: outcome)
                     return
                 }
-                timer.wait(before: number + 1, delay: max(wait, .zero), after: error)
-                if wait <= .zero {
-                    Trampoline.enqueue({ attempt(number + 1) }, on: controller.queue)
-                } else {
-                    timer.arm(controller.queue.enqueue(after: wait) { attempt(number + 1) }, before: number + 1)
+                timer.wait(before: number + 1, delay: max(wait, .zero), after: error, on: controller.queue) {
+                    attempt(number + 1)
                 }
             }
         }

@@ -58,15 +58,29 @@ final class TimerSlot: JobNode {
         if !armed { timer.cancel() }
     }
 
-    /// Keeps `timer`, the wait before attempt or step number `attempt`, to
-    /// cancel it on ``close()``, in place of the wait before an earlier
-    /// one; cancels it at once if the slot is closed.
-    ///
-    /// The timer is made before it is armed, so on a concurrent queue it
-    /// may fire first, and its attempt begin, fail and arm the wait before
-    /// the next one, all before this call: then the slot has moved on,
-    /// and keeps the newer timer (this one has fired).
-    func arm(_ timer: DelayedWork, before attempt: Int) {
+    /// A retry's wait of `delay` before attempt number `attempt`, after
+    /// `error`, or a loop's before its step number `attempt`: `next` runs
+    /// on `queue` after it (with no wait, on the queue's next turn). The
+    /// wait shows in snapshots, and closing the slot cancels it.
+    func wait(
+        before attempt: Int,
+        delay: Duration,
+        after error: (any Error)?,
+        on queue: any JobQueue,
+        then next: @escaping @Sendable () -> Void
+    ) {
+        state.withLock { state in
+            state.attempt = attempt
+            state.wait = (delay, error)
+        }
+        guard delay > .zero else {
+            Trampoline.enqueue(next, on: queue)
+            return
+        }
+        let timer = queue.enqueue(after: delay, next)
+        // Made before it is kept: on a concurrent queue it may fire first,
+        // and its attempt begin, end and wait again, all before this. Then
+        // the slot keeps the newer wait (this one has fired).
         let armed = state.withLock { state -> Bool? in
             switch state.timer {
             case .empty, .armed:
@@ -78,15 +92,6 @@ final class TimerSlot: JobNode {
             }
         }
         if armed == false { timer.cancel() }
-    }
-
-    /// A retry waits `delay` before attempt number `attempt`, after `error`;
-    /// a loop, before its step number `attempt`.
-    func wait(before attempt: Int, delay: Duration, after error: (any Error)?) {
-        state.withLock { state in
-            state.attempt = attempt
-            state.wait = (delay, error)
-        }
     }
 
     /// Attempt or step number `attempt` runs: any wait before it is over.

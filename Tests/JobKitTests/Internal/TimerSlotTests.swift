@@ -12,32 +12,54 @@ struct TimerSlotTests {
         var work: DelayedWork { DelayedWork { self.cancels.withValue { $0 += 1 } } }
     }
 
-    @Test(arguments: [TimerSlot.Purpose.retry(attempts: 5), .loop])
-    func aWaitArmedAfterItFiredAndTheNextWaitWasArmedLeavesTheNextOneToCancel(purpose: TimerSlot.Purpose) {
-        let slot = TimerSlot(purpose)
-        let first = Wait()
-        let second = Wait()
-        // Step 1 ended: the wait before step 2 is made; before it is armed,
-        // it fires on another thread, step 2 runs and ends, and the wait
-        // before step 3 is made and armed.
-        slot.wait(before: 2, delay: .seconds(1), after: TestError())
-        slot.begin(2)
-        slot.wait(before: 3, delay: .seconds(1), after: TestError())
-        slot.arm(second.work, before: 3)
-        // Now the first thread arms the wait it made.
-        slot.arm(first.work, before: 2)
-        slot.close()
-        #expect(second.cancels.value == 1)
-        #expect(first.cancels.value == 0)
+    /// A queue whose timers never fire by themselves, and which runs
+    /// `whileMakingTheFirstTimer` as it makes its first: what another thread
+    /// does before the thread that made the timer gets back.
+    final class InterleavingQueue: JobQueue {
+        let timers = LockedValue<[Wait]>([])
+        let whileMakingTheFirstTimer: LockedValue<(@Sendable () -> Void)?>
+
+        init(whileMakingTheFirstTimer: @escaping @Sendable () -> Void) {
+            self.whileMakingTheFirstTimer = LockedValue(whileMakingTheFirstTimer)
+        }
+
+        func enqueue(_ work: @escaping @Sendable () -> Void) { work() }
+
+        func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+            let wait = Wait()
+            timers.withValue { $0.append(wait) }
+            whileMakingTheFirstTimer.withValue { $0.take() }?()
+            return wait.work
+        }
     }
 
-    @Test func aWaitArmedAfterTheSlotClosedIsCancelledAtOnce() {
-        let slot = TimerSlot(.loop)
-        let wait = Wait()
-        slot.wait(before: 2, delay: .seconds(1), after: nil)
+    @Test(arguments: [TimerSlot.Purpose.retry(attempts: 5), .loop])
+    func aWaitThatFiredBeforeItWasKeptLeavesTheNextWaitToCancel(purpose: TimerSlot.Purpose) {
+        let slot = TimerSlot(purpose)
+        let later = LockedValue<InterleavingQueue?>(nil)
+        // Step 1 ended: the wait before step 2 is made, and before it is
+        // kept, it fires on another thread, step 2 runs and ends, and the
+        // wait before step 3 is made and kept.
+        let queue = InterleavingQueue {
+            slot.begin(2)
+            guard let queue = later.value else { return }
+            slot.wait(before: 3, delay: .seconds(1), after: TestError(), on: queue) {}
+        }
+        later.setValue(queue)
+        slot.wait(before: 2, delay: .seconds(1), after: TestError(), on: queue) {}
         slot.close()
-        slot.arm(wait.work, before: 2)
-        #expect(wait.cancels.value == 1)
+        let timers = queue.timers.value
+        #expect(timers.count == 2)
+        #expect(timers.last?.cancels.value == 1)
+        #expect(timers.first?.cancels.value == 0)
+    }
+
+    @Test func aWaitMadeAfterTheSlotClosedIsCancelledAtOnce() {
+        let slot = TimerSlot(.loop)
+        let queue = InterleavingQueue {}
+        slot.close()
+        slot.wait(before: 2, delay: .seconds(1), after: nil, on: queue) {}
+        #expect(queue.timers.value.first?.cancels.value == 1)
     }
 
     @Test func anExponentialDelayThatStopsGrowingCostsNoMoreForALaterStep() {
