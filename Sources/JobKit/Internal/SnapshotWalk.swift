@@ -24,18 +24,16 @@ struct SnapshotWalk {
     /// ones are kept only if their segment is the last on its path.
     static let keptDepth = 3 * segmentDepth
 
-    /// A child described later, and where it came from.
-    fileprivate struct Deferred {
-        /// The placeholder's number.
-        let id: Int
+    /// A child described later, and where it came from. Its placeholder's
+    /// number is its place in ``deferred``.
+    private struct Deferred {
         /// Describes the child, from level 0.
         let describe: () -> JobSnapshot
-        /// The placeholder of the first segment this child is below.
+        /// The kept placeholder this child is below, or its own.
         let top: Int
         /// How deep the child is in the tree (the job a snapshot is taken
-        /// of is at level 0), and how deep that placeholder is.
+        /// of is at level 0).
         let level: Int
-        let topLevel: Int
         /// Whether a job among them showed (named, a combinator, with a
         /// detail): then a job says they are not shown.
         var droppedShown: Bool
@@ -48,7 +46,6 @@ struct SnapshotWalk {
     private var depth = 0
     /// Children to describe once the segment is done.
     private var deferred: [Deferred] = []
-    private var nextID = 0
     /// The child being described from level 0, if one is.
     private var current: Deferred?
     /// Whether a snapshot is being taken on this thread.
@@ -72,10 +69,12 @@ struct SnapshotWalk {
 
         var tree = root()
         var grafts: [Int: Graft] = [:]
-        var next = 0
-        while next < walk.pointee.deferred.count {
-            let child = walk.pointee.deferred[next]
-            next += 1
+        var id = 0
+        while id < walk.pointee.deferred.count {
+            let child = walk.pointee.deferred[id]
+            defer { id += 1 }
+            // The levels from the kept placeholder's down to this child.
+            let dropped = child.level - walk.pointee.deferred[child.top].level
             walk.pointee.current = child
             walk.pointee.depth = 0
             let before = walk.pointee.deferred.count
@@ -90,15 +89,15 @@ struct SnapshotWalk {
                     for index in deeper { walk.pointee.deferred[index].droppedShown = true }
                     let waitedOn = segment.pendingLeaves.compactMap(\.last).filter { $0.placeholder == nil }
                     if !waitedOn.isEmpty {
-                        grafts[child.top, default: Graft()].add(waitedOn, dropped: child.level - child.topLevel)
+                        grafts[child.top, default: Graft()].add(waitedOn, dropped: dropped)
                     }
                 }
                 continue
             }
-            if child.top == child.id {
-                grafts[child.id, default: Graft()].whole = segment
+            if child.top == id {
+                grafts[id, default: Graft()].whole = segment
             } else {
-                grafts[child.top, default: Graft()].add([segment], after: child)
+                grafts[child.top, default: Graft()].add([segment], dropped: dropped, shown: child.droppedShown)
             }
         }
         tree.graft(grafts)
@@ -119,8 +118,7 @@ struct SnapshotWalk {
             defer { walk.pointee.depth -= 1 }
             return describe()
         }
-        let id = walk.pointee.nextID
-        walk.pointee.nextID += 1
+        let id = walk.pointee.deferred.count
         let above = walk.pointee.current
         // A segment's first job is at depth 0, and this child one level
         // below the job at `depth`.
@@ -129,11 +127,9 @@ struct SnapshotWalk {
         // (it has this deeper child) and the placeholder above it stays.
         let child =
             if let above, !above.isKept {
-                Deferred(
-                    id: id, describe: describe, top: above.top, level: level, topLevel: above.topLevel,
-                    droppedShown: above.droppedShown)
+                Deferred(describe: describe, top: above.top, level: level, droppedShown: above.droppedShown)
             } else {
-                Deferred(id: id, describe: describe, top: id, level: level, topLevel: level, droppedShown: false)
+                Deferred(describe: describe, top: id, level: level, droppedShown: false)
             }
         walk.pointee.deferred.append(child)
         return JobSnapshot(placeholder: id)
@@ -150,20 +146,13 @@ private struct Graft {
     /// Whether a job among the levels dropped showed.
     var shown = false
 
-    /// Adds the last segment of a path, the one `child` starts.
-    mutating func add(_ segments: [JobSnapshot], after child: SnapshotWalk.Deferred) {
-        below.append(contentsOf: segments)
-        // The levels from the placeholder's down to the segment's first.
-        levels = max(levels, child.level - child.topLevel)
-        shown = shown || child.droppedShown
-    }
-
-    /// Adds jobs waited on in a segment dropped `dropped` levels below the
-    /// placeholder: levels that showed were dropped.
-    mutating func add(_ jobs: [JobSnapshot], dropped: Int) {
+    /// Adds the last segment of a path, or the jobs waited on in a
+    /// segment left out, `dropped` levels below the placeholder, where
+    /// the levels left out `shown` a job.
+    mutating func add(_ jobs: [JobSnapshot], dropped: Int, shown: Bool = true) {
         below.append(contentsOf: jobs)
         levels = max(levels, dropped)
-        shown = true
+        self.shown = self.shown || shown
     }
 
     var snapshot: JobSnapshot {
