@@ -112,9 +112,8 @@ struct LoopTests {
     @Test func aSequencesNextLoopKeepsTheNameItHadBeforeItsFirstStep() throws {
         let queue = TestQueue()
         // Each loop is the sequence's step itself, not a child of it.
-        // allowed: the sleep is on the TestQueue's clock, virtual time.
         @Sendable func loop(from first: Int) -> Job<Void> {
-            Job.sleep(for: .seconds(1)).named("fetch \(first)")
+            Job.sleep(for: .seconds(1)).named("fetch \(first)")  // allowed: the TestQueue's clock
                 .then { first == 3 ? .succeeded : loop(from: first + 1) }
                 .named("poll")
         }
