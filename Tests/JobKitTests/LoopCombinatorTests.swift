@@ -175,9 +175,18 @@ struct LoopCombinatorTests {
         for round in 0..<300 {
             let queue = DispatchQueue(label: "LoopCombinatorTests.race")
             let starts = LockedValue(0)
+            // Steps finish at once, a thousand of them; the next one waits
+            // for the cancel: on a busy machine, the loop does not keep a
+            // core busy until this task gets a thread to cancel it from.
             let step = Job<Int> { controller in
-                starts.withValue { $0 += 1 }
-                controller.finish(with: 0)
+                if starts.withValue({ count -> Int in
+                    count += 1
+                    return count
+                }) <= 1_000 {
+                    controller.finish(with: 0)
+                } else {
+                    controller.onCancel { withExtendedLifetime(controller) {} }
+                }
             }
             let outcomes = Recorder<Int>()
             let (first, firstStarted) = AsyncStream<Void>.makeStream()
