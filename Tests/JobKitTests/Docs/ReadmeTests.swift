@@ -229,7 +229,7 @@ private func runAsyncReadmeExample() async throws -> (name: String, pixels: [UIn
 
     // An async body: runs in a task, cancelled with the job.
     let greeting = Job.task { "Hello, \(try await user.value.name)!" }
-    print(try await greeting.timeout(after: .seconds(5)).value)
+    print(try await greeting.timeout(after: .seconds(30)).value)
     // END README
     return (name, pixels)
 }
