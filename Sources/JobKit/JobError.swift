@@ -16,7 +16,8 @@
 public enum JobError: Error, Equatable, Sendable {
     /// The job's body released every copy of its controller without
     /// reporting an outcome: it forgot to call `finish`, `fail` or
-    /// `complete`. Reported instead of waiting forever.
+    /// `complete`. Or the job waited for a ``JobSource`` that was released
+    /// before it completed. Reported instead of waiting forever.
     case abandoned
 
     /// The job did not complete within the time given to
@@ -34,7 +35,7 @@ extension JobError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .abandoned:
-            "the job ended without an outcome: its body released its controller without calling finish, fail or complete"
+            "the job ended without an outcome: its controller, or the JobSource it waited for, was released before finish, fail or complete was called"
         case .timedOut:
             "the job timed out and was cancelled"
         case .invalidArgument(let reason):

@@ -109,10 +109,18 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
         /// A loop (`repeated(while:delay:)`, `collectPages(from:_:)`) on
         /// step number `step` (from 1): `step - 1` steps finished before it.
         case loop(step: Int)
+        /// A performance of a ``JobSource``'s job, waiting for the source
+        /// to complete.
+        case source
+        /// A performance of a ``Job/shared(keeping:)`` job, waiting for
+        /// the run it shares with `consumers - 1` other performances (the
+        /// run shows as its child).
+        case shared(consumers: Int)
 
         /// The kind and its progress in a few words: "group 7/9",
         /// "sequence 2/3", "timeout 30 s", "retry 2/3", "zip 1/2", "race of 2",
-        /// "first success, 1/3 failed", "sleep 5 s", "loop, step 502".
+        /// "first success, 1/3 failed", "sleep 5 s", "loop, step 502",
+        /// "source", "shared by 2".
         public var description: String {
             switch self {
             case .group(let done, _, let count): "group \(done)/\(count)"
@@ -124,6 +132,8 @@ public struct JobSnapshot: Sendable, CustomStringConvertible {
             case .firstSuccess(let failed, _, let count): "first success, \(failed)/\(count) failed"
             case .sleep(let duration): "sleep \(duration.formatted)"
             case .loop(let step): "loop, step \(step)"
+            case .source: "source"
+            case .shared(let consumers): "shared by \(consumers)"
             }
         }
     }

@@ -8,7 +8,7 @@ import Testing
 /// passes through it unchanged.
 enum Wrapper: String, CaseIterable, Sendable {
     case then, map, recover, mapError, always, timeout, retry, group, collect, zip, race, firstSuccess, sequence, named
-    case repeated, collectPages
+    case repeated, collectPages, shared
 
     /// `job` inside this combinator.
     func around(_ job: Job<Void>) -> Job<Void> {
@@ -30,6 +30,7 @@ enum Wrapper: String, CaseIterable, Sendable {
         case .named: job.named("nested")
         case .repeated: job.repeated(while: { _ in false })
         case .collectPages: Job.collectPages(from: 0) { _ in job.map { JobPage<Int, Int>.last([]) } }.discardingValue()
+        case .shared: job.shared()
         }
     }
 
