@@ -10,7 +10,8 @@ extension Job {
     /// ```swift
     /// let profile = loadingProfile(id).shared()
     /// profile.perform(on: .main) { outcome in header.show(outcome) }
-    /// profile.perform(on: .main) { outcome in badge.show(outcome) }  // the same request
+    /// // The same request, not a second one:
+    /// profile.perform(on: .main) { outcome in badge.show(outcome) }
     /// ```
     ///
     /// - A performance that starts while no run is going on starts one, on

@@ -566,6 +566,89 @@ struct JobKitDocExamplesTests {
         #expect(shown.value.isEmpty)
     }
 
+    @Test func jobSourceExample() throws {
+        final class Dialog: Sendable {
+            let handler = LockedValue<(@Sendable (Bool) -> Void)?>(nil)
+            var onAnswer: (@Sendable (Bool) -> Void)? {
+                get { handler.value }
+                set { handler.setValue(newValue) }
+            }
+        }
+        let dialog = Dialog()
+        let draft = "draft 1"
+        let deleted = LockedValue<[String]>([])
+        @Sendable func deleting(_ draft: String) -> Job<Void> {
+            Job { controller in
+                deleted.withValue { $0.append(draft) }
+                controller.finish()
+            }
+        }
+        // BEGIN DOC
+        let confirmation = JobSource<Bool>(named: "confirm deletion")
+        dialog.onAnswer = { confirmed in confirmation.finish(with: confirmed) }
+
+        let deletion = confirmation.job.then { confirmed in
+            confirmed ? deleting(draft) : .succeeded(())
+        }
+        // END DOC
+        let queue = TestQueue()
+        let handle = deletion.perform(on: queue) { _ in }
+        try queue.run()
+        #expect(handle.stallReport()?.contains("confirm deletion: source (running)") == true)
+        dialog.onAnswer?(true)
+        try queue.run()
+        #expect(handle.isCompleted)
+        #expect(deleted.value == ["draft 1"])
+    }
+
+    @Test func sharedExamples() async throws {
+        final class Label: Sendable {
+            let shown = LockedValue<[Job<Profile>.Outcome]>([])
+            func show(_ outcome: Job<Profile>.Outcome) { shown.withValue { $0.append(outcome) } }
+        }
+        let (header, badge) = (Label(), Label())
+        let id = 7
+        let requests = LockedValue(0)
+        let answer = JobSource<Profile>()
+        func loadingProfile(_ id: Int) -> Job<Profile> {
+            Job { controller in
+                requests.withValue { $0 += 1 }
+                answer.job.perform(on: controller.queue) { controller.complete(with: $0) }
+            }
+        }
+        // BEGIN DOC
+        let profile = loadingProfile(id).shared()
+        profile.perform(on: .main) { outcome in header.show(outcome) }
+        // The same request, not a second one:
+        profile.perform(on: .main) { outcome in badge.show(outcome) }
+        // END DOC
+        // Both performances started: the main queue runs in order.
+        let started = LockedValue(false)
+        DispatchQueue.main.async { started.setValue(true) }
+        try await withTimeLimit(.seconds(30)) {
+            while !started.value && !Task.isCancelled { await Task.yield() }
+        }
+        answer.finish(with: Profile(avatarURL: URL(string: "https://example.com/7.png")!))
+        try await withTimeLimit(.seconds(30)) {
+            while (header.shown.value.isEmpty || badge.shown.value.isEmpty) && !Task.isCancelled { await Task.yield() }
+        }
+        #expect(requests.value == 1)
+
+        let fetches = LockedValue(0)
+        func fetchConfiguration() -> Job<[String: String]> {
+            Job { controller in
+                fetches.withValue { $0 += 1 }
+                controller.finish(with: ["theme": "dark"])
+            }
+        }
+        // BEGIN DOC
+        let configuration = fetchConfiguration().shared(keeping: .value)
+        // END DOC
+        #expect(try await configuration.value == ["theme": "dark"])
+        #expect(try await configuration.value == ["theme": "dark"])
+        #expect(fetches.value == 1)
+    }
+
     @MainActor
     @Test func taskSchedulingExamples() async throws {
         let api = DocExamples.CounterModel.API()
