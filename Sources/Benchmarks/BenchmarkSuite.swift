@@ -20,6 +20,8 @@ enum BenchmarkSuite {
         case form
         case herd
         case loop
+        case source
+        case shared
     }
 
     struct Options: Sendable {
@@ -158,7 +160,7 @@ enum BenchmarkSuite {
         and prints per-job times (median, min) and the median of pair-by-pair ratios.
 
           --quick            a short run: N = 20000, M = 100000, 5 rounds, 1 warm-up
-          --n N              jobs per batch in cases 1-4, 8, 9, 15, 16, jobs in case 7 (default 100000)
+          --n N              jobs per batch in cases 1-4, 8, 9, 15-17, 21, 22, jobs in case 7 (default 100000)
           --million M        jobs in cases 5 and 6, steps in case 20 (default 1000000)
           --rounds R         measured rounds, each running every variant once (default 9)
           --warmups W        unmeasured batches per variant first (default 2)
@@ -244,6 +246,8 @@ enum BenchmarkSuite {
         case .zip: try CombinatorCases.zip(n: options.n, schedule: options.schedule)
         case .form: try FormCase.run(megabytes: options.formMegabytes, schedule: options.schedule)
         case .loop: try LoopCase.time(steps: options.million, schedule: options.schedule)
+        case .source: try SharingCases.source(n: options.n, schedule: options.schedule)
+        case .shared: try SharingCases.shared(n: options.n, schedule: options.schedule)
         case .herd:
             try HerdCase.run(
                 counts: options.herdCounts, minutes: options.herdMinutes, servers: options.herdServers,
@@ -257,7 +261,7 @@ enum BenchmarkSuite {
         return """
             # JobKit benchmarks
             \(date), \(info.activeProcessorCount) cores, \(info.operatingSystemVersionString)
-            N = \(options.n) (cases 1-4, 7-9, 15-17), M = \(options.million) (cases 5-6, 20), \
+            N = \(options.n) (cases 1-4, 7-9, 15-17, 21-22), M = \(options.million) (cases 5-6, 20), \
             \(options.schedule.warmups) warm-up batches and \(options.schedule.rounds) interleaved rounds per variant
             """
     }

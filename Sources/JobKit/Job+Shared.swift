@@ -15,8 +15,9 @@ extension Job {
     /// ```
     ///
     /// - A performance that starts while no run is going on starts one, on
-    ///   its own queue; those that start before the run completes join it.
-    ///   Each gets the run's outcome on its own queue.
+    ///   its own queue; those that start before the run completes join it,
+    ///   and complete with its outcome on the thread that completes it.
+    ///   Each one's handler is called on its own queue.
     /// - Cancelling a performance cancels that performance only. The run is
     ///   cancelled once every performance that joined it was, and the next
     ///   performance starts a new run.
@@ -63,26 +64,16 @@ public enum KeptOutcome: Sendable, Equatable {
 
 /// The state of a ``Job/shared(keeping:)`` job: the run going on, with the
 /// performances waiting for it, and the outcome kept.
-final class Share<Success: Sendable>: Sendable {
+final class Share<Success: Sendable>: Waited {
     typealias Outcome = Result<Success, any Error>
     typealias Controller = Job<Success>.Controller
 
-    /// One performance of the shared job, and who waits for it.
-    struct Run: Sendable {
-        let number: Int
-        let state: JobState<Success>
-        var waiters = Waiters<Success>()
-    }
-
-    private struct State: Sendable {
-        var run: Run?
-        var kept: Outcome?
-        var runs = 0
-    }
-
     private let job: Job<Success>
     private let keeping: KeptOutcome
-    private let state = Lock(State())
+    private let state = Lock(ShareLockState())
+    /// Written once, under `state`'s lock, as `isKept` is set; read under
+    /// that lock once it is.
+    private nonisolated(unsafe) var kept: Outcome?  // guarded by `state`'s lock
 
     init(_ job: Job<Success>, keeping: KeptOutcome) {
         self.job = job
@@ -90,60 +81,66 @@ final class Share<Success: Sendable>: Sendable {
     }
 
     /// A performance of the shared job: it completes now with the outcome
-    /// kept, or waits for the run going on, or starts one on its queue.
+    /// kept, or waits for the run going on, or starts one, here, on its
+    /// queue.
     func join(_ controller: Controller) {
-        let joined = state.withLock { state -> Joined<Success> in
-            if let kept = state.kept { return .kept(kept) }
-            var starts = false
+        var started: JobState<Success>?
+        let joined = state.withLock { state -> (number: Int, id: Int)? in
+            if state.isKept { return nil }
             if state.run == nil {
                 state.runs += 1
                 let number = state.runs
-                // Made here and started outside the lock; made inline, so
-                // that its outcome comes on the thread that completes it
-                // and goes on from there, once, to each waiter's queue.
+                // Made here and started outside the lock. Its outcome comes
+                // on the thread that completes it, and goes on from there
+                // to each waiter.
                 let run = JobState<Success>(queue: controller.queue, hopsToQueue: false) { outcome in
                     self.end(number, with: outcome)
                 }
-                state.run = Run(number: number, state: run)
-                starts = true
+                state.run = ShareRun(number: number, state: run)
+                started = run
             }
-            let id = state.run!.waiters.add(controller)
-            return .waiting(run: state.run!.state, number: state.run!.number, id: id, starts: starts)
+            return (state.run!.number, state.run!.waiters.add(controller.shared))
         }
-        switch joined {
-        case .kept(let outcome):
-            controller.complete(with: outcome)
-        case .waiting(let run, let number, let id, let starts):
-            // Attached before the run starts: a run that completes at once
-            // finds the performance waiting, and a performance cancelled
-            // meanwhile leaves, which cancels the run before it starts.
-            controller.token.attach(ShareWait(share: self, run: run, number: number, id: id))
-            if starts { run.start(job.body, controlledBy: StateToken<Success>(run)) }
+        guard let joined else {
+            // Kept: written, and no longer changes.
+            controller.complete(with: state.withLock { _ in kept! })
+            return
         }
+        // Attached before the run starts: a run that completes at once
+        // finds the performance waiting, and a performance cancelled
+        // meanwhile leaves, which cancels the run before it starts.
+        controller.token.attach(WaitNode(self, number: joined.number, id: joined.id))
+        // This body runs on its queue, which is the run's.
+        if let started { started.startHere(job.body, controlledBy: StateToken(started)) }
     }
 
     /// Run number `number` completed with `outcome`: every performance
-    /// waiting for it gets it, each on its queue, and the outcome is kept
-    /// if the share keeps it. A run that every performance left has been
-    /// cancelled, and nothing waits for it.
+    /// waiting for it gets it, here, and the outcome is kept if the share
+    /// keeps it. A run that every performance left has been cancelled, and
+    /// nothing waits for it.
     private func end(_ number: Int, with outcome: Outcome) {
-        let waiting = state.withLock { state -> [Controller] in
+        let keeps =
+            switch (keeping, outcome) {
+            case (.value, .success), (.outcome, _): true
+            case (.nothing, _), (.value, .failure): false
+            }
+        let waiting = state.withLock { state -> [ControllerToken] in
             guard state.run?.number == number else { return [] }
             defer { state.run = nil }
-            switch (keeping, outcome) {
-            case (.value, .success), (.outcome, _): state.kept = outcome
-            case (.nothing, _), (.value, .failure): break
+            if keeps {
+                state.isKept = true
+                kept = outcome
             }
             return state.run!.waiters.takeAll()
         }
-        for controller in waiting { controller.complete(onQueueWith: outcome) }
+        for token in waiting { Controller(token).complete(with: outcome) }
     }
 
     /// The performance numbered `id` that waits for run number `number`
     /// was cancelled: it leaves, and if it was the last, the run is
     /// cancelled.
     func leave(_ id: Int, from number: Int) {
-        let abandoned = state.withLock { state -> JobState<Success>? in
+        let abandoned = state.withLock { state -> (any JobCancelling)? in
             guard state.run?.number == number else { return nil }
             state.run!.waiters.remove(id)
             guard state.run!.waiters.count == 0 else { return nil }
@@ -153,44 +150,34 @@ final class Share<Success: Sendable>: Sendable {
         abandoned?.cancel()
     }
 
-    /// How many performances wait for run number `number`.
-    func consumers(of number: Int) -> Int {
-        state.withLock { $0.run?.number == number ? $0.run!.waiters.count : 0 }
+    /// How many performances share run number `number`, and the run.
+    func describe(_ number: Int, into owner: inout JobSnapshot) {
+        let run = state.withLock { state -> (count: Int, state: any JobCancelling)? in
+            guard let run = state.run, run.number == number else { return nil }
+            return (run.waiters.count, run.state)
+        }
+        // The run ended: its outcome is on its way to this performance.
+        guard let run else {
+            owner.kind = .shared(consumers: 1)
+            return
+        }
+        owner.kind = .shared(consumers: run.count)
+        owner.children.append(SnapshotWalk.child { run.state.snapshot() })
     }
 }
 
-/// What a performance of a shared job found as it joined.
-private enum Joined<Success: Sendable> {
-    /// The outcome a run left: the performance completes with it.
-    case kept(Result<Success, any Error>)
-    /// Run number `number`, which the performance waits for, numbered
-    /// `id`; it starts it if `starts`.
-    case waiting(run: JobState<Success>, number: Int, id: Int, starts: Bool)
-}
-
-/// A performance waiting for a shared job's run: a cancel makes it leave,
-/// and its snapshots show how many share the run, and the run.
-private final class ShareWait<Success: Sendable>: JobNode {
-    let share: Share<Success>
-    let run: JobState<Success>
+/// One performance of a shared job, and who waits for it. Not generic,
+/// as ``Waiters`` is not: the run's state is typed again where it starts.
+private struct ShareRun: Sendable {
     let number: Int
-    let id: Int
+    let state: any JobCancelling
+    var waiters = Waiters()
+}
 
-    init(share: Share<Success>, run: JobState<Success>, number: Int, id: Int) {
-        self.share = share
-        self.run = run
-        self.number = number
-        self.id = id
-    }
-
-    func cancelWithOwner() {
-        share.leave(id, from: number)
-    }
-
-    func describe(into owner: inout JobSnapshot) {
-        // At least this one: the run may have ended, and its outcome be on
-        // its way to this performance's queue.
-        owner.kind = .shared(consumers: max(share.consumers(of: number), 1))
-        run.describe(into: &owner)
-    }
+/// What a shared job's lock protects. Not nested in ``Share``, where it
+/// would be generic, and its type looked up on every call.
+private struct ShareLockState: Sendable {
+    var run: ShareRun?
+    var isKept = false
+    var runs = 0
 }

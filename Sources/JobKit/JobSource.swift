@@ -20,8 +20,10 @@
 /// outcome:
 ///
 /// - Any number of performances of ``job`` wait, on any queues, and each
-///   gets the outcome on its own queue. A performance started after the
-///   source completed gets it at once, on its queue.
+///   one's handler is called on its own queue. They complete on the
+///   thread that completes the source, as a job whose body reports from
+///   another thread does. A performance started after the source
+///   completed completes at once, on its queue.
 /// - Cancelling a performance that waits cancels that performance only:
 ///   the source and the others go on waiting.
 /// - A source released before it completed fails the jobs that wait for it
@@ -33,27 +35,26 @@
 public final class JobSource<Success: Sendable>: Sendable {
     private let state: SourceState<Success>
 
-    /// Creates a source that has not completed.
-    ///
-    /// - Parameter name: What snapshots and stall reports call the jobs
-    ///   that wait for it, or `nil` for none ("source (running)").
-    public init(named name: String? = nil) {
-        state = SourceState(name: name)
-    }
-
-    deinit {
-        state.complete(with: .failure(JobError.abandoned))
-    }
-
     /// A job that waits for the source's outcome and completes with it.
     ///
     /// Each performance waits on its own, and holds the source's outcome
     /// only, not the source: once every ``JobSource`` reference is gone
     /// before the source completed, the jobs fail with
     /// ``JobError/abandoned``.
-    public var job: Job<Success> {
-        let state = self.state
-        return Job { controller in state.wait(controller) }
+    public let job: Job<Success>
+
+    /// Creates a source that has not completed.
+    ///
+    /// - Parameter name: What snapshots and stall reports call the jobs
+    ///   that wait for it, or `nil` for none ("source (running)").
+    public init(named name: String? = nil) {
+        let state = SourceState<Success>(name: name)
+        self.state = state
+        job = Job { controller in state.wait(controller) }
+    }
+
+    deinit {
+        if !state.isCompleted { state.abandon() }
     }
 
     /// Whether the source has completed: finished, failed or abandoned.
@@ -109,37 +110,44 @@ extension JobSource where Success == Void {
 /// until then the performances waiting for it. The source's object holds
 /// it, and so does each performance of its job, which the object's deinit
 /// fails as abandoned if it had not completed.
-final class SourceState<Success: Sendable>: Sendable {
+final class SourceState<Success: Sendable>: Waited {
     typealias Outcome = Result<Success, any Error>
 
-    private struct State: Sendable {
-        var outcome: Outcome?
-        var waiters = Waiters<Success>()
-    }
-
     let name: String?
-    private let state = Lock(State())
+    private let state = Lock(SourceLockState())
+    /// Written once, under `state`'s lock, as `isCompleted` is set; read
+    /// under that lock once it is.
+    private nonisolated(unsafe) var outcome: Outcome?  // guarded by `state`'s lock
 
     init(name: String?) {
         self.name = name
     }
 
     var isCompleted: Bool {
-        state.withLock { $0.outcome != nil }
+        state.withLock { $0.isCompleted }
     }
 
-    /// Keeps `outcome` unless the source has one, and hands it to every
-    /// performance waiting, each on its queue.
+    /// Fails the source with ``JobError/abandoned``: its object is gone.
+    /// Apart, for a deinit runs unspecialized, and building a `Result`
+    /// there looks its type up, which a completed source need not pay.
+    @inline(never)
+    func abandon() {
+        complete(with: .failure(JobError.abandoned))
+    }
+
+    /// Keeps `outcome` unless the source has one, and completes every
+    /// performance waiting with it, here.
     /// - Returns: `true` if this was the source's outcome.
     @discardableResult
     func complete(with outcome: Outcome) -> Bool {
-        let waiting = state.withLock { state -> [Job<Success>.Controller]? in
-            guard state.outcome == nil else { return nil }
-            state.outcome = outcome
+        let waiting = state.withLock { state -> [ControllerToken]? in
+            guard !state.isCompleted else { return nil }
+            state.isCompleted = true
+            self.outcome = outcome
             return state.waiters.takeAll()
         }
         guard let waiting else { return false }
-        for controller in waiting { controller.complete(onQueueWith: outcome) }
+        for token in waiting { Job<Success>.Controller(token).complete(with: outcome) }
         return true
     }
 
@@ -147,49 +155,31 @@ final class SourceState<Success: Sendable>: Sendable {
     /// outcome, if there is one, or waits for it.
     func wait(_ controller: Job<Success>.Controller) {
         if let name { controller.token.attach(.name(name)) }
-        let found = state.withLock { state -> Found<Success> in
-            if let outcome = state.outcome { return .outcome(outcome) }
-            return .waiting(state.waiters.add(controller))
+        let id = state.withLock { state -> Int? in
+            state.isCompleted ? nil : state.waiters.add(controller.shared)
         }
-        switch found {
-        case .outcome(let outcome):
-            controller.complete(with: outcome)
-        case .waiting(let id):
-            // Attached after it waits: a job cancelled meanwhile cancels
-            // the node at once, and it leaves.
-            controller.token.attach(SourceWait(source: self, id: id))
+        guard let id else {
+            // Completed: the outcome is written, and no longer changes.
+            controller.complete(with: state.withLock { _ in outcome! })
+            return
         }
+        // Attached after it waits: a job cancelled meanwhile cancels the
+        // node at once, and it leaves.
+        controller.token.attach(.node(WaitNode(self, number: 0, id: id)))
     }
 
-    /// The performance numbered `id` was cancelled: it waits no more.
-    func leave(_ id: Int) {
+    func leave(_ id: Int, from _: Int) {
         state.withLock { $0.waiters.remove(id) }
     }
-}
 
-/// What a performance of a source's job found: the outcome, or its number
-/// among those that wait.
-private enum Found<Success: Sendable> {
-    case outcome(Result<Success, any Error>)
-    case waiting(Int)
-}
-
-/// A performance waiting for a ``JobSource``: a cancel makes it leave the
-/// source, and its snapshots say it waits for one.
-private final class SourceWait<Success: Sendable>: JobNode {
-    let source: SourceState<Success>
-    let id: Int
-
-    init(source: SourceState<Success>, id: Int) {
-        self.source = source
-        self.id = id
-    }
-
-    func cancelWithOwner() {
-        source.leave(id)
-    }
-
-    func describe(into owner: inout JobSnapshot) {
+    func describe(_: Int, into owner: inout JobSnapshot) {
         owner.kind = .source
     }
+}
+
+/// What a source's lock protects. Not nested in ``SourceState``, where it
+/// would be generic, and its type looked up on every call.
+private struct SourceLockState: Sendable {
+    var isCompleted = false
+    var waiters = Waiters()
 }

@@ -19,7 +19,7 @@ struct BenchmarkSmokeTests {
 
     @Test(arguments: [
         BenchmarkSuite.Case.group, .sequence, .value, .bounded, .immediate, .asyncGroup, .asyncSequence, .race,
-        .outcomes, .zip, .loop,
+        .outcomes, .zip, .loop, .source, .shared,
     ])
     func timingCaseRunsAndReportsEveryVariant(chosen: BenchmarkSuite.Case) async throws {
         var options = BenchmarkSuite.Options(n: 64, million: 200, schedule: Self.tiny)

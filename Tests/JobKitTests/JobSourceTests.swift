@@ -43,7 +43,7 @@ struct JobSourceTests {
         #expect(a.count + b.count + c.count == 0)
 
         #expect(source.finish(with: 7))
-        // Nothing runs on the thread that completed the source.
+        // No handler runs on the thread that completed the source.
         #expect(a.count + b.count + c.count == 0)
         try first.run()
         #expect(values(a) == [7] && values(b) == [7])

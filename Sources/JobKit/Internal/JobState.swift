@@ -142,6 +142,20 @@ final class JobState<Success: Sendable>: JobCancelling {
         Trampoline.enqueue({ [token] in token.state.runPendingBody(controlledBy: token) }, on: queue)
     }
 
+    /// ``start(_:controlledBy:)`` on this thread, now, for a caller that
+    /// runs on the job's queue already (a shared job's first consumer
+    /// starts the run in its own body): one queue hop fewer. One level
+    /// deeper (``Trampoline/Level``): such jobs may nest a million deep.
+    func startHere(_ body: @escaping Body, controlledBy token: StateToken<Success>) {
+        pendingBody = body
+        if let level = Trampoline.Level.enter() {
+            runPendingBody(controlledBy: token)
+            level.leave()
+        } else {
+            Trampoline.hold { [token] in token.state.runPendingBody(controlledBy: token) }
+        }
+    }
+
     /// Runs the body a `start` left, now, on this thread, unless the job has
     /// completed (been cancelled): its controllers share `token`, or a
     /// fresh one.
