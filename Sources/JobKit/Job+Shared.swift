@@ -21,6 +21,9 @@ extension Job {
     /// - Cancelling a performance cancels that performance only. The run is
     ///   cancelled once every performance that joined it was, and the next
     ///   performance starts a new run.
+    /// - The run runs on the queue of the performance that started it,
+    ///   with its children and its timers, even once that performance has
+    ///   left.
     /// - `keeping` says what a run leaves for the performances that start
     ///   after it completed: by default nothing, and each starts a run of
     ///   its own; with ``KeptOutcome/value``, a value, so that the job runs
@@ -36,7 +39,8 @@ extension Job {
     /// job it returns, not the job it was called on.
     ///
     /// A performance shows in snapshots as "shared by 2", with the run as
-    /// its child.
+    /// its child. A snapshot shows a run once: another job that shares it
+    /// says so in its detail.
     ///
     /// - Parameter kept: What a run's outcome leaves for later
     ///   performances.
@@ -57,8 +61,8 @@ public enum KeptOutcome: Sendable, Equatable {
     /// its value at once; after a failure the next performance runs again.
     case value
     /// A value or an error: every later performance completes with the
-    /// first run's outcome, as a promise does. A run that every
-    /// performance left (cancelled) is not kept.
+    /// outcome of the first run that completed, as a promise does. A run
+    /// that every performance left (cancelled) is not kept.
     case outcome
 }
 
@@ -124,15 +128,17 @@ final class Share<Success: Sendable>: Waited {
             case (.value, .success), (.outcome, _): true
             case (.nothing, _), (.value, .failure): false
             }
-        let waiting = state.withLock { state -> [ControllerToken] in
-            guard state.run?.number == number else { return [] }
-            defer { state.run = nil }
+        // The run goes with the lock released: this may be its last
+        // reference.
+        let (waiting, run) = state.withLock { state -> ([ControllerToken], ShareRun?) in
+            guard state.run?.number == number, var run = state.run.take() else { return ([], nil) }
             if keeps {
                 state.isKept = true
                 kept = outcome
             }
-            return state.run!.waiters.takeAll()
+            return (run.waiters.takeAll(), run)
         }
+        _ = run
         for token in waiting { Controller(token).complete(with: outcome) }
     }
 
@@ -140,14 +146,16 @@ final class Share<Success: Sendable>: Waited {
     /// was cancelled: it leaves, and if it was the last, the run is
     /// cancelled.
     func leave(_ id: Int, from number: Int) {
-        let abandoned = state.withLock { state -> (any JobCancelling)? in
-            guard state.run?.number == number else { return nil }
-            state.run!.waiters.remove(id)
-            guard state.run!.waiters.count == 0 else { return nil }
-            defer { state.run = nil }
-            return state.run!.state
+        // What the lock let go of goes with the lock released: the
+        // waiter's token, and the run it cancels.
+        let (left, cancelling) = state.withLock { state -> (ControllerToken?, (any JobCancelling)?) in
+            guard state.run?.number == number else { return (nil, nil) }
+            let left = state.run!.waiters.remove(id)
+            guard state.run!.waiters.count == 0 else { return (left, nil) }
+            return (left, state.run.take()!.state)
         }
-        abandoned?.cancel()
+        _ = left
+        cancelling?.cancel()
     }
 
     /// How many performances share run number `number`, and the run.
@@ -162,7 +170,11 @@ final class Share<Success: Sendable>: Waited {
             return
         }
         owner.kind = .shared(consumers: run.count)
-        owner.children.append(SnapshotWalk.child { run.state.snapshot() })
+        if SnapshotWalk.isFirstVisit(to: run.state) {
+            owner.children.append(SnapshotWalk.child { run.state.snapshot() })
+        } else if owner.detail == nil {
+            owner.detail = "its run is shown under another job that shares it"
+        }
     }
 }
 

@@ -27,8 +27,11 @@
 /// - Cancelling a performance that waits cancels that performance only:
 ///   the source and the others go on waiting.
 /// - A source released before it completed fails the jobs that wait for it
-///   with ``JobError/abandoned``, as a job's body that released its
-///   controller does, rather than leaving them waiting forever.
+///   with ``JobError/abandoned``, on the thread that released it, as a
+///   job's body that released its controller does, rather than leaving
+///   them waiting forever. A job that waits for a source and holds it
+///   (a handler that captures it) keeps it alive: then nothing is
+///   released, and the job waits until the source completes.
 ///
 /// A performance that waits shows in snapshots and stall reports under
 /// the source's name: "confirm deletion: source (running)".
@@ -169,7 +172,8 @@ final class SourceState<Success: Sendable>: Waited {
     }
 
     func leave(_ id: Int, from _: Int) {
-        state.withLock { $0.waiters.remove(id) }
+        let left = state.withLock { $0.waiters.remove(id) }
+        _ = left
     }
 
     func describe(_: Int, into owner: inout JobSnapshot) {

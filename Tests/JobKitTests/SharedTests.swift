@@ -90,18 +90,6 @@ struct SharedTests {
         #expect(queue.isIdle)
     }
 
-    @Test func aRunEveryConsumerLeftBeforeItStartedNeverStarts() throws {
-        let manual = ManualJob<Int>()
-        let shared = manual.job.shared()
-        let queue = TestQueue()
-        let recorder = Recorder<Int>()
-        shared.perform(on: queue, then: recorder.handler).cancel()
-        try queue.run()
-        #expect(manual.startCount == 0)
-        #expect(isCancellation(recorder.last?.failure))
-        #expect(queue.isIdle)
-    }
-
     @Test func keepingAValueRunsUntilASuccessAndThenFinishesAtOnce() throws {
         let manual = ManualJob<Int>()
         let shared = manual.job.shared(keeping: .value)
@@ -187,6 +175,46 @@ struct SharedTests {
         #expect(first.stallReport() == nil)
     }
 
+    @Test func aSnapshotShowsARunSharedTwiceInOneTreeOnce() throws {
+        let manual = ManualJob<Int>()
+        let shared = manual.job.named("fetch profile").shared()
+        let queue = TestQueue()
+        let handle = Job.collect([shared, shared]).perform(on: queue) { _ in }
+        try queue.run()
+        let report = try #require(handle.stallReport())
+        #expect(report.components(separatedBy: "fetch profile (running)").count - 1 == 2)  // path and tree
+        #expect(report.contains("shared by 2 (running, its run is shown under another job that shares it)"))
+        manual.finish(with: 1)
+        try queue.run()
+        #expect(handle.isCompleted)
+    }
+
+    /// A shared job whose run waits for the shared job itself never
+    /// completes (the app's deadlock), and its stall report says where,
+    /// rather than describing the run inside itself without end.
+    @Test func aStallReportOfARunThatWaitsForItselfEnds() throws {
+        let itself = LockedValue<Job<Int>?>(nil)
+        let refresh = Job<Int> { controller in
+            guard let job = itself.value else { return }
+            controller.perform(job) { controller.complete(with: $0) }
+        }
+        .named("refresh token")
+        .shared()
+        itself.setValue(refresh)
+        let queue = TestQueue()
+        let handle = refresh.perform(on: queue) { _ in }
+        try queue.run()
+        let report = try #require(handle.stallReport())
+        #expect(
+            report.contains(
+                "shared by 2 ▸ refresh token ▸ shared by 2 (running, its run is shown under another job that shares it)"
+            ))
+        handle.cancel()
+        itself.setValue(nil)
+        try queue.run()
+        #expect(queue.isIdle)
+    }
+
     /// The run's completion and consumers' cancels and starts at one
     /// instant, in the orders a concurrent queue allows.
     @Test func completionCancelsAndStartsAtOneInstantGiveEachConsumerOneOutcome() throws {
@@ -236,5 +264,53 @@ struct SharedTests {
             #expect(manual.cancelCount == 0)
             if manual.startCount != 1 || !recorders.allSatisfy({ $0.count == 1 }) { break }
         }
+    }
+
+    /// On real threads: a consumer's start races its own cancel and
+    /// another consumer's start. Whichever order, the first is cancelled,
+    /// and one run goes on for the second, which gets its value.
+    @Test func aConsumerJoiningAndLeavingRacesAnotherJoiningOnRealThreads() {
+        for round in 0..<1_000 {
+            let manual = ManualJob<Int>()
+            let shared = manual.job.shared()
+            let held = HeldQueue()
+            let (first, second) = (Recorder<Int>(), Recorder<Int>())
+            let handle = shared.perform(on: held, then: first.handler)
+            DispatchQueue.concurrentPerform(iterations: 3) { index in
+                switch index {
+                case 0: held.runAll()
+                case 1: handle.cancel()
+                default: shared.perform(on: ImmediateQueue(), then: second.handler)
+                }
+            }
+            held.runAll()
+            #expect(first.count == 1 && isCancellation(first.last?.failure))
+            // One run goes on: the first's, or one the second started
+            // after the first's was cancelled (or never started).
+            #expect(manual.startCount - manual.cancelCount == 1)
+            manual.finish(with: round)
+            #expect(values(second) == [round])
+            if first.count != 1 || second.count != 1 { break }
+        }
+    }
+}
+
+/// A queue that keeps the work it is given until a test runs it, on
+/// whichever thread calls ``runAll()``.
+private final class HeldQueue: JobQueue {
+    private let work = LockedValue<[@Sendable () -> Void]>([])
+
+    func enqueue(_ work: @escaping @Sendable () -> Void) {
+        self.work.withValue { $0.append(work) }
+    }
+
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        enqueue(work)
+        return DelayedWork {}
+    }
+
+    /// Runs the work kept, and the work it enqueues, until none is left.
+    func runAll() {
+        while let next = work.withValue({ $0.isEmpty ? nil : $0.removeFirst() }) { next() }
     }
 }

@@ -50,6 +50,21 @@ struct SnapshotWalk {
     private var current: Deferred?
     /// Whether a snapshot is being taken on this thread.
     private var isTaking = false
+    /// What several jobs wait on that was described already (a shared
+    /// job's run), held until the walk ends, so that no other object
+    /// takes its identifier meanwhile.
+    private var described: [ObjectIdentifier: AnyObject] = [:]
+
+    /// Whether `shared`, which several jobs may wait on (a shared job's
+    /// run), is met for the first time in this walk. Describe it under the
+    /// first job only: under every job that waits on it, a run that waits
+    /// on itself would be described without end, and runs shared in layers
+    /// a number of times that doubles with each layer.
+    static func isFirstVisit(to shared: AnyObject) -> Bool {
+        let walk = Trampoline.snapshotWalk
+        guard walk.pointee.isTaking else { return true }
+        return walk.pointee.described.updateValue(shared, forKey: ObjectIdentifier(shared)) == nil
+    }
 
     /// A snapshot made by `root`, with the children past ``segmentDepth``
     /// levels described one segment at a time. A snapshot taken while one

@@ -25,8 +25,10 @@ struct Waiters: Sendable {
     }
 
     /// Removes the performance `add` numbered `id`, if it still waits.
-    mutating func remove(_ id: Int) {
-        tokens[id] = nil
+    /// - Returns: Its token, to release outside the lock: it may be the
+    ///   last reference to the performance's state.
+    mutating func remove(_ id: Int) -> ControllerToken? {
+        tokens.removeValue(forKey: id)
     }
 
     /// Takes every performance that waits, in the order they came.
