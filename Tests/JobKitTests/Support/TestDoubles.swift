@@ -107,6 +107,14 @@ final class ManualJob<T: Sendable>: Sendable {
         controllers.value.last?.fail(with: error) ?? false
     }
 
+    /// Finishes every performance started so far that has not completed,
+    /// for a test on real threads, where the last to start need not be
+    /// the one still running.
+    /// - Returns: How many it finished.
+    func finishAll(with value: T) -> Int {
+        controllers.value.filter { $0.finish(with: value) }.count
+    }
+
     /// Drops the controllers it kept (the job is then abandoned unless it
     /// completed).
     func release() {
