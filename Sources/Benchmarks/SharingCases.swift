@@ -117,7 +117,9 @@ private final class HandWrittenPending<Value: Sendable>: Sendable {
         var callbacks: [(DispatchQueue, @Sendable (Value) -> Void)] = []
     }
 
-    private let state = Mutex(State())
+    // JobKit's `Lock`: a `Mutex`, which Thread Sanitizer (the smoke tests
+    // run under it) can see order the critical sections.
+    private let state = Lock(State())
 
     func wait(on queue: DispatchQueue, _ callback: @escaping @Sendable (Value) -> Void) {
         let value = state.withLock { state -> Value? in
@@ -141,7 +143,8 @@ private final class HandWrittenPending<Value: Sendable>: Sendable {
 /// writes it: the first caller starts it through `async`, later ones add
 /// their callbacks, and its completion calls each through `async`.
 private final class HandWrittenInFlight: Sendable {
-    private let waiting = Mutex<[@Sendable () -> Void]?>(nil)
+    // JobKit's `Lock`, as above.
+    private let waiting = Lock<[@Sendable () -> Void]?>(nil)
 
     func perform(on queue: DispatchQueue, _ callback: @escaping @Sendable () -> Void) {
         let starts = waiting.withLock { waiting -> Bool in
