@@ -172,6 +172,8 @@ final class SourceState<Success: Sendable>: Waited {
     }
 
     func leave(_ id: Int, from _: Int) {
+        // The waiter's token goes with the lock released: it may be the
+        // last reference to its performance's state.
         let left = state.withLock { $0.waiters.remove(id) }
         _ = left
     }

@@ -3,11 +3,6 @@ import JobKit
 import JobKitTesting
 import Testing
 
-/// The values in `recorder`'s outcomes, `nil` for a failure.
-private func values<T>(_ recorder: Recorder<T>) -> [T?] {
-    recorder.outcomes.map { try? $0.get() }
-}
-
 /// A queue that runs work at once, as an `ImmediateQueue` does, and counts
 /// its instances alive in `live`: each performance holds its queue, so a
 /// performance kept after it completed keeps its queue alive.
@@ -46,10 +41,10 @@ struct JobSourceTests {
         // No handler runs on the thread that completed the source.
         #expect(a.count + b.count + c.count == 0)
         try first.run()
-        #expect(values(a) == [7] && values(b) == [7])
+        #expect(a.values == [7] && b.values == [7])
         #expect(c.count == 0)
         try second.run()
-        #expect(values(c) == [7])
+        #expect(c.values == [7])
         #expect(first.isIdle && second.isIdle)
     }
 
@@ -79,8 +74,8 @@ struct JobSourceTests {
         #expect(!source.fail(with: TestError()))
         #expect(!source.complete(with: Result<Int, TestError>.failure(TestError())))
         try queue.run()
-        #expect(values(recorder) == [1])
-        #expect(values(Recorder<Int>().performing(source.job)) == [1])
+        #expect(recorder.values == [1])
+        #expect(try outcome(of: source.job)?.get() == 1)
     }
 
     @Test func aVoidSourceFinishesAndATypedResultCompletesIt() throws {
@@ -106,7 +101,7 @@ struct JobSourceTests {
         #expect(!source.isCompleted)
         #expect(source.finish(with: 5))
         try queue.run()
-        #expect(values(waiting) == [5])
+        #expect(waiting.values == [5])
         #expect(cancelled.count == 1)
         #expect(queue.isIdle)
     }
@@ -221,13 +216,5 @@ struct JobSourceTests {
             #expect(late.last.map { try? $0.get() } == winner)
             if waiting.count != 1 || late.count != 1 || cancelled.count != 1 || wins.value != 1 { break }
         }
-    }
-}
-
-extension Recorder {
-    /// This recorder, after `job` was performed on an `ImmediateQueue` into it.
-    func performing(_ job: Job<T>) -> Recorder {
-        job.perform(on: ImmediateQueue(), then: handler)
-        return self
     }
 }

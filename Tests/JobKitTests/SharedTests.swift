@@ -3,11 +3,6 @@ import JobKit
 import JobKitTesting
 import Testing
 
-/// The values in `recorder`'s outcomes, `nil` for a failure.
-private func values<T>(_ recorder: Recorder<T>) -> [T?] {
-    recorder.outcomes.map { try? $0.get() }
-}
-
 @Suite("shared: one performance for every consumer", .timeLimit(.minutes(1)))
 struct SharedTests {
     @Test func performancesWhileARunGoesOnShareItAndGetItsOutcomeOnTheirQueues() throws {
@@ -26,10 +21,10 @@ struct SharedTests {
 
         manual.finish(with: 3)
         try first.run()
-        #expect(values(a) == [3] && values(b) == [3])
+        #expect(a.values == [3] && b.values == [3])
         #expect(c.count == 0)
         try second.run()
-        #expect(values(c) == [3])
+        #expect(c.values == [3])
 
         // Nothing kept: the next performance runs the job again.
         let d = Recorder<Int>()
@@ -38,7 +33,7 @@ struct SharedTests {
         #expect(manual.startCount == 2)
         manual.finish(with: 4)
         try second.run()
-        #expect(values(d) == [4])
+        #expect(d.values == [4])
         #expect(first.isIdle && second.isIdle)
     }
 
@@ -65,7 +60,7 @@ struct SharedTests {
         #expect(manual.cancelCount == 0)
         manual.finish(with: 8)
         try queue.run()
-        #expect(values(waiting) == [8])
+        #expect(waiting.values == [8])
         #expect(cancelled.count == 1)
     }
 
@@ -86,7 +81,7 @@ struct SharedTests {
         #expect(manual.startCount == 2)
         manual.finish(with: 9)
         try queue.run()
-        #expect(values(next) == [9])
+        #expect(next.values == [9])
         #expect(queue.isIdle)
     }
 
@@ -107,13 +102,13 @@ struct SharedTests {
         #expect(manual.startCount == 2)
         manual.finish(with: 5)
         try queue.run()
-        #expect(values(first) == [5])
+        #expect(first.values == [5])
 
         let later = Recorder<Int>()
         shared.perform(on: queue, then: later.handler)
         #expect(later.count == 0)  // on its queue, not in `perform`
         try queue.run()
-        #expect(values(later) == [5])
+        #expect(later.values == [5])
         #expect(manual.startCount == 2)
     }
 
@@ -233,7 +228,7 @@ struct SharedTests {
             for recorder in recorders { try #require(recorder.count == 1) }
             let first = recorders[0].last
             try #require((try? first?.get()) == 7 || isCancellation(first?.failure))
-            try #require(values(recorders[1]) == [7] && values(recorders[2]) == [7])
+            try #require(recorders[1].values == [7] && recorders[2].values == [7])
             try #require(runs.value == 1 || runs.value == 2)
             try #require(queue.isIdle)
             let firstOutcome = isCancellation(first?.failure) ? "cancelled" : "finished"
@@ -260,7 +255,7 @@ struct SharedTests {
                 handle.cancel()
             }
             #expect(recorders.allSatisfy { $0.count == 1 })
-            #expect(recorders.prefix(3).allSatisfy { values($0) == [round] })
+            #expect(recorders.prefix(3).allSatisfy { $0.values == [round] })
             #expect(manual.cancelCount == 0)
             if manual.startCount != 1 || !recorders.allSatisfy({ $0.count == 1 }) { break }
         }
@@ -273,45 +268,25 @@ struct SharedTests {
         for round in 0..<1_000 {
             let manual = ManualJob<Int>()
             let shared = manual.job.shared()
-            let held = HeldQueue()
+            let held = TestQueue()
             let (first, second) = (Recorder<Int>(), Recorder<Int>())
             let handle = shared.perform(on: held, then: first.handler)
             DispatchQueue.concurrentPerform(iterations: 3) { index in
                 switch index {
-                case 0: held.runAll()
+                case 0: while held.runNext() {}
                 case 1: handle.cancel()
                 default: shared.perform(on: ImmediateQueue(), then: second.handler)
                 }
             }
-            held.runAll()
+            while held.runNext() {}
             #expect(first.count == 1 && isCancellation(first.last?.failure))
             // One run goes on: the first's, or one the second started
             // after the first's was cancelled (or never started). A run
             // cancelled as its body began may have started after it.
             #expect(manual.startCount - manual.cancelCount == 1)
             #expect(manual.finishAll(with: round) == 1)
-            #expect(values(second) == [round])
+            #expect(second.values == [round])
             if first.count != 1 || second.count != 1 { break }
         }
-    }
-}
-
-/// A queue that keeps the work it is given until a test runs it, on
-/// whichever thread calls ``runAll()``.
-private final class HeldQueue: JobQueue {
-    private let work = LockedValue<[@Sendable () -> Void]>([])
-
-    func enqueue(_ work: @escaping @Sendable () -> Void) {
-        self.work.withValue { $0.append(work) }
-    }
-
-    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
-        enqueue(work)
-        return DelayedWork {}
-    }
-
-    /// Runs the work kept, and the work it enqueues, until none is left.
-    func runAll() {
-        while let next = work.withValue({ $0.isEmpty ? nil : $0.removeFirst() }) { next() }
     }
 }

@@ -74,6 +74,8 @@ final class Recorder<T: Sendable>: Sendable {
     var outcomes: [Job<T>.Outcome] { box.value }
     var count: Int { outcomes.count }
     var last: Job<T>.Outcome? { outcomes.last }
+    /// The values of the outcomes, `nil` for a failure.
+    var values: [T?] { outcomes.map { try? $0.get() } }
 
     var handler: @Sendable (Job<T>.Outcome) -> Void {
         { outcome in self.box.withValue { $0.append(outcome) } }
