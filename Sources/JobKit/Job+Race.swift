@@ -98,6 +98,19 @@ extension Job {
     }
 }
 
+extension Job {
+    /// A job that performs its arguments together and completes with the
+    /// first outcome any of them reports, cancelling the others at once:
+    /// ``race(_:)`` of the jobs in argument order.
+    ///
+    /// ```swift
+    /// let answer = Job.race(askingPrimary(question), askingReplica(question))
+    /// ```
+    public static func race(_ first: Job<Success>, _ others: Job<Success>...) -> Job<Success> {
+        race([first] + others)
+    }
+}
+
 // MARK: - firstSuccess
 
 extension Job {
@@ -136,6 +149,24 @@ extension Job {
                 report: { owner, outcome in Controller(owner).completeWithWinner(of: outcome) }
             ).start { controller.token.attach($0) }
         }
+    }
+}
+
+extension Job {
+    /// A job that finishes with the value of the first of its arguments to
+    /// succeed, cancelling the others at once; it fails only when every
+    /// one failed, with all their errors: ``firstSuccess(_:maxConcurrent:)``
+    /// of the jobs in argument order.
+    ///
+    /// ```swift
+    /// let avatar = Job.firstSuccess(loadingCachedAvatar(id), downloadingAvatar(id), maxConcurrent: 1)
+    /// ```
+    public static func firstSuccess(
+        _ first: Job<Success>,
+        _ others: Job<Success>...,
+        maxConcurrent: Int = .max
+    ) -> Job<Success> {
+        firstSuccess([first] + others, maxConcurrent: maxConcurrent)
     }
 }
 

@@ -204,6 +204,12 @@ public enum Trampoline {
         thread.pointee.runsEnqueuedWorkInline = false
     }
 
+    /// Whether this thread is inside one of JobKit's calls: work it
+    /// enqueues now waits until that call returns.
+    static var isInsideCall: Bool {
+        ThreadState.current.pointee.isInsideCall
+    }
+
     /// This thread's ``SnapshotWalk``, kept with its other state.
     static var snapshotWalk: UnsafeMutablePointer<SnapshotWalk> {
         let offset = MemoryLayout<ThreadState>.offset(of: \.snapshotWalk)!

@@ -19,6 +19,7 @@ struct BlockingWaitCoverageTests {
             return "a queue's sync"
         }
         if code.contains("waitUntilExit(") { return "a wait for a process" }
+        if code.contains(".performAndWait(") { return "a blocking wait for a job" }
         // allowed: the names of the reads and sleeps this check looks for
         let reads = ["readDataToEndOfFile(", "readToEnd(", ".availableData", ".readData(ofLength", "read(upToCount:"]
         if reads.contains(where: code.contains) { return "a blocking read" }
@@ -90,11 +91,12 @@ struct BlockingWaitCoverageTests {
             "await done.wait(); done.wait()",
             "queue.sync {}",
             "let run = try ChildProcess(executable, [])",
+            "let value = try job.performAndWait()",
         ].joined(separator: "\n")
         let found = Self.blockingWaits(in: source)
         #expect(
             found.map { $0.prefix(8) } == [
-                "line 1: ", "line 3: ", "line 4: ", "line 5: ", "line 6: ", "line 11:", "line 12:",
+                "line 1: ", "line 3: ", "line 4: ", "line 5: ", "line 6: ", "line 11:", "line 12:", "line 14:",
             ])
     }
 

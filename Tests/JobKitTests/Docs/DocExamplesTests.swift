@@ -1265,3 +1265,110 @@ private struct MirrorExamples {
         // END DOC
     }
 }
+
+// MARK: - Side effects, both outcomes, variadic races, a blocking wait
+
+extension JobKitDocExamplesTests {
+    @Test func onSuccessAndOnFailureExamples() throws {
+        final class Cache: Sendable {
+            let stored = LockedValue<[String]>([])
+            func store(_ profile: String) { stored.withValue { $0.append(profile) } }
+        }
+        final class Log: Sendable {
+            let lines = LockedValue<[String]>([])
+            func error(_ line: String) { lines.withValue { $0.append(line) } }
+        }
+        let (cache, log, id, file) = (Cache(), Log(), 7, "photo.jpg")
+        func loadingProfile(_ id: Int) -> Job<String> { .succeeded("profile \(id)") }
+        func uploading(_ file: String) -> Job<Void> { .failed(NetworkError.offline) }
+        // BEGIN DOC
+        let profile = loadingProfile(id).onSuccess { profile in cache.store(profile) }
+        // END DOC
+        // BEGIN DOC
+        let upload = uploading(file).onFailure { error in log.error("upload failed: \(error)") }
+        // END DOC
+        #expect(try outcome(of: profile)?.get() == "profile 7")
+        #expect(cache.stored.value == ["profile 7"])
+        #expect(outcome(of: upload)?.failure as? NetworkError == .offline)
+        #expect(log.lines.value == ["upload failed: offline"])
+    }
+
+    @Test func capturingOutcomeExample() throws {
+        let account = "ann"
+        let reports = LockedValue<[Bool]>([])
+        func syncing(_ account: String) -> Job<Int> { .failed(NetworkError.offline) }
+        @Sendable func sendingReport(success: Bool) -> Job<Void> {
+            Job { controller in
+                reports.withValue { $0.append(success) }
+                controller.finish()
+            }
+        }
+        // BEGIN DOC
+        let report = syncing(account).capturingOutcome().then { outcome in
+            sendingReport(success: (try? outcome.get()) != nil)
+        }
+        // END DOC
+        #expect(outcome(of: report)?.isSuccess == true)
+        #expect(reports.value == [false])
+    }
+
+    @Test func performWithTwoHandlersExample() async throws {
+        final class Header: Sendable {
+            let shown = LockedValue<[String]>([])
+            func show(_ profile: String) { shown.withValue { $0.append(profile) } }
+            func showError(_ error: any Error) { shown.withValue { $0.append("error: \(error)") } }
+        }
+        let (header, id) = (Header(), 3)
+        func loadingProfile(_ id: Int) -> Job<String> { .succeeded("profile \(id)") }
+        // BEGIN DOC
+        loadingProfile(id).perform(on: .main) { profile in
+            header.show(profile)
+        } onFailure: { error in
+            header.showError(error)
+        }
+        // END DOC
+        try await withTimeLimit(.seconds(30)) {
+            while header.shown.value.isEmpty && !Task.isCancelled { await Task.yield() }
+        }
+        #expect(header.shown.value == ["profile 3"])
+    }
+
+    @Test func variadicRaceAndFirstSuccessExamples() throws {
+        let (question, id) = ("why?", 4)
+        func askingPrimary(_ question: String) -> Job<String> { finishing("primary", after: .seconds(2)) }
+        func askingReplica(_ question: String) -> Job<String> { finishing("replica", after: .seconds(1)) }
+        func loadingCachedAvatar(_ id: Int) -> Job<String> { .failed(NotFound()) }
+        func downloadingAvatar(_ id: Int) -> Job<String> { .succeeded("downloaded \(id)") }
+        // BEGIN DOC
+        let answer = Job.race(askingPrimary(question), askingReplica(question))
+        // END DOC
+        // BEGIN DOC
+        let avatar = Job.firstSuccess(loadingCachedAvatar(id), downloadingAvatar(id), maxConcurrent: 1)
+        // END DOC
+        let queue = TestQueue()
+        let answers = Recorder<String>()
+        answer.perform(on: queue, then: answers.handler)
+        try queue.advance(by: .seconds(1))
+        #expect(answers.values == ["replica"])
+        #expect(try outcome(of: avatar)?.get() == "downloaded 4")
+    }
+
+    @Test func performAndWaitExample() async throws {
+        struct Release: Sendable { let version: String }
+        let printed = await offThePool { () -> [String] in
+            var printed: [String] = []
+            func print(_ line: String) { printed.append(line) }
+            func fetchLatestRelease() -> Job<Release> { .succeeded(Release(version: "2.1.0")) }
+            do {
+                // BEGIN DOC // allowed: on a thread of its own (offThePool)
+                let release = try fetchLatestRelease().performAndWait()
+                print(release.version)
+                // END DOC
+            } catch {
+                Issue.record(error)
+            }
+            return printed
+        }
+        #expect(printed == ["2.1.0"])
+    }
+}
