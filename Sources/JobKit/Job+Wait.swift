@@ -29,7 +29,8 @@ extension Job {
     ///
     /// A job that itself waits for a queue the caller holds (its work hops
     /// to `.main` while the main thread waits) is not detected: give such a
-    /// job a handler.
+    /// job a handler. A job that may never complete (a server that never
+    /// answers) is waited for as long: bound it with ``timeout(after:)``.
     ///
     /// - Parameter queue: Where the job and its children run. Defaults to
     ///   the global concurrent dispatch queue.
@@ -86,10 +87,13 @@ package enum WaitRefusal {
             return "JobKit: \(name) on \(refusing.nameForRefusal): \(refusing.whyWaitingNeverEnds)"
         }
         if let dispatchQueue = queue as? DispatchQueue, isRunning(dispatchQueue) {
-            return "JobKit: \(name) was called on the thread running the queue \"\(dispatchQueue.label)\", "
-                + "the queue the job runs on: the job would wait for the thread, and the thread for the "
-                + "job, forever. Wait on another queue (the default, `.global()`), or perform the job "
-                + "with a handler."
+            let thread =
+                dispatchQueue.label == DispatchQueue.main.label
+                ? "the main thread, which runs the main queue"
+                : "the thread running the queue \"\(dispatchQueue.label)\""
+            return "JobKit: \(name) was called on \(thread), the queue the job runs on: the job would wait "
+                + "for the thread, and the thread for the job, forever. Wait on another queue (the default, "
+                + "`.global()`), or perform the job with a handler."
         }
         return nil
     }

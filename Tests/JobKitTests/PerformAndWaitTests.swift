@@ -85,6 +85,20 @@ struct PerformAndWaitTests {
         #expect(reasons.3 == nil)
     }
 
+    @Test func refusesOnTheMainThreadForTheMainQueueOnly() async {
+        let onMain = await withCheckedContinuation { continuation in
+            DispatchQueue.main.async {
+                continuation.resume(
+                    returning: (
+                        WaitRefusal.reason(on: DispatchQueue.main), WaitRefusal.reason(on: DispatchQueue.global())
+                    ))
+            }
+        }
+        #expect(onMain.0?.contains("was called on the main thread, which runs the main queue") == true)
+        #expect(onMain.1 == nil)
+        #expect(await offThePool { WaitRefusal.reason(on: DispatchQueue.main) } == nil)
+    }
+
     @Test func refusesInsideAJobsBodyOrHandlerOrInlineWork() async {
         let reasons = await offThePool {
             let inBody = LockedValue<String?>(nil)
