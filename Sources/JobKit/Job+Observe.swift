@@ -14,12 +14,13 @@ extension Job {
     /// let profile = loadingProfile(id).onSuccess { profile in cache.store(profile) }
     /// ```
     ///
-    /// `effect` runs before the returned job reports, on the thread that
-    /// completes this job; it is not called when this job fails, nor when
-    /// the returned job is cancelled.
+    /// `effect` runs on the queue the job is performed on, before the
+    /// returned job reports. It is not called when this job fails, nor once
+    /// the returned job was cancelled (a cancel that comes while `effect`
+    /// runs completes the job with `CancellationError`, as always).
     public func onSuccess(_ effect: @escaping @Sendable (Success) -> Void) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self) { outcome in
+            controller.token.performChild(self, hopsToQueue: true) { outcome in
                 // Cancelled: the outcome is the cancel's; nothing to see.
                 if case .success(let value) = outcome, !controller.isCompleted { effect(value) }
                 controller.complete(with: outcome)
@@ -35,15 +36,15 @@ extension Job {
     /// let upload = uploading(file).onFailure { error in log.error("upload failed: \(error)") }
     /// ```
     ///
-    /// `effect` runs before the returned job reports, on the thread that
-    /// completes this job. Cancelling the returned job is not a failure of
-    /// this job: it completes with `CancellationError` and `effect` is not
-    /// called. To act on every outcome, a cancel's too, use
+    /// `effect` runs on the queue the job is performed on, before the
+    /// returned job reports. Cancelling the returned job is not a failure
+    /// of this job: it completes with `CancellationError`, and `effect` is
+    /// not called once it was. To act on every outcome, a cancel's too, use
     /// ``always(_:)``; to replace the error, ``mapError(_:)`` or
     /// ``recover(_:)``.
     public func onFailure(_ effect: @escaping @Sendable (any Error) -> Void) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self) { outcome in
+            controller.token.performChild(self, hopsToQueue: true) { outcome in
                 // Cancelled: the error is the cancel's, not this job's.
                 if case .failure(let error) = outcome, !controller.isCompleted { effect(error) }
                 controller.complete(with: outcome)

@@ -20,16 +20,20 @@ extension Job {
     /// a `precondition` is), rather than hanging, when the wait is made
     ///
     /// - on the thread running `queue` (the main thread, for `.main`), or a
-    ///   queue that runs on it: the job runs there, and that thread would
-    ///   be waiting;
-    /// - inside a job's body or a handler, or work an inline queue runs
-    ///   (`ImmediateQueue`): the job starts after that work returns;
+    ///   queue that targets it: the job runs there, and that thread would be
+    ///   waiting (a concurrent queue of your own is refused too);
+    /// - inside work that an inline queue (`ImmediateQueue`) runs, a job's
+    ///   body or handler there included: the job starts after that work
+    ///   returns;
     /// - on a `TestQueue`, which runs work only when the test runs it;
-    /// - in a Swift task, whose threads the tasks a job starts need.
+    /// - in a Swift task, whose thread the tasks that share it need (the
+    ///   main actor's, or the cooperative pool's, one thread per core).
     ///
-    /// A job that itself waits for a queue the caller holds (its work hops
-    /// to `.main` while the main thread waits) is not detected: give such a
-    /// job a handler. A job that may never complete (a server that never
+    /// A wait on a global queue, from any thread but a task's, is allowed.
+    /// A wait that could never end for a reason these checks cannot see is
+    /// not refused: a job whose work hops to a queue the caller holds (to
+    /// `.main`, while the main thread waits), a wait inside a `sync` onto
+    /// another queue. A job that may never complete (a server that never
     /// answers) is waited for as long: bound it with ``timeout(after:)``.
     ///
     /// - Parameter queue: Where the job and its children run. Defaults to
@@ -74,14 +78,14 @@ package enum WaitRefusal {
     package static func reason(on queue: any JobQueue) -> String? {
         let name = "performAndWait(on:)"
         if withUnsafeCurrentTask(body: { $0 != nil }) {
-            return "JobKit: \(name) was called in a Swift task. Blocking its thread holds up the tasks "
-                + "the job may need (the pool has one thread per core): await the job's value instead, "
-                + "`try await job.value(on: queue)`."
+            return "JobKit: \(name) was called in a Swift task. Blocking its thread holds up the tasks that "
+                + "share it (the main actor's, or the cooperative pool's, one thread per core), and the job "
+                + "may need them: await the job's value instead, `try await job.value(on: queue)`."
         }
         if Trampoline.isInsideCall {
-            return "JobKit: \(name) was called inside a job's body, a handler or work an inline queue runs, "
-                + "where the job could start only once that work returns, and the wait would never end. "
-                + "Build the next job with `then` instead, or perform it with a handler."
+            return "JobKit: \(name) was called inside work that an inline queue (ImmediateQueue) runs, a job's "
+                + "body or handler there included, where the job could start only once that work returns: the "
+                + "wait would never end. Build the next job with `then` instead, or perform it with a handler."
         }
         if let refusing = queue as? any RefusingBlockingWait {
             return "JobKit: \(name) on \(refusing.nameForRefusal): \(refusing.whyWaitingNeverEnds)"
@@ -92,27 +96,46 @@ package enum WaitRefusal {
                 ? "the main thread, which runs the main queue"
                 : "the thread running the queue \"\(dispatchQueue.label)\""
             return "JobKit: \(name) was called on \(thread), the queue the job runs on: the job would wait "
-                + "for the thread, and the thread for the job, forever. Wait on another queue (the default, "
+                + "for the thread, and the thread for the job, forever (on a concurrent queue, a thread of "
+                + "the queue waiting for the queue is refused too). Wait on another queue (the default, "
                 + "`.global()`), or perform the job with a handler."
         }
         return nil
     }
 
     /// Whether the calling thread runs work of `queue`, or of a queue that
-    /// runs on it: then `queue` runs nothing else until that work returns.
-    /// A global queue has many threads, and is never held.
+    /// targets it: then `queue` runs nothing else until that work returns,
+    /// if it is serial. A global queue has many threads, and is never held.
     private static func isRunning(_ queue: DispatchQueue) -> Bool {
-        // The global queues are the only ones with this prefix, on every
-        // platform; they keep no values of their own.
-        if queue.label.hasPrefix("com.apple.root.") { return false }
-        // Marks the queue, then asks whether the current queue or a queue
-        // it runs on is marked. The key is JobKit's own: setting it again
-        // changes nothing a user sees.
-        queue.setSpecific(key: runningKey, value: true)
+        if isGlobal(queue) { return false }
+        // The queue is marked once, with JobKit's own key, and the mark is
+        // never replaced: libdispatch releases a replaced value while a
+        // thread running the queue may be reading it.
+        marking.withLock { _ in
+            if queue.getSpecific(key: runningKey) == nil {
+                queue.setSpecific(key: runningKey, value: true)
+            }
+        }
+        // Whether the current queue, or a queue it targets, is marked.
         return DispatchQueue.getSpecific(key: runningKey) == true
     }
 
+    /// Whether `queue` is one of the global queues, which keep no values of
+    /// their own (Apple's libdispatch stops the process that sets one).
+    /// They are the only queues whose labels start with `com.apple.root.`,
+    /// on every platform; on Apple platforms `global(qos:)` gives the same
+    /// object each time, too.
+    private static func isGlobal(_ queue: DispatchQueue) -> Bool {
+        let classes: [DispatchQoS.QoSClass] = [
+            .background, .utility, .default, .userInitiated, .userInteractive, .unspecified,
+        ]
+        return queue.label.hasPrefix("com.apple.root.") || classes.contains { queue === DispatchQueue.global(qos: $0) }
+    }
+
     private static let runningKey = DispatchSpecificKey<Bool>()
+
+    /// Taken while a queue is marked: one mark per queue, set once.
+    private static let marking = Lock(())
 }
 
 /// A queue on which a blocking wait never ends, whatever thread waits:

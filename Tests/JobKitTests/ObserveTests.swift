@@ -22,24 +22,31 @@ struct ObserveTests {
         #expect(events.value == [succeeds ? "success effect 7" : "failure effect 7", "handler 7"])
     }
 
-    @Test func aCancelIsNeitherASuccessNorAFailureOfTheJob() throws {
+    /// The two side effects, each counting its calls in `effects`.
+    static let observers: [@Sendable (Job<Int>, LockedValue<Int>) -> Job<Int>] = [
+        { job, effects in job.onSuccess { _ in effects.withValue { $0 += 1 } } },
+        { job, effects in job.onFailure { _ in effects.withValue { $0 += 1 } } },
+    ]
+
+    /// A cancel while the inner job runs, or once it completed and its
+    /// effect waits for its turn on the queue: no effect either way.
+    @Test(arguments: 0..<2, [false, true])
+    func aCancelIsNeitherASuccessNorAFailureOfTheJob(observer: Int, innerCompletedFirst: Bool) throws {
         let effects = LockedValue(0)
-        for observing in [
-            { (job: Job<Int>) in job.onSuccess { _ in effects.withValue { $0 += 1 } } },
-            { (job: Job<Int>) in job.onFailure { _ in effects.withValue { $0 += 1 } } },
-        ] {
-            let inner = ManualJob<Int>()
-            let queue = TestQueue()
-            let recorder = Recorder<Int>()
-            let handle = observing(inner.job).perform(on: queue, then: recorder.handler)
-            try queue.run()
-            #expect(inner.startCount == 1)
-            handle.cancel()
-            #expect(inner.cancelCount == 1)
-            try queue.run()
-            #expect(isCancellation(recorder.last?.failure))
-            #expect(recorder.count == 1)
+        let inner = ManualJob<Int>()
+        let queue = TestQueue()
+        let recorder = Recorder<Int>()
+        let handle = Self.observers[observer](inner.job, effects).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        #expect(inner.startCount == 1)
+        if innerCompletedFirst {
+            if observer == 0 { inner.finish(with: 1) } else { inner.fail(with: TestError()) }
         }
+        handle.cancel()
+        #expect(inner.cancelCount == (innerCompletedFirst ? 0 : 1))
+        try queue.run()
+        #expect(isCancellation(recorder.last?.failure))
+        #expect(recorder.count == 1)
         #expect(effects.value == 0)
     }
 
@@ -50,7 +57,7 @@ struct ObserveTests {
         #expect(seen.value.count == 1 && isCancellation(seen.value.first))
     }
 
-    @Test func effectsRunEachPerformanceOnTheInjectedQueue() throws {
+    @Test func effectsRunForEachPerformanceAsTheQueueRuns() throws {
         let values = LockedValue<[Int]>([])
         let counter = LockedValue(0)
         let job = Job<Int> { controller in
@@ -71,33 +78,108 @@ struct ObserveTests {
         #expect(recorder.values == [1, 2])
     }
 
-    @Test func aFailureRacingACancelCallsTheEffectAtMostOnceAndBeforeItsOutcome() {
-        // Real threads: the inner job fails while the outer one is
-        // cancelled. Whichever wins, the effect runs at most once, and a
-        // reported failure of the inner job was seen by the effect first.
+    @Test func effectsRunOnTheQueueTheJobIsPerformedOnWhereverTheJobCompletes() async {
+        let queue = DispatchQueue(label: "JobKitTests.effects")
+        let name = DispatchSpecificKey<String>()
+        queue.setSpecific(key: name, value: "effects")
+        let seen = LockedValue<[String?]>([])
+        let elsewhere = Job<Int> { controller in DispatchQueue.global().async { controller.finish(with: 1) } }
+        let failing = Job<Int> { controller in DispatchQueue.global().async { controller.fail(with: TestError()) } }
+        let done = DispatchGroup()
+        for job in [
+            elsewhere.onSuccess { _ in seen.withValue { $0.append(DispatchQueue.getSpecific(key: name)) } },
+            failing.onFailure { _ in seen.withValue { $0.append(DispatchQueue.getSpecific(key: name)) } },
+        ] {
+            done.enter()
+            job.perform(on: queue) { _ in done.leave() }
+        }
+        #expect(await done.completed(within: 10))
+        #expect(seen.value == ["effects", "effects"])
+    }
+
+    @Test(arguments: 0..<3)
+    func anOutcomeRacingACancelIsReportedOnceAndSeenFirst(combinator: Int) {
+        // Real threads: the inner job completes while the outer one is
+        // cancelled. Whichever wins, the outcome is reported once, an
+        // effect runs at most once, and an outcome of the inner job that
+        // is reported went through the effect first.
+        var winners: Set<String> = []
         for _ in 0..<2_000 {
             let effects = LockedValue(0)
             let inner = ManualJob<Int>()
-            let recorder = Recorder<Int>()
-            let effectsWhenReported = LockedValue<Int?>(nil)
-            let handle = inner.job.onFailure { _ in effects.withValue { $0 += 1 } }
-                .perform(on: ImmediateQueue()) { outcome in
-                    effectsWhenReported.setValue(effects.value)
-                    recorder.handler(outcome)
+            let reported = LockedValue<[(outcome: String, effects: Int)]>([])
+            let handle: JobHandle
+            @Sendable func record(_ outcome: String) { reported.withValue { $0.append((outcome, effects.value)) } }
+            switch combinator {
+            case 0:
+                handle = inner.job.onSuccess { _ in effects.withValue { $0 += 1 } }
+                    .perform(on: ImmediateQueue()) { record($0.isSuccess ? "inner" : "cancel") }
+            case 1:
+                handle = inner.job.onFailure { _ in effects.withValue { $0 += 1 } }
+                    .perform(on: ImmediateQueue()) { record($0.failure is TestError ? "inner" : "cancel") }
+            default:
+                handle = inner.job.capturingOutcome().perform(on: ImmediateQueue()) { outcome in
+                    effects.setValue(1)
+                    record((try? outcome.get())?.failure is TestError ? "inner" : "cancel")
                 }
+            }
             race {
-                inner.fail(with: TestError(id: 1))
+                if combinator == 0 { inner.finish(with: 1) } else { inner.fail(with: TestError(id: 1)) }
             } _: {
                 handle.cancel()
             }
+            #expect(reported.value.count == 1)
             #expect(effects.value <= 1)
-            #expect(recorder.count == 1)
-            if recorder.last?.failure is TestError {
-                #expect(effectsWhenReported.value == 1)
-            } else {
-                #expect(isCancellation(recorder.last?.failure))
+            if let (outcome, effectsBefore) = reported.value.first {
+                winners.insert(outcome)
+                if outcome == "inner" { #expect(effectsBefore == 1) }
             }
         }
+        // Each side wins sometimes on two cores; the invariants hold either way.
+        #expect(!winners.isEmpty)
+    }
+
+    @Test func aCompletionAndACancelAtTheSameInstantGiveOneOutcomeInEveryOrder() throws {
+        let outcomes = LockedValue<Set<String>>([])
+        try exploreOrderings(seeds: 0..<200) { queue in
+            let effects = LockedValue(0)
+            let recorder = Recorder<Int>()
+            let handle = finishing(7, after: .seconds(1)).onSuccess { _ in effects.withValue { $0 += 1 } }
+                .perform(on: queue, then: recorder.handler)
+            queue.enqueue(after: .seconds(1)) { handle.cancel() }
+            try queue.advance(by: .seconds(2))
+            try #require(recorder.count == 1)
+            try #require(queue.isIdle)
+            if recorder.last?.isSuccess == true {
+                try #require(effects.value == 1)
+                outcomes.withValue { $0.insert("finished") }
+            } else {
+                try #require(isCancellation(recorder.last?.failure))
+                outcomes.withValue { $0.insert(effects.value == 0 ? "cancelled" : "cancelled after the effect") }
+            }
+        }
+        #expect(outcomes.value.contains("finished"))
+        #expect(outcomes.value.contains("cancelled"))
+    }
+
+    @Test func aPerformanceReleasesTheValueItReportedOnceItCompleted() throws {
+        weak var released: Tracked?
+        let inner = ManualJob<Tracked>()
+        let queue = TestQueue()
+        let recorder = LockedValue(0)
+        let handle = inner.job.onSuccess { _ in }.onFailure { _ in }.capturingOutcome()
+            .perform(on: queue) { _ in recorder.withValue { $0 += 1 } }
+        try queue.run()
+        do {
+            let value = Tracked()
+            released = value
+            inner.finish(with: value)
+        }
+        try queue.run()
+        inner.release()
+        #expect(recorder.value == 1)
+        #expect(handle.isCompleted)
+        #expect(released == nil)
     }
 
     // MARK: capturingOutcome

@@ -8,7 +8,7 @@ import Testing
 /// `performAndWait(on:)` blocks its thread, so every wait here is made on
 /// a thread of its own (`offThePool`), never on Swift's cooperative
 /// threads; the refusals are asked for without waiting
-/// (`WaitRefusal.reason(on:)`), and one exit test shows what a refused
+/// (`WaitRefusal.reason(on:)`), and exit tests show what a refused
 /// wait prints.
 @Suite("A blocking wait for scripts and tools", .timeLimit(.minutes(1)))
 struct PerformAndWaitTests {
@@ -50,6 +50,17 @@ struct PerformAndWaitTests {
         }
         #expect(reason == nil)
         #expect(await offThePool { WaitRefusal.reason(on: DispatchQueue.global(qos: .utility)) } == nil)
+    }
+
+    @Test func aWaitInsideABodyOnADispatchQueueForAJobOnAnotherQueueIsAllowed() async throws {
+        let serial = DispatchQueue(label: "JobKitTests.outer")
+        let outer = Job<Int> { controller in
+            // allowed: a serial queue's thread waits for a job on the global queues
+            controller.complete(with: Result { try Job.succeeded(5).map { $0 * 2 }.performAndWait() })
+        }
+        // allowed: a thread of its own
+        let value = try await offThePool(throwing: { try outer.performAndWait(on: serial) })
+        #expect(value == 10)
     }
 
     // MARK: Refusals
@@ -99,7 +110,7 @@ struct PerformAndWaitTests {
         #expect(await offThePool { WaitRefusal.reason(on: DispatchQueue.main) } == nil)
     }
 
-    @Test func refusesInsideAJobsBodyOrHandlerOrInlineWork() async {
+    @Test func refusesInsideWorkAnInlineQueueRunsABodyOrAHandlerIncluded() async {
         let reasons = await offThePool {
             let inBody = LockedValue<String?>(nil)
             let inHandler = LockedValue<String?>(nil)
@@ -115,16 +126,22 @@ struct PerformAndWaitTests {
         }
         #expect(reasons.count == 3)
         for reason in reasons {
-            #expect(reason?.contains("called inside a job's body, a handler or work an inline queue runs") == true)
+            #expect(reason?.contains("called inside work that an inline queue (ImmediateQueue) runs") == true)
         }
     }
 
     @Test func aRefusedWaitStopsTheProcessWithItsReason() async {
-        let exit = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+        let inATask = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             waitingOnATestQueue()
         }
-        let printed = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)
-        #expect(printed.contains("JobKit: performAndWait(on:) was called in a Swift task"))
+        let printedInATask = String(decoding: inATask?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(printedInATask.contains("JobKit: performAndWait(on:) was called in a Swift task"))
+
+        let onAThread = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            await offThePool { waitingOnATestQueue() }
+        }
+        let printedOnAThread = String(decoding: onAThread?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(printedOnAThread.contains("JobKit: performAndWait(on:) on a TestQueue: a TestQueue runs work only"))
     }
 }
 
