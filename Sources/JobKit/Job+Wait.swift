@@ -91,14 +91,15 @@ package enum WaitRefusal {
             return "JobKit: \(name) on \(refusing.nameForRefusal): \(refusing.whyWaitingNeverEnds)"
         }
         if let dispatchQueue = queue as? DispatchQueue, isRunning(dispatchQueue) {
+            let isMain = dispatchQueue.label == DispatchQueue.main.label
             let thread =
-                dispatchQueue.label == DispatchQueue.main.label
+                isMain
                 ? "the main thread, which runs the main queue"
                 : "the thread running the queue \"\(dispatchQueue.label)\""
+            let concurrent = isMain ? "" : " (a concurrent queue's thread waiting for its queue is refused too)"
             return "JobKit: \(name) was called on \(thread), the queue the job runs on: the job would wait "
-                + "for the thread, and the thread for the job, forever (on a concurrent queue, a thread of "
-                + "the queue waiting for the queue is refused too). Wait on another queue (the default, "
-                + "`.global()`), or perform the job with a handler."
+                + "for the thread, and the thread for the job, forever\(concurrent). Wait on another queue "
+                + "(the default, `.global()`), or perform the job with a handler."
         }
         return nil
     }
