@@ -7,8 +7,10 @@
  * `resumable-upload` (standard library only) or `tuspyserver` (FastAPI,
  * behind uvicorn, through tuspy_app.py). It runs as a child process on a
  * free port of 127.0.0.1, its files in a temporary folder; TUS_MAX_SIZE
- * sets its largest upload. Once it answers, the proxy listens and prints
- * its own port (serve.js). The child is stopped when the proxy exits.
+ * sets its largest upload. Once it answers as a tus server, the proxy
+ * listens and prints its own port (serve.js); a port another process took
+ * before the child could bind it is traded for another. The child is
+ * stopped when the proxy exits.
  *
  * Every request but /_* is forwarded, its body streamed as it arrives, and
  * recorded: {method, path, status, offset (the Upload-Offset sent),
@@ -93,20 +95,35 @@ function startChild(port) {
     : ['-m', 'resumable_upload', 'serve', '--host', '127.0.0.1', '--port', String(port),
       '--upload-dir', path.join(folder, 'uploads'), '--db-path', path.join(folder, 'uploads.db'),
       '--enable-downloads', '--log-level', 'ERROR', ...(maxSize ? ['--max-size', maxSize] : [])];
-  child = spawn('python3', args, { stdio: ['ignore', 'ignore', 'inherit'] });
-  child.on('exit', (code) => {
-    if (child) process.stderr.write(`tus_proxy: ${kind} exited with ${code}\n`);
+  const started = spawn('python3', args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  child = started;
+  started.on('exit', (code) => {
+    if (child === started) process.stderr.write(`tus_proxy: ${kind} exited with ${code}\n`);
   });
 }
 
-/** Resolves once the child answers OPTIONS, within 30 seconds. */
+/**
+ * Resolves once the child answers OPTIONS as a tus server (with
+ * Tus-Version), within 30 seconds. Rejects with `lostPort` set when the
+ * port was not the child's: another process bound it between freePort's
+ * probe and the child's start (a test's server, started at that moment),
+ * and answered, or the child exited (it could not bind).
+ */
 function waitForChild(port) {
   const deadline = Date.now() + 30000;
+  const started = child;
   return new Promise((resolve, reject) => {
+    function lost(why) {
+      const error = new Error(`${kind} lost port ${port}: ${why}`);
+      error.lostPort = true;
+      reject(error);
+    }
     function probe() {
+      if (started.exitCode !== null || started.signalCode !== null) return lost('it exited');
       const request = http.request({ host: '127.0.0.1', port, method: 'OPTIONS', path: '/files/' }, (answer) => {
         answer.resume();
-        resolve();
+        if (answer.headers['tus-version']) resolve();
+        else lost('another server answered');
       });
       request.on('error', () => {
         if (Date.now() > deadline) reject(new Error(`${kind} did not start within 30 s`));
@@ -116,6 +133,25 @@ function waitForChild(port) {
     }
     probe();
   });
+}
+
+/** Starts the child on a free port and resolves with the port once it
+ * answers; a port lost to another process is traded for another, up to
+ * five times. */
+async function startChildOnFreePort() {
+  for (let attempt = 1; ; attempt += 1) {
+    const port = await freePort();
+    startChild(port);
+    try {
+      await waitForChild(port);
+      return port;
+    } catch (error) {
+      const lost = child;
+      child = null;
+      lost.kill('SIGKILL');
+      if (!error.lostPort || attempt === 5) throw error;
+    }
+  }
 }
 
 function stopChild() {
@@ -424,10 +460,8 @@ const server = http.createServer((request, response) => {
 });
 
 (async () => {
-  upstreamPort = await freePort();
-  startChild(upstreamPort);
   try {
-    await waitForChild(upstreamPort);
+    upstreamPort = await startChildOnFreePort();
   } catch (error) {
     process.stderr.write(`tus_proxy: ${error.message}\n`);
     process.stdout.write('UNAVAILABLE\n');
