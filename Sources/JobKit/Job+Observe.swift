@@ -19,12 +19,8 @@ extension Job {
     /// the returned job was cancelled (a cancel that comes while `effect`
     /// runs completes the job with `CancellationError`, as always).
     public func onSuccess(_ effect: @escaping @Sendable (Success) -> Void) -> Job<Success> {
-        Job { controller in
-            controller.token.performChild(self, hopsToQueue: true) { outcome in
-                // Cancelled: the outcome is the cancel's; nothing to see.
-                if case .success(let value) = outcome, !controller.isCompleted { effect(value) }
-                controller.complete(with: outcome)
-            }
+        observing { outcome in
+            if case .success(let value) = outcome { effect(value) }
         }
     }
 
@@ -43,10 +39,18 @@ extension Job {
     /// ``always(_:)``; to replace the error, ``mapError(_:)`` or
     /// ``recover(_:)``.
     public func onFailure(_ effect: @escaping @Sendable (any Error) -> Void) -> Job<Success> {
+        observing { outcome in
+            if case .failure(let error) = outcome { effect(error) }
+        }
+    }
+
+    /// This job, with `observe` called with its outcome on the job's queue
+    /// before the job reports it, unless the job was cancelled by then.
+    private func observing(_ observe: @escaping @Sendable (Outcome) -> Void) -> Job<Success> {
         Job { controller in
             controller.token.performChild(self, hopsToQueue: true) { outcome in
-                // Cancelled: the error is the cancel's, not this job's.
-                if case .failure(let error) = outcome, !controller.isCompleted { effect(error) }
+                // Cancelled: the outcome is the cancel's, not this job's.
+                if !controller.isCompleted { observe(outcome) }
                 controller.complete(with: outcome)
             }
         }

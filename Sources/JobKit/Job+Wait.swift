@@ -88,7 +88,7 @@ package enum WaitRefusal {
                 + "wait would never end. Build the next job with `then` instead, or perform it with a handler."
         }
         if let refusing = queue as? any RefusingBlockingWait {
-            return "JobKit: \(name) on \(refusing.nameForRefusal): \(refusing.whyWaitingNeverEnds)"
+            return "JobKit: \(name) on \(refusing.whyWaitingNeverEnds)"
         }
         if let dispatchQueue = queue as? DispatchQueue, isRunning(dispatchQueue) {
             let isMain = dispatchQueue.label == DispatchQueue.main.label
@@ -142,8 +142,7 @@ package enum WaitRefusal {
 /// A queue on which a blocking wait never ends, whatever thread waits:
 /// `TestQueue`, which runs work only when the test runs it.
 package protocol RefusingBlockingWait: JobQueue {
-    /// The queue, as the refusal names it: "a TestQueue".
-    var nameForRefusal: String { get }
-    /// Why a wait would never end, and what to do instead.
+    /// The queue, why a wait would never end, and what to do instead: "a
+    /// TestQueue: it runs work only when …".
     var whyWaitingNeverEnds: String { get }
 }

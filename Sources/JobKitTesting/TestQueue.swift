@@ -266,10 +266,8 @@ public final class TestQueue: JobQueue, Sendable {
 }
 
 extension TestQueue: RefusingBlockingWait {
-    package var nameForRefusal: String { "a TestQueue" }
-
     package var whyWaitingNeverEnds: String {
-        "a TestQueue runs work only when the test calls run(), runNext() or advance(by:), so a blocking "
+        "a TestQueue: a TestQueue runs work only when the test calls run(), runNext() or advance(by:), so a blocking "
             + "wait for a job on it would never end. Perform the job with a handler, run the queue, then "
             + "look at the outcome."
     }
