@@ -63,6 +63,10 @@ public enum UploadError: Error, Hashable, Sendable {
     /// retried: the server holds the medium, and sending it again would
     /// store it twice.
     case notProcessed(UploadReceipt, after: Duration)
+    /// A form (``FormData``) to this destination cannot be sent as given:
+    /// a part's header is one the form writes itself, or not a valid
+    /// header. Found before any request.
+    case invalidForm(URL, reason: String)
 
     /// Whether the same upload may succeed if tried again later: its
     /// ``failure`` is ``UploadFailure/transient``,
@@ -91,7 +95,7 @@ extension UploadError: ClassifiedUploadError {
         case .timedOut:
             .transient
         case .fileNotFound, .unreadableFile, .invalidDestination, .missingDestination, .writeFailed, .fileChanged,
-            .invalidAnswer, .storedObjectDiffers, .notProcessed:
+            .invalidAnswer, .storedObjectDiffers, .notProcessed, .invalidForm:
             .permanent
         }
     }
@@ -132,6 +136,8 @@ extension UploadError: CustomStringConvertible {
             "\(Self.name(of: receipt)): still being processed after \(Self.seconds(limit))"
         case .storedObjectDiffers(let destination, let reason):
             "\(Self.name(of: destination)): the stored object differs from what was sent: \(reason)"
+        case .invalidForm(let destination, let reason):
+            "\(Self.name(of: destination)): the form cannot be sent: \(reason)"
         }
     }
 

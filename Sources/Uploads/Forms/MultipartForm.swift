@@ -1,15 +1,17 @@
 import Foundation
 
-/// The framing of one multipart/form-data body (RFC 7578) around one file,
-/// as the WHATWG HTML standard submits a form: the fields, then the file's
-/// part, each opened by the boundary, every line ended by CRLF.
+/// The framing of a multipart/form-data body (RFC 7578), as the WHATWG
+/// HTML standard submits a form: each part opened by the boundary, its
+/// headers, a blank line, its content, every line ended by CRLF, and the
+/// closing boundary after the last.
 ///
-/// A field's part has no `Content-Type` (the standard says so for text
-/// fields); the file's part has the medium's. Names and file names are
-/// sent in UTF-8 between quotes, with `"`, CR and LF written `%22`, `%0D`
-/// and `%0A`, and nothing else escaped: what browsers send, and what
-/// Node's `Request.formData()` and Werkzeug decode. Values are sent as
-/// given, in UTF-8.
+/// A part's `Content-Disposition` names it, and its file name when it has
+/// one; its `Content-Type` follows when it has one (the standard sends
+/// none for text fields), then its other headers in the order of their
+/// names. Names and file names are sent in UTF-8 between quotes, with
+/// `"`, CR and LF written `%22`, `%0D` and `%0A`, and nothing else
+/// escaped: what browsers send, and what Node's `Request.formData()` and
+/// Werkzeug decode. Values are sent as given, in UTF-8.
 struct MultipartForm: Sendable, Hashable {
     /// The boundary between parts: `JobKit-` and 128 random bits in hex.
     let boundary: String
@@ -29,24 +31,81 @@ struct MultipartForm: Sendable, Hashable {
     /// The request's `Content-Type`.
     var contentType: String { "multipart/form-data; boundary=\(boundary)" }
 
-    /// The bytes before the file's: each field's part, in order, then the
-    /// headers of the file's part.
-    func head(fields: [FormField], fileField: String, filename: String, contentType: String) -> Data {
-        var text = ""
-        for field in fields {
-            text += "--\(boundary)\r\n"
-            text += "Content-Disposition: form-data; name=\"\(Self.escaped(field.name))\"\r\n\r\n"
-            text += field.value + "\r\n"
+    /// The body of a form of `parts`: the bytes around each part's
+    /// content, its text and bytes, and its file (whose size is
+    /// `fileSizes[index]`, the part's index) read from disk as it is sent.
+    func body(of parts: [FormData.Part], fileSizes: [Int: Int64]) -> [BodySegment] {
+        var segments: [BodySegment] = []
+        var bytes = Data()
+        for (index, part) in parts.enumerated() {
+            bytes += head(of: part)
+            switch part.content {
+            case .text(let text): bytes += Data(text.utf8)
+            case .bytes(let data): bytes += data
+            case .file(let file):
+                segments.append(.bytes(bytes))
+                segments.append(.file(file, offset: 0, length: fileSizes[index] ?? 0))
+                bytes = Data()
+            }
+            bytes += Data("\r\n".utf8)
         }
-        text += "--\(boundary)\r\n"
-        text += "Content-Disposition: form-data; name=\"\(Self.escaped(fileField))\"; "
-        text += "filename=\"\(Self.escaped(filename))\"\r\n"
-        text += "Content-Type: \(Self.escaped(contentType))\r\n\r\n"
-        return Data(text.utf8)
+        bytes += Data("--\(boundary)--\r\n".utf8)
+        segments.append(.bytes(bytes))
+        return segments
     }
 
-    /// The bytes after the file's: the end of its part and of the form.
-    var tail: Data { Data("\r\n--\(boundary)--\r\n".utf8) }
+    /// The bytes before a part's content: its boundary and headers.
+    func head(of part: FormData.Part) -> Data {
+        var text = "--\(boundary)\r\n"
+        text += "Content-Disposition: form-data; name=\"\(Self.escaped(part.name))\""
+        if let filename = part.filename {
+            text += "; filename=\"\(Self.escaped(filename))\""
+        }
+        text += "\r\n"
+        if let contentType = part.contentType {
+            text += "Content-Type: \(Self.escaped(contentType))\r\n"
+        }
+        for (name, value) in part.headers.sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
+            text += "\(name): \(value)\r\n"
+        }
+        return Data((text + "\r\n").utf8)
+    }
+
+    /// Checks that every part's headers can be sent: names that are HTTP
+    /// tokens, other than the two the form writes itself, and values on
+    /// one line.
+    static func validate(_ parts: [FormData.Part], to destination: URL) throws(UploadError) {
+        for (index, part) in parts.enumerated() {
+            for (name, value) in part.headers.sorted(by: { $0.key < $1.key }) {
+                let which = "part \(index + 1) (\"\(part.name)\")"
+                guard !name.isEmpty, name.unicodeScalars.allSatisfy(isTokenCharacter) else {
+                    throw .invalidForm(destination, reason: "\(which) has a header named \"\(name)\", not a valid name")
+                }
+                switch name.lowercased() {
+                case "content-disposition":
+                    throw .invalidForm(
+                        destination,
+                        reason: "\(which) sets Content-Disposition, which the form writes from its name and file name")
+                case "content-type":
+                    throw .invalidForm(
+                        destination, reason: "\(which) sets Content-Type in its headers: give it as its content type")
+                default:
+                    break
+                }
+                guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                    throw .invalidForm(
+                        destination, reason: "\(which)'s header \(name) has a line break or a NUL in its value")
+                }
+            }
+        }
+    }
+
+    /// Whether `scalar` may be part of an HTTP token (RFC 9110 §5.6.2).
+    private static func isTokenCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.isASCII
+            && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                || "!#$%&'*+-.^_`|~".unicodeScalars.contains(scalar))
+    }
 
     /// `text` with `"`, CR and LF written `%22`, `%0D` and `%0A`, as the
     /// HTML standard escapes names and file names in a form.

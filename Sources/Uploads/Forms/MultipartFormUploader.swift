@@ -5,11 +5,14 @@ import JobKit
 import FoundationNetworking
 #endif
 
-/// An uploader that `POST`s each medium as a multipart/form-data form: the
+/// An uploader that sends each medium as a multipart/form-data form: the
 /// way Mastodon and the servers that speak its API, Discord, Telegram's
-/// Bot API, Cloudinary, Imgur and WordPress take media.
+/// Bot API, Cloudinary, Imgur and WordPress take media. It also sends
+/// forms of several files and fields (``FormData``), with
+/// `Job.uploading(_:to:using:progress:)`.
 ///
-/// Each upload is one `POST` to the medium's destination. Its form holds
+/// Each upload is one request to the medium's destination, `POST` unless
+/// the uploader's ``method`` says `PUT` or `PATCH`. Its form holds
 /// this uploader's ``fields``, then the medium's own
 /// (``Media/formFields``), each in its order and repeated names allowed,
 /// then the file's part under ``fileField``, with the medium's
@@ -31,7 +34,8 @@ import FoundationNetworking
 /// the server as `"`).
 ///
 /// Progress counts every byte of the form. Errors, receipts, retries and
-/// the `Idempotency-Key` header are those of ``URLSessionUploader``: the
+/// the `Idempotency-Key` header (unless the uploader is made not to send
+/// it) are those of ``URLSessionUploader``: the
 /// job fails with ``UploadError/httpStatus(_:)`` for a status outside
 /// 200...299, with the receipt of the answer (its headers, the start of
 /// its body); as every medium goes to the same endpoint, the receipt names
@@ -43,6 +47,21 @@ import FoundationNetworking
 /// ``UploadError/invalidDestination(_:reason:)`` before any request, and
 /// with ``UploadError/network(_:_:)`` when the connection fails.
 public final class MultipartFormUploader: Uploader, Sendable {
+    /// The HTTP method of each upload.
+    public enum Method: String, Sendable {
+        /// `POST`: the destination URL receives the form.
+        case post = "POST"
+        /// `PUT`: the form replaces what the destination URL names.
+        case put = "PUT"
+        /// `PATCH`: the form changes what the destination URL names.
+        case patch = "PATCH"
+    }
+
+    /// The HTTP method of each upload; `POST` by default.
+    public let method: Method
+    /// Whether each upload carries an `Idempotency-Key` header; `true` by
+    /// default.
+    public let sendsIdempotencyKey: Bool
     /// The name of the file's part; `file` by default.
     public let fileField: String
     /// Fields sent in every form, before the medium's own.
@@ -59,11 +78,16 @@ public final class MultipartFormUploader: Uploader, Sendable {
 
     /// Creates an uploader with its own `URLSession`.
     /// - Parameters:
+    ///   - method: `POST` (the default), `PUT` or `PATCH`.
     ///   - fileField: The name of the file's part; `file` by default.
     ///   - fields: Fields sent in every form, before each medium's own;
     ///     none by default.
     ///   - headers: Headers sent with each upload, such as
     ///     `Authorization`, and with each question of `processing`.
+    ///   - sendsIdempotencyKey: Whether each upload carries an
+    ///     `Idempotency-Key` header, the same on every attempt; `true` by
+    ///     default. `false` leaves it out, for a server that refuses
+    ///     headers it does not know.
     ///   - processing: How to wait until the server has made each medium
     ///     ready (``MediaProcessing/mastodon``, say); none by default.
     ///   - configuration: The session's configuration; ephemeral (no
@@ -71,15 +95,19 @@ public final class MultipartFormUploader: Uploader, Sendable {
     /// - Throws: ``InvalidOptionError`` when `processing`'s waits are
     ///   negative or its time limit is not above zero.
     public init(
+        method: Method = .post,
         fileField: String = "file",
         fields: [FormField] = [],
         headers: [String: String] = [:],
+        sendsIdempotencyKey: Bool = true,
         processing: MediaProcessing? = nil,
         configuration: URLSessionConfiguration = .ephemeral
     ) throws(InvalidOptionError) {
         if let processing {
             try InvalidOptionError.within("processing") { () throws(InvalidOptionError) in try processing.validate() }
         }
+        self.method = method
+        self.sendsIdempotencyKey = sendsIdempotencyKey
         self.fileField = fileField
         self.fields = fields
         self.headers = headers
@@ -92,18 +120,30 @@ public final class MultipartFormUploader: Uploader, Sendable {
         try destination.validateAsHTTPDestination()
     }
 
-    /// A job that `POST`s `media` as a form to its destination and
+    /// A job that sends `media` as a form to its destination and
     /// finishes with the server's receipt, once the medium is ready when
     /// this uploader waits for ``processing``.
     ///
     /// Every performance of the returned job sends the same
-    /// `Idempotency-Key` header, the media's ``Media/idempotencyKey`` or
-    /// else a new UUID per call of this method.
+    /// `Idempotency-Key` header (unless ``sendsIdempotencyKey`` is
+    /// `false`), the media's ``Media/idempotencyKey`` or else a new UUID
+    /// per call of this method.
     public func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-        waitingUntilReady(send(media, through: transport, progress: progress), media, through: transport)
+        waitingUntilReady(send(media, through: transport, progress: progress), through: transport)
     }
 
-    /// A job that `POST`s `media` as a form, retried as `attempts` says,
+    /// A job that sends `form` to `destination`, after this uploader's
+    /// ``fields``, and finishes with the server's receipt, once the
+    /// server has made it ready when this uploader waits for
+    /// ``processing``: what `Job.uploading(_:to:using:progress:)`
+    /// performs.
+    func upload(
+        _ form: FormData, to destination: URL, progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        waitingUntilReady(send(form, to: destination, through: transport, progress: progress), through: transport)
+    }
+
+    /// A job that sends `media` as a form, retried as `attempts` says,
     /// then, when this uploader waits for ``processing``, waits until the
     /// medium is ready: the wait is not part of an attempt, so an
     /// attempt's time limit does not cut it, and no failure of it sends
@@ -117,13 +157,13 @@ public final class MultipartFormUploader: Uploader, Sendable {
         return waitingUntilReady(
             attempts.retrying(
                 .metered(media, progress: progress) { send(media, through: transport, progress: $0) }, for: media),
-            media, through: transport)
+            through: transport)
     }
 
     /// `upload`, followed by the wait for ``processing`` when there is one,
     /// its questions sent through `transport`.
     private func waitingUntilReady(
-        _ upload: Job<UploadReceipt>, _ media: Media, through transport: any HTTPTransport
+        _ upload: Job<UploadReceipt>, through transport: any HTTPTransport
     ) -> Job<UploadReceipt> {
         guard let processing else { return upload }
         return upload.then { [self] receipt in
@@ -137,25 +177,64 @@ public final class MultipartFormUploader: Uploader, Sendable {
         }
     }
 
-    /// A job that `POST`s `media` as a form through `transport`, once.
+    /// A job that sends `media` as a form through `transport`, once.
     private func send(
         _ media: Media,
         through transport: any HTTPTransport,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        transport.upload(
-            media, checkedBy: self, method: "POST", headers: headers, headersNameContentType: false,
-            filename: media.filename ?? media.defaultFilename,
-            encode: { [fields, fileField] size in
+        let filename = media.filename ?? media.defaultFilename
+        let content: FormData.Part.Content =
+            switch media.content {
+            case .bytes(let data): .bytes(data)
+            case .file(let file): .file(file)
+            }
+        let parts =
+            (fields + media.formFields).map { FormData.Part(name: $0.name, content: .text($0.value)) }
+            + [FormData.Part(name: fileField, content: content, filename: filename, contentType: media.contentType)]
+        return transport.upload(
+            media, checkedBy: self, method: method.rawValue, headers: headers, headersNameContentType: false,
+            sendsIdempotencyKey: sendsIdempotencyKey, filename: filename,
+            encode: { size in
                 let form = MultipartForm()
-                let head = form.head(
-                    fields: fields + media.formFields, fileField: fileField,
-                    filename: media.filename ?? media.defaultFilename, contentType: media.contentType)
-                return switch media.content {
-                case .bytes(let data): (form.contentType, .data(head + data + form.tail))
-                case .file(let file):
-                    (form.contentType, .file(file, offset: 0, length: size, head: head, tail: form.tail))
+                return (form.contentType, HTTPBody(segments: form.body(of: parts, fileSizes: [parts.count - 1: size])))
+            },
+            progress: progress)
+    }
+
+    /// A job that sends `form` to `destination` through `transport`, once,
+    /// after this uploader's ``fields``.
+    ///
+    /// Each performance checks the destination, the parts' headers and
+    /// the files (a missing one fails it before any byte is sent), and
+    /// builds the body afresh. Every performance sends the same
+    /// `Idempotency-Key`, a new one per call of this method.
+    private func send(
+        _ form: FormData,
+        to destination: URL,
+        through transport: any HTTPTransport,
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        let parts = fields.map { FormData.Part(name: $0.name, content: .text($0.value)) } + form.parts
+        let filenames = parts.compactMap { part -> String? in
+            if case .text = part.content { return nil }
+            return part.filename
+        }
+        return transport.upload(
+            to: destination, method: method.rawValue, headers: headers, headersNameContentType: false,
+            idempotencyKey: sendsIdempotencyKey ? UUID().uuidString : nil,
+            filename: filenames.isEmpty ? nil : filenames.joined(separator: ", "),
+            prepare: { [self] () throws(UploadError) in
+                try validate(destination: destination)
+                try MultipartForm.validate(parts, to: destination)
+                var fileSizes: [Int: Int64] = [:]
+                for (index, part) in parts.enumerated() {
+                    if case .file(let file) = part.content {
+                        fileSizes[index] = try Media.sizeOfReadableFile(at: file)
+                    }
                 }
+                let framing = MultipartForm()
+                return (framing.contentType, HTTPBody(segments: framing.body(of: parts, fileSizes: fileSizes)))
             },
             progress: progress)
     }

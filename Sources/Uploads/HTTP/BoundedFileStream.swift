@@ -1,10 +1,10 @@
 import Foundation
 
-/// `length` bytes of a file from `offset` (the whole file, or one part of a
-/// multipart upload), between the bytes of `head` and of `tail` (a form's
-/// fields and closing boundary, or nothing), as an upload body framed by a
-/// `Content-Length` of their sum: never more, whatever the file has grown
-/// to meanwhile, and an error, not a short end, if the file ends sooner.
+/// A body's segments one after another: bytes in memory, and ranges of
+/// files (the whole file, one part of a multipart upload, or each file of
+/// a form between the bytes around it), as an upload body framed by a
+/// `Content-Length` of their sum: never more, whatever a file has grown
+/// to meanwhile, and an error, not a short end, if a file ends sooner.
 ///
 /// FoundationNetworking hands a streamed body to libcurl with no length of
 /// its own, so libcurl sends whatever the stream yields. Bytes past the
@@ -52,19 +52,28 @@ final class BoundedFileStream: InputStream {
         }
     }
 
-    private let file: URL
-    private let offset: Int64
-    private let length: Int64
-    private let head: Data
-    private let tail: Data
-    private var source: FileHandle?
-    /// The bytes of the file delivered so far.
+    /// Why a stream of `segments` failed, said of the first of their files
+    /// that is missing, unreadable or shorter than its segment needs; `nil`
+    /// when none is.
+    static func failure(of segments: [BodySegment]) -> UploadError? {
+        for case .file(let file, let offset, let length) in segments {
+            if let failure = failure(of: file, upTo: offset + length) { return failure }
+        }
+        return nil
+    }
+
+    /// The body's pieces, in order.
+    private let segments: [BodySegment]
+    /// The open file of each file segment not yet delivered, by index.
+    private var sources: [Int: FileHandle] = [:]
+    /// The segment being delivered; `segments.count` once all are.
+    private var index = 0
+    /// The bytes of that segment delivered so far.
     private var delivered: Int64 = 0
-    /// The bytes of `head`, then of `tail`, delivered so far.
-    private var headDelivered = 0
-    private var tailDelivered = 0
     private var status: Stream.Status = .notOpen
     private var failure: (any Error)?
+    /// The file that failed the stream, when one did.
+    private(set) var failedFile: URL?
     /// Fails on opening: see ``refusal()``.
     private var refuses = false
 
@@ -76,18 +85,22 @@ final class BoundedFileStream: InputStream {
     private var openCompletedSent = false
     private var lastEventSent = false
 
-    /// A stream of `head`, `length` bytes of `file` from `offset`, then
-    /// `tail`; unopened.
-    init(file: URL, offset: Int64 = 0, length: Int64, head: Data = Data(), tail: Data = Data()) {
-        self.file = file
-        self.offset = max(offset, 0)
-        self.length = max(length, 0)
-        self.head = head
-        self.tail = tail
+    /// A stream of `segments`, one after another; unopened.
+    init(segments: [BodySegment]) {
+        self.segments = segments.map { segment in
+            guard case .file(let file, let offset, let length) = segment else { return segment }
+            return .file(file, offset: max(offset, 0), length: max(length, 0))
+        }
         // InputStream's only designated initializers make a backing
         // CFReadStream; this empty one is never used: every member that
         // would touch it is overridden below.
         super.init(data: Data())
+    }
+
+    /// A stream of `head`, `length` bytes of `file` from `offset`, then
+    /// `tail`; unopened.
+    convenience init(file: URL, offset: Int64 = 0, length: Int64, head: Data = Data(), tail: Data = Data()) {
+        self.init(segments: [.bytes(head), .file(file, offset: offset, length: length), .bytes(tail)])
     }
 
     /// A stream that fails its first read, which aborts the transfer: the
@@ -95,7 +108,7 @@ final class BoundedFileStream: InputStream {
     /// request that must not go out twice (libcurl resends a request whose
     /// reused connection died before an answer).
     static func refusal() -> BoundedFileStream {
-        let stream = BoundedFileStream(file: URL(fileURLWithPath: "/"), length: 0)
+        let stream = BoundedFileStream(segments: [])
         stream.refuses = true
         return stream
     }
@@ -103,23 +116,30 @@ final class BoundedFileStream: InputStream {
     override func open() {
         guard status == .notOpen else { return }
         if refuses { return fail(Failure.refused) }
-        let source: FileHandle
-        do {
-            source = try FileHandle(forReadingFrom: file)
-            try source.seek(toOffset: UInt64(offset))
-        } catch {
-            return fail(error)
+        // Every file is opened now: one that is missing fails the body
+        // before its first byte.
+        for (index, segment) in segments.enumerated() {
+            guard case .file(let file, let offset, let length) = segment else { continue }
+            do {
+                let source = try FileHandle(forReadingFrom: file)
+                if length > 0 {
+                    try source.seek(toOffset: UInt64(offset))
+                    sources[index] = source
+                } else {
+                    try? source.close()
+                }
+            } catch {
+                failedFile = file
+                return fail(error)
+            }
         }
-        self.source = source
         status = .open
-        if length == 0 { releaseFile() }
-        if head.isEmpty, length == 0, tail.isEmpty { finish() }
+        skipDeliveredSegments()
         announce()
     }
 
     override func close() {
-        try? source?.close()
-        source = nil
+        releaseFiles()
         if status != .error { status = .closed }
         runLoops = []
     }
@@ -139,19 +159,32 @@ final class BoundedFileStream: InputStream {
         default: return -1
         }
         guard len > 0 else { return 0 }
-        if headDelivered < head.count {
-            let count = copy(head, from: headDelivered, into: buffer, maxLength: len)
-            headDelivered += count
-            if length == 0, tail.isEmpty, headDelivered == head.count { finish() }
-            announce()
-            return count
+        let count: Int
+        switch segments[index] {
+        case .bytes(let bytes):
+            count = copy(bytes, from: Int(delivered), into: buffer, maxLength: len)
+        case .file(let file, let offset, let length):
+            guard let read = readFromFile(into: buffer, maxLength: len, offset: offset, length: length) else {
+                failedFile = file
+                return -1
+            }
+            count = read
         }
-        guard delivered == length else { return readFromFile(into: buffer, maxLength: len) }
-        let count = copy(tail, from: tailDelivered, into: buffer, maxLength: len)
-        tailDelivered += count
-        if tailDelivered == tail.count { finish() }
+        delivered += Int64(count)
+        skipDeliveredSegments()
         announce()
         return count
+    }
+
+    /// Moves past the segments whose every byte is delivered (empty ones
+    /// included), closing their files, and ends the stream after the last.
+    private func skipDeliveredSegments() {
+        while index < segments.count, delivered == segments[index].count {
+            try? sources.removeValue(forKey: index)?.close()
+            index += 1
+            delivered = 0
+        }
+        if index == segments.count { finish() }
     }
 
     /// Copies the bytes of `bytes` from `start` into `buffer`, as many as
@@ -164,9 +197,13 @@ final class BoundedFileStream: InputStream {
         return count
     }
 
-    /// Reads the next bytes of the file into `buffer`.
-    private func readFromFile(into buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
-        guard let source else { return -1 }
+    /// Reads the next bytes of the current segment, `length` bytes of its
+    /// file from `offset`, into `buffer`; `nil` when the read failed the
+    /// stream.
+    private func readFromFile(
+        into buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int, offset: Int64, length: Int64
+    ) -> Int? {
+        guard let source = sources[index] else { return nil }
         let wanted = Int(min(Int64(len), length - delivered))
         // Straight into the session's buffer: nothing allocated per read.
         var count: Int
@@ -178,14 +215,8 @@ final class BoundedFileStream: InputStream {
             // end.
             let ended = Failure.fileEnded(found: offset + delivered, expected: offset + length)
             fail(count == 0 ? ended : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO))
-            return -1
+            return nil
         }
-        delivered += Int64(count)
-        if delivered == length {
-            releaseFile()
-            if tail.isEmpty { finish() }
-        }
-        announce()
         return count
     }
 
@@ -273,23 +304,22 @@ final class BoundedFileStream: InputStream {
         weak var stream: BoundedFileStream?
     }
 
-    /// Every byte delivered: release the file at once.
+    /// Every byte delivered: release the files at once.
     private func finish() {
         status = .atEnd
-        releaseFile()
+        releaseFiles()
     }
 
-    /// Closes the file: its bytes are all delivered, or the stream ended.
-    private func releaseFile() {
-        try? source?.close()
-        source = nil
+    /// Closes the files: the stream ended.
+    private func releaseFiles() {
+        for source in sources.values { try? source.close() }
+        sources = [:]
     }
 
     private func fail(_ error: any Error) {
         failure = error
         status = .error
-        try? source?.close()
-        source = nil
+        releaseFiles()
         announce()
     }
 }

@@ -142,8 +142,9 @@ final class FileBodyTransport: HTTPTransport {
             return
         case .data(let data):
             try append(data)
-        case .file(let file, let offset, let length, let head, let tail):
-            let stream = BoundedFileStream(file: file, offset: offset, length: length, head: head, tail: tail)
+        case .file, .segments:
+            let segments = body.segments
+            let stream = BoundedFileStream(segments: segments)
             stream.open()
             defer { stream.close() }
             var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -151,8 +152,9 @@ final class FileBodyTransport: HTTPTransport {
                 let count = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
                 if count == 0 { return }
                 guard count > 0 else {
-                    throw BoundedFileStream.failure(of: file, upTo: offset + length)
-                        ?? .unreadableFile(file, reason: stream.streamError.map { "\($0)" } ?? "it could not be read")
+                    let reason = stream.streamError.map { "\($0)" } ?? "it could not be read"
+                    throw BoundedFileStream.failure(of: segments)
+                        ?? .unreadableFile(stream.failedFile ?? part, reason: reason)
                 }
                 try append(Data(buffer[..<count]))
             }

@@ -13,41 +13,66 @@ extension HTTPTransport {
     /// Each performance checks the media first, as `uploader` does (a
     /// missing file or a refused destination fails it, and nothing is
     /// sent), then builds its body afresh with `encode`, given the media's
-    /// size, and sends it with `method`, `headers` and the body's content
-    /// type (which a `Content-Type` in `headers` replaces when
-    /// `headersNameContentType`), and with the media's `Idempotency-Key`
-    /// (a new one per call of this method when it has none) unless
-    /// `headers` name one. The receipt, and that of an
-    /// ``UploadError/httpStatus(_:)``, names `filename` when given.
+    /// size, and sends it as ``upload(to:method:headers:headersNameContentType:idempotencyKey:filename:prepare:progress:)``
+    /// does, with the media's `Idempotency-Key` (a new one per call of this
+    /// method when it has none) when `sendsIdempotencyKey`.
     func upload(
         _ media: Media,
         checkedBy uploader: some Uploader,
         method: String,
         headers: [String: String],
         headersNameContentType: Bool,
+        sendsIdempotencyKey: Bool = true,
         filename: String? = nil,
         encode: @escaping @Sendable (_ size: Int64) -> (contentType: String, body: HTTPBody),
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let idempotencyKey = media.idempotencyKey ?? UUID().uuidString
-        return Job { [self] controller in
-            let size: Int64
+        upload(
+            to: media.destination, method: method, headers: headers, headersNameContentType: headersNameContentType,
+            idempotencyKey: sendsIdempotencyKey ? media.idempotencyKey ?? UUID().uuidString : nil,
+            filename: filename, prepare: { encode(try uploader.checkedSize(of: media)) }, progress: progress)
+    }
+
+    /// A job that sends one request to `destination` and finishes with the
+    /// server's receipt.
+    ///
+    /// Each performance builds its body afresh with `prepare`, whose error
+    /// fails it before anything is sent, and sends it with `method`,
+    /// `headers` and the body's content type (which a `Content-Type` in
+    /// `headers` replaces when `headersNameContentType`), and with
+    /// `idempotencyKey` as its `Idempotency-Key` unless `headers` name one.
+    /// The receipt, and that of an ``UploadError/httpStatus(_:)``, names
+    /// `filename` when given.
+    func upload(
+        to destination: URL,
+        method: String,
+        headers: [String: String],
+        headersNameContentType: Bool,
+        idempotencyKey: String?,
+        filename: String?,
+        prepare: @escaping @Sendable () throws -> (contentType: String, body: HTTPBody),
+        progress: @escaping @Sendable (UploadProgress) -> Void
+    ) -> Job<UploadReceipt> {
+        Job { [self] controller in
+            let contentType: String
+            let body: HTTPBody
             do {
-                size = try uploader.checkedSize(of: media)
+                (contentType, body) = try prepare()
             } catch {
                 controller.fail(with: error)
                 return
             }
-            let (contentType, body) = encode(size)
-            var request = URLRequest(url: media.destination)
+            var request = URLRequest(url: destination)
             request.httpMethod = method
             request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-            request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
+            if let idempotencyKey {
+                request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key")
+            }
             for (name, value) in headers where headersNameContentType || name.lowercased() != "content-type" {
                 request.setValue(value, forHTTPHeaderField: name)
             }
             controller.perform(
-                send(request, body: body, destination: media.destination, task: "upload", progress: progress)
+                send(request, body: body, destination: destination, task: "upload", progress: progress)
             ) {
                 controller.complete(with: Self.naming(filename, in: $0.map(\.receipt)))
             }

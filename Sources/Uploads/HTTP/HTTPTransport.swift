@@ -133,16 +133,39 @@ enum HTTPBody: Sendable, Hashable {
     /// Bytes in memory.
     case data(Data)
     /// `length` bytes of `file` from `offset`, streamed from disk as they
-    /// are sent, between the bytes of `head` and those of `tail` (a form's
-    /// fields and closing boundary; none by default).
-    case file(URL, offset: Int64, length: Int64, head: Data = Data(), tail: Data = Data())
+    /// are sent.
+    case file(URL, offset: Int64, length: Int64)
+    /// Bytes in memory and ranges of files, one after another (a form's
+    /// parts and the bytes around them), each file streamed from disk as
+    /// it is sent.
+    case segments([BodySegment])
 
     /// How many bytes the body holds.
     var count: Int64 {
         switch self {
         case .empty: 0
         case .data(let data): Int64(data.count)
-        case .file(_, _, let length, let head, let tail): Int64(head.count) + length + Int64(tail.count)
+        case .file(_, _, let length): length
+        case .segments(let segments): segments.reduce(0) { $0 + $1.count }
+        }
+    }
+
+    /// A body of `segments`: bytes in memory when they are bytes alone.
+    init(segments: [BodySegment]) {
+        let bytes = segments.compactMap { segment -> Data? in
+            guard case .bytes(let bytes) = segment else { return nil }
+            return bytes
+        }
+        self = bytes.count == segments.count ? .data(bytes.reduce(Data(), +)) : .segments(segments)
+    }
+
+    /// The body as segments: what a stream of it sends.
+    var segments: [BodySegment] {
+        switch self {
+        case .empty: []
+        case .data(let data): [.bytes(data)]
+        case .file(let file, let offset, let length): [.file(file, offset: offset, length: length)]
+        case .segments(let segments): segments
         }
     }
 
@@ -150,10 +173,24 @@ enum HTTPBody: Sendable, Hashable {
     /// around them; `nil` for any other body. The whole file when it still
     /// holds `length` bytes, which is for the caller to check.
     var fileFromItsStart: (file: URL, length: Int64)? {
-        guard case .file(let file, 0, let length, let head, let tail) = self, head.isEmpty, tail.isEmpty else {
-            return nil
-        }
+        guard case .file(let file, 0, let length) = self else { return nil }
         return (file, length)
+    }
+}
+
+/// One piece of a body sent in pieces.
+enum BodySegment: Sendable, Hashable {
+    /// Bytes in memory.
+    case bytes(Data)
+    /// `length` bytes of `file` from `offset`.
+    case file(URL, offset: Int64, length: Int64)
+
+    /// How many bytes the segment holds.
+    var count: Int64 {
+        switch self {
+        case .bytes(let bytes): Int64(bytes.count)
+        case .file(_, _, let length): length
+        }
     }
 }
 

@@ -50,7 +50,7 @@ final class InProcessTransport: HTTPTransport {
         return Job { [self] controller in
             var request = request
             let task: URLSessionTask
-            var range: URLSessionUploadDelegate.FileRange?
+            var files: [BodySegment]?
             var streamed: Data?
             switch resendable || body != .empty ? body : .data(Data()) {
             case .empty:
@@ -63,7 +63,7 @@ final class InProcessTransport: HTTPTransport {
                 request.frameStreamedBodyByLengthAlone()
                 task = session.uploadTask(withStreamedRequest: request)
                 streamed = data
-            case .file(let file, let offset, let length, let head, let tail):
+            case .file, .segments:
                 // Streamed from disk as it is sent, framed by Content-Length
                 // alone. (`uploadTask(with:fromFile:)` is not used: on Linux,
                 // cancelling one mid-way crashes FoundationNetworking; a
@@ -71,13 +71,13 @@ final class InProcessTransport: HTTPTransport {
                 request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
                 request.frameStreamedBodyByLengthAlone()
                 task = session.uploadTask(withStreamedRequest: request)
-                range = .init(file: file, offset: offset, length: length, head: head, tail: tail)
+                files = body.segments
             }
             let url = request.url ?? destination
             let answer = TaskAnswer(call, size: body.count) { result in
                 controller.complete(with: result.map { HTTPAnswer(url: url, receipt: $0.receipt, body: $0.body) })
             }
-            delegate.register(task, answer: answer, file: range, bytes: streamed, resendable: resendable)
+            delegate.register(task, answer: answer, files: files, bytes: streamed, resendable: resendable)
             controller.onCancel { [delegate] in
                 delegate.forget(task)
                 task.cancel()

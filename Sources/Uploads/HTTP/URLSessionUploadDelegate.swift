@@ -8,27 +8,17 @@ import FoundationNetworking
 /// The session delegate of an ``InProcessTransport``: routes each task's events to
 /// the request it belongs to.
 final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable {
-    /// The part of a file a body streams, and the bytes around it.
-    struct FileRange: Sendable, Hashable {
-        var file: URL
-        var offset: Int64
-        var length: Int64
-        var head = Data()
-        var tail = Data()
-    }
-
     /// What one running request needs from the session's events.
     private struct Upload: Sendable {
         /// What its events make of it.
         var answer: TaskAnswer
-        /// The part of a file the body streams from, when it is not in
-        /// memory.
-        var file: FileRange?
+        /// The segments the body streams from, when it reads files.
+        var files: [BodySegment]?
         /// The bytes in memory a body streams from, when it is sent as a
         /// stream.
         var bytes: Data?
         /// Whether the transport may send the body again by itself (see
-        /// ``register(_:answer:file:bytes:resendable:)``).
+        /// ``register(_:answer:files:bytes:resendable:)``).
         var resendable: Bool
         /// The streams handed out so far.
         var streams = 0
@@ -39,7 +29,8 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     private let uploads = Lock<[Int: Upload]>([:])
 
     /// Routes the events of `task` to `answer`, the request's, whose body
-    /// streams from `file` or `bytes` when there is one.
+    /// streams from `files` (segments that read files) or `bytes` when
+    /// there is one.
     ///
     /// Unless it is `resendable`, the body is not streamed again once some
     /// of it went out: libcurl (FoundationNetworking's transport) sends a
@@ -51,11 +42,11 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
     func register(
         _ task: URLSessionTask,
         answer: TaskAnswer,
-        file: FileRange?,
+        files: [BodySegment]?,
         bytes: Data? = nil,
         resendable: Bool = true
     ) {
-        let upload = Upload(answer: answer, file: file, bytes: bytes, resendable: resendable)
+        let upload = Upload(answer: answer, files: files, bytes: bytes, resendable: resendable)
         uploads.withLock { $0[task.taskIdentifier] = upload }
     }
 
@@ -90,10 +81,8 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         }
         if refused {
             completionHandler(BoundedFileStream.refusal())
-        } else if let range = upload.file {
-            completionHandler(
-                BoundedFileStream(
-                    file: range.file, offset: range.offset, length: range.length, head: range.head, tail: range.tail))
+        } else if let files = upload.files {
+            completionHandler(BoundedFileStream(segments: files))
         } else if let bytes = upload.bytes {
             completionHandler(InputStream(data: bytes))
         } else {
@@ -128,8 +117,8 @@ final class URLSessionUploadDelegate: NSObject, URLSessionDataDelegate, Sendable
         // aborts the transfer, which the session reports as URLError(.unknown)
         // and nothing more: say what happened.
         var fileFailure: UploadError?
-        if let range = upload.file, (error as? URLError)?.code == .unknown {
-            fileFailure = BoundedFileStream.failure(of: range.file, upTo: range.offset + range.length)
+        if let files = upload.files, (error as? URLError)?.code == .unknown {
+            fileFailure = BoundedFileStream.failure(of: files)
         }
         upload.answer.ended(response: task.response, error: error, fileFailure: fileFailure)
     }

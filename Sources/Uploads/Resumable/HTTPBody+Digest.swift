@@ -5,23 +5,26 @@ extension HTTPBody {
     /// The body's `Digest` (MD5, SHA-1), found on the calling thread
     /// (which waits for the disk).
     func digest<Digest: StreamingDigest>(_: Digest.Type) throws(UploadError) -> Data {
-        switch self {
-        case .empty: Digest.digest(of: Data())
-        case .data(let data): Digest.digest(of: data)
-        case .file(let file, let offset, let length, let head, let tail):
-            try Self.digest(Digest.self, of: file, offset: offset, length: length, head: head, tail: tail)
+        var digest = Digest()
+        for segment in segments {
+            switch segment {
+            case .bytes(let bytes): digest.update(bytes)
+            case .file(let file, let offset, let length):
+                try Self.update(&digest, with: file, offset: offset, length: length)
+            }
         }
+        return digest.finalize()
     }
 
-    /// The `Digest` of `head`, `length` bytes of `file` from `offset`, then
-    /// `tail`; an error when the file cannot be read or ends sooner.
+    /// Adds `length` bytes of `file` from `offset` to `digest`; an error
+    /// when the file cannot be read or ends sooner.
     ///
     /// Read 64 KiB at a time into one buffer: below the size from which
     /// the C library maps each allocation afresh (and the kernel zeroes its
     /// pages), which would cost more than hashing them.
-    private static func digest<Digest: StreamingDigest>(
-        _: Digest.Type, of file: URL, offset: Int64, length: Int64, head: Data, tail: Data
-    ) throws(UploadError) -> Data {
+    private static func update<Digest: StreamingDigest>(
+        _ digest: inout Digest, with file: URL, offset: Int64, length: Int64
+    ) throws(UploadError) {
         let handle: FileHandle
         do {
             handle = try FileHandle(forReadingFrom: file)
@@ -32,8 +35,6 @@ extension HTTPBody {
         defer { try? handle.close() }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { buffer.deallocate() }
-        var digest = Digest()
-        digest.update(head)
         var read: Int64 = 0
         while read < length {
             var count: Int
@@ -50,7 +51,5 @@ extension HTTPBody {
             digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             read += Int64(count)
         }
-        digest.update(tail)
-        return digest.finalize()
     }
 }

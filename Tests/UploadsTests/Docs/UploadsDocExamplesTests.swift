@@ -302,6 +302,19 @@ struct UploadsDocExamplesTests {
     /// Compiled, not run: these need a server.
     private func serverExamples(video: Video, post: Post, token: String, beach: URL) async throws {
         do {
+            let (dunes, metadata) = (beach, Data("{}".utf8))
+            let endpoint = URL(string: "https://example.com/albums/1/photos")!
+            // BEGIN DOC
+            var form = FormData()
+            form.append("Dawn over the bay", named: "caption")
+            form.append(metadata, named: "meta", contentType: "application/json")
+            form.append(fileAt: beach, named: "images[]")
+            form.append(fileAt: dunes, named: "images[]", headers: ["Content-Language": "fr"])
+            let receipt = try await Job.uploading(form, to: endpoint, using: MultipartFormUploader()).value
+            // END DOC
+            _ = receipt
+        }
+        do {
             let surf = beach
             // BEGIN DOC
             let server = try MastodonServer(url: URL(string: "https://social.example")!, token: token)

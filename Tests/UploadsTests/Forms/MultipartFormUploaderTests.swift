@@ -13,36 +13,117 @@ import FoundationNetworking
 /// The bytes of a form, exactly: what the parsers below agree with.
 @Suite("Multipart form encoding", .timeLimit(.minutes(1)))
 struct MultipartFormTests {
+    /// The text of a body that is bytes alone.
+    static func text(of segments: [BodySegment]) -> String? {
+        guard case .data(let data) = HTTPBody(segments: segments) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
     @Test func fieldsInTheirOrderThenTheFilePartEveryLineEndedByCRLF() {
         let form = MultipartForm(boundary: "b0undary")
-        let head = form.head(
-            fields: [
-                FormField(name: "media_ids[]", value: "1"), FormField(name: "media_ids[]", value: "2"),
-                FormField(name: "description", value: "two\nlines, é"),
-            ],
-            fileField: "file", filename: "beach.jpg", contentType: "image/jpeg")
+        let parts = [
+            FormData.Part(name: "media_ids[]", content: .text("1")),
+            FormData.Part(name: "media_ids[]", content: .text("2")),
+            FormData.Part(name: "description", content: .text("two\nlines, é")),
+            FormData.Part(
+                name: "file", content: .bytes(Data("JPEG".utf8)), filename: "beach.jpg", contentType: "image/jpeg"),
+        ]
 
-        let expected =
+        let expected: String =
             "--b0undary\r\nContent-Disposition: form-data; name=\"media_ids[]\"\r\n\r\n1\r\n"
             + "--b0undary\r\nContent-Disposition: form-data; name=\"media_ids[]\"\r\n\r\n2\r\n"
             + "--b0undary\r\nContent-Disposition: form-data; name=\"description\"\r\n\r\ntwo\nlines, é\r\n"
             + "--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"beach.jpg\"\r\n"
-            + "Content-Type: image/jpeg\r\n\r\n"
-        #expect(String(decoding: head, as: UTF8.self) == expected, "a value is sent as given")
-        #expect(String(decoding: form.tail, as: UTF8.self) == "\r\n--b0undary--\r\n")
+            + "Content-Type: image/jpeg\r\n\r\nJPEG\r\n--b0undary--\r\n"
+        #expect(Self.text(of: form.body(of: parts, fileSizes: [:])) == expected, "a value is sent as given")
         #expect(form.contentType == "multipart/form-data; boundary=b0undary")
+    }
+
+    @Test func eachFileIsReadFromDiskBetweenTheBytesAroundItWithItsSize() {
+        let form = MultipartForm(boundary: "b")
+        let (beach, dunes) = (URL(fileURLWithPath: "/photos/beach.jpg"), URL(fileURLWithPath: "/photos/dunes.png"))
+        var data = FormData()
+        data.append(fileAt: beach, named: "images[]")
+        data.append("Dawn", named: "caption")
+        data.append(
+            fileAt: dunes, named: "images[]", filename: "dunes-2.png", headers: ["X-B": "2", "content-language": "fr"])
+        data.append(Data("{}".utf8), named: "meta", contentType: "application/json")
+
+        let segments = form.body(of: data.parts, fileSizes: [0: 1_000, 2: 2_000])
+
+        #expect(segments.count == 5)
+        #expect(segments[1] == .file(beach, offset: 0, length: 1_000))
+        #expect(segments[3] == .file(dunes, offset: 0, length: 2_000))
+        let first: String =
+            "--b\r\nContent-Disposition: form-data; name=\"images[]\"; filename=\"beach.jpg\"\r\n"
+            + "Content-Type: image/jpeg\r\n\r\n"
+        let between: String =
+            "\r\n--b\r\nContent-Disposition: form-data; name=\"caption\"\r\n\r\nDawn\r\n"
+            + "--b\r\nContent-Disposition: form-data; name=\"images[]\"; filename=\"dunes-2.png\"\r\n"
+            + "Content-Type: image/png\r\ncontent-language: fr\r\nX-B: 2\r\n\r\n"
+        let last: String =
+            "\r\n--b\r\nContent-Disposition: form-data; name=\"meta\"\r\nContent-Type: application/json\r\n\r\n"
+            + "{}\r\n--b--\r\n"
+        #expect(Self.text(of: [segments[0]]) == first)
+        #expect(Self.text(of: [segments[2]]) == between, "the part's own headers after its type, by name")
+        #expect(Self.text(of: [segments[4]]) == last)
+        #expect(HTTPBody.segments(segments).count == Int64(segments.reduce(0) { $0 + $1.count }))
+    }
+
+    @Test func aPartsDefaultsAreWhatABrowserSends() {
+        var form = FormData()
+        form.append(fileAt: URL(fileURLWithPath: "/a/Clip.MOV"), named: "video")
+        form.append(fileAt: URL(fileURLWithPath: "/a/notes"), named: "notes")
+        form.append(Data("x".utf8), named: "thumb", filename: "thumb")
+        form.append(Data("x".utf8), named: "raw")
+        form.append("v", named: "field")
+
+        let filenames: [String?] = ["Clip.MOV", "notes", "thumb", nil, nil]
+        #expect(form.parts.map(\.filename) == filenames)
+        let types: [String?] = ["video/quicktime", "application/octet-stream", "application/octet-stream", nil, nil]
+        #expect(form.parts.map(\.contentType) == types)
+        #expect(form.parts[0].content == .file(URL(fileURLWithPath: "/a/Clip.MOV")))
+        #expect(FormData.contentType(ofFileNamed: "beach.JPG") == "image/jpeg")
+        #expect(FormData.contentType(ofFileNamed: "archive.tar.gz") == "application/octet-stream")
+        #expect(FormData.contentType(ofFileNamed: ".jpg") == "image/jpeg")
+    }
+
+    @Test(arguments: [
+        (["X Y": "1"], "part 1 (\"meta\") has a header named \"X Y\", not a valid name"),
+        (["": "1"], "part 1 (\"meta\") has a header named \"\", not a valid name"),
+        (["Ünicode": "1"], "part 1 (\"meta\") has a header named \"Ünicode\", not a valid name"),
+        (["X-A": "1\r\nX-B: 2"], "part 1 (\"meta\")'s header X-A has a line break or a NUL in its value"),
+        (
+            ["content-disposition": "form-data; name=\"x\""],
+            "part 1 (\"meta\") sets Content-Disposition, which the form writes from its name and file name"
+        ),
+        (
+            ["Content-Type": "text/plain"],
+            "part 1 (\"meta\") sets Content-Type in its headers: give it as its content type"
+        ),
+    ])
+    func aHeaderAPartCannotCarryIsRefusedWithWhy(headers: [String: String], reason: String) {
+        let destination = URL(string: "https://social.example/api/v2/media")!
+        let parts = [FormData.Part(name: "meta", content: .text("{}"), headers: headers)]
+        #expect(throws: UploadError.invalidForm(destination, reason: reason)) {
+            try MultipartForm.validate(parts, to: destination)
+        }
+        let fine = [FormData.Part(name: "meta", content: .text("{}"), headers: ["X-Ok_1.~": "é; a=\"b\""])]
+        #expect(throws: Never.self) { try MultipartForm.validate(fine, to: destination) }
     }
 
     @Test func namesAndFilenamesEscapeQuotesCRAndLFAsTheHTMLStandardDoesAndNothingElse() {
         #expect(MultipartForm.escaped("a\"b\rc\nd") == "a%22b%0Dc%0Ad")
         #expect(MultipartForm.escaped("é 😀 100% \\ ; = '") == "é 😀 100% \\ ; = '")
         #expect(MultipartForm.escaped("\r\n") == "%0D%0A")
-        let head = MultipartForm(boundary: "b").head(
-            fields: [FormField(name: "x\"y", value: "v\"")], fileField: "f\n", filename: "a\".jpg",
-            contentType: "image/jpeg")
-        let text = String(decoding: head, as: UTF8.self)
-        #expect(text.contains("name=\"x%22y\"\r\n\r\nv\"\r\n"), "the value is not escaped")
-        #expect(text.contains("name=\"f%0A\"; filename=\"a%22.jpg\"\r\n"))
+        let form = MultipartForm(boundary: "b")
+        let field = form.head(of: FormData.Part(name: "x\"y", content: .text("v\"")))
+        let file = form.head(
+            of: FormData.Part(name: "f\n", content: .bytes(Data()), filename: "a\".jpg", contentType: "image/jpeg"))
+        #expect(String(decoding: field, as: UTF8.self).contains("name=\"x%22y\"\r\n\r\n"))
+        #expect(String(decoding: file, as: UTF8.self).contains("name=\"f%0A\"; filename=\"a%22.jpg\"\r\n"))
+        let body = Self.text(of: form.body(of: [FormData.Part(name: "x", content: .text("v\""))], fileSizes: [:]))
+        #expect(body?.contains("\r\n\r\nv\"\r\n") == true, "the value is not escaped")
     }
 
     @Test func eachFormHasABoundaryOf128RandomBits() {

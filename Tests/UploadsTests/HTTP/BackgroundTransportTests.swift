@@ -147,7 +147,8 @@ struct BackgroundTransportTests {
         let answer = Data(String(repeating: "a", count: 6_000).utf8)
 
         let (recorder, _) = send(
-            .file(source, offset: 0, length: 100_000, head: head, tail: tail), through: transport, answerLimit: 5_000,
+            .segments([.bytes(head), .file(source, offset: 0, length: 100_000), .bytes(tail)]), through: transport,
+            answerLimit: 5_000,
             progress: progress)
         let task = try #require(session.tasks.first)
         #expect(task.bytes == head + (try Data(contentsOf: source)) + tail, "the whole form, from a file")

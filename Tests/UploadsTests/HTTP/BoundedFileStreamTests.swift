@@ -133,6 +133,68 @@ struct BoundedFileStreamTests {
         #expect(stream.streamError as? BoundedFileStream.Failure == .fileEnded(found: 70_000, expected: 80_000))
     }
 
+    // MARK: - Several files (a form's)
+
+    @Test(arguments: [1, 7, 4_096, 65_536, 1 << 20])
+    func severalFilesAndTheBytesAroundThemAreEachInTurnThenTheEnd(bufferSize: Int) throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let (first, second) = (folder.url.appendingPathComponent("a.jpg"), folder.url.appendingPathComponent("b.mp4"))
+        try writePatternedFile(first, size: 70_000)
+        try Data(repeating: 0xAB, count: 130_001).write(to: second)
+        let stream = BoundedFileStream(segments: [
+            .file(first, offset: 0, length: 70_000), .bytes(Data("between".utf8)), .bytes(Data()),
+            .file(second, offset: 1, length: 130_000), .file(first, offset: 5, length: 0), .bytes(Data("end".utf8)),
+        ])
+        stream.open()
+
+        let read = try #require(Self.readAll(stream, bufferSize: bufferSize))
+
+        var expected = try Data(contentsOf: first)
+        expected += Data("between".utf8)
+        expected += Data(repeating: 0xAB, count: 130_000)
+        expected += Data("end".utf8)
+        #expect(read == expected)
+        #expect(stream.streamStatus == .atEnd)
+    }
+
+    @Test func aSecondFileThatIsMissingFailsTheStreamBeforeItsFirstByte() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let first = folder.url.appendingPathComponent("a.jpg")
+        let missing = folder.url.appendingPathComponent("gone.mp4")
+        try writePatternedFile(first, size: 1_000)
+        let segments: [BodySegment] = [
+            .bytes(Data("head".utf8)), .file(first, offset: 0, length: 1_000), .file(missing, offset: 0, length: 10),
+        ]
+        let stream = BoundedFileStream(segments: segments)
+        stream.open()
+        #expect(stream.streamStatus == .error)
+        #expect(stream.failedFile == missing)
+        #expect(BoundedFileStream.failure(of: segments) == .fileNotFound(missing))
+    }
+
+    @Test func aMiddleFileThatEndsSoonerFailsTheReadBeforeTheRest() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let (first, second) = (folder.url.appendingPathComponent("a.jpg"), folder.url.appendingPathComponent("b.mp4"))
+        try writePatternedFile(first, size: 1_000)
+        try writePatternedFile(second, size: 5_000)
+        let segments: [BodySegment] = [
+            .file(first, offset: 0, length: 1_000), .file(second, offset: 0, length: 9_000), .bytes(Data("end".utf8)),
+        ]
+        let stream = BoundedFileStream(segments: segments)
+        stream.open()
+        #expect(Self.readAll(stream, bufferSize: 4_096) == nil)
+        #expect(stream.streamError as? BoundedFileStream.Failure == .fileEnded(found: 5_000, expected: 9_000))
+        #expect(stream.failedFile == second)
+        guard case .unreadableFile(second, let reason)? = BoundedFileStream.failure(of: segments) else {
+            Issue.record("expected the second file to be named")
+            return
+        }
+        #expect(reason == "it shrank from 9000 to 5000 bytes during the upload")
+    }
+
     // MARK: - Run-loop events
 
     /// What a delegate that reads on each event saw.

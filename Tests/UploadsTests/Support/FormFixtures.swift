@@ -9,7 +9,8 @@ import FoundationNetworking
 /// `Request.formData()` (in `upload_server.js`) or Werkzeug's (in
 /// `form_server.py`).
 struct ParsedForm: Decodable, Sendable, Hashable {
-    /// A field (`value`) or a file (`filename`, `type`, `size`, `sha256`).
+    /// A field (`value`) or a file (`filename`, `type`, `size`, `sha256`,
+    /// and with Werkzeug its part's `headers`).
     struct Entry: Decodable, Sendable, Hashable {
         let name: String
         let value: String?
@@ -17,9 +18,26 @@ struct ParsedForm: Decodable, Sendable, Hashable {
         let type: String?
         let size: Int?
         let sha256: String?
+        let headers: [[String]]?
+    }
+
+    /// A part as the standard library's MIME parser (`email`) read it:
+    /// every header, in order, and the bytes.
+    struct Part: Decodable, Sendable, Hashable {
+        let name: String?
+        let filename: String?
+        /// Its Content-Type header; `nil` without one.
+        let type: String?
+        let size: Int
+        let sha256: String
+        let headers: [[String]]
     }
 
     let entries: [Entry]
+    /// `form_server.py`'s only: the request's method, and every part as
+    /// the `email` parser read it.
+    let method: String?
+    let parts: [Part]?
     /// Werkzeug's only: the request's `Content-Length`, the bytes of body
     /// it read, and its `Transfer-Encoding`.
     let contentLength: Int?

@@ -36,7 +36,9 @@ final class RecordingTransport: HTTPTransport {
 
     /// The files the bodies sent so far were read from.
     var bodyFiles: [URL] {
-        sent.compactMap { if case .file(let file, _, _, _, _) = $0.body { file } else { nil } }
+        sent.flatMap { sent in
+            sent.body.segments.compactMap { if case .file(let file, _, _) = $0 { file } else { nil } }
+        }
     }
 
     func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {

@@ -1,0 +1,192 @@
+import Foundation
+import JobKit
+
+/// A multipart/form-data form (RFC 7578) of any number of parts: text
+/// fields, bytes with a content type of their own, and files, each with
+/// headers of its own if it needs them. Sent in one request by
+/// `Job.uploading(_:to:using:progress:)`.
+///
+/// ```swift
+/// var form = FormData()
+/// form.append("Dawn over the bay", named: "caption")
+/// form.append(metadata, named: "meta", contentType: "application/json")
+/// form.append(fileAt: beach, named: "images[]")
+/// form.append(fileAt: dunes, named: "images[]", headers: ["Content-Language": "fr"])
+/// let receipt = try await Job.uploading(form, to: endpoint, using: MultipartFormUploader()).value
+/// ```
+///
+/// Parts are sent in the order they were appended, and names may repeat.
+/// A file is read from disk as the form is sent, never copied into
+/// memory; its size is read when the upload starts, so that the request
+/// carries an exact `Content-Length`.
+public struct FormData: Sendable, Hashable {
+    /// One part of a form: its name, its content, and how it is described.
+    public struct Part: Sendable, Hashable {
+        /// What a part holds.
+        public enum Content: Sendable, Hashable {
+            /// Text, sent as UTF-8: a form's field.
+            case text(String)
+            /// Bytes in memory.
+            case bytes(Data)
+            /// The contents of a file, read as the form is sent.
+            case file(URL)
+        }
+
+        /// The part's name: the field's name on the server.
+        public var name: String
+        /// What the part holds.
+        public var content: Content
+        /// The file name the server is told, in the part's
+        /// `Content-Disposition`; `nil` sends none (a field, or bytes that
+        /// are not a file).
+        public var filename: String?
+        /// The part's `Content-Type`; `nil` sends none, which the server
+        /// reads as plain text (RFC 7578).
+        public var contentType: String?
+        /// More headers of the part, sent after its `Content-Disposition`
+        /// and `Content-Type`, in the order of their names. They may name
+        /// neither of those two: the form writes them from ``name``,
+        /// ``filename`` and ``contentType``.
+        public var headers: [String: String]
+
+        /// Creates a part.
+        public init(
+            name: String,
+            content: Content,
+            filename: String? = nil,
+            contentType: String? = nil,
+            headers: [String: String] = [:]
+        ) {
+            self.name = name
+            self.content = content
+            self.filename = filename
+            self.contentType = contentType
+            self.headers = headers
+        }
+    }
+
+    /// The parts, in the order they are sent.
+    public var parts: [Part]
+
+    /// Creates a form of `parts`; none by default.
+    public init(parts: [Part] = []) {
+        self.parts = parts
+    }
+
+    /// Appends a text field.
+    public mutating func append(_ value: String, named name: String) {
+        parts.append(Part(name: name, content: .text(value)))
+    }
+
+    /// Appends bytes: a file made in memory (with a `filename`), or a value
+    /// with a content type of its own, such as a JSON document.
+    /// - Parameters:
+    ///   - bytes: The part's bytes.
+    ///   - name: The part's name.
+    ///   - filename: The file name the server is told; none by default.
+    ///   - contentType: The part's content type; none by default, or
+    ///     `application/octet-stream` when the part has a file name.
+    ///   - headers: More headers of the part; none by default.
+    public mutating func append(
+        _ bytes: Data,
+        named name: String,
+        filename: String? = nil,
+        contentType: String? = nil,
+        headers: [String: String] = [:]
+    ) {
+        let contentType = contentType ?? (filename == nil ? nil : "application/octet-stream")
+        parts.append(
+            Part(name: name, content: .bytes(bytes), filename: filename, contentType: contentType, headers: headers))
+    }
+
+    /// Appends the contents of the file at `file`, read as the form is sent.
+    /// - Parameters:
+    ///   - file: The file.
+    ///   - name: The part's name.
+    ///   - filename: The file name the server is told; by default, the
+    ///     file's own.
+    ///   - contentType: The part's content type; by default, the one its
+    ///     file name's extension names (`image/jpeg` for `.jpg`, `video/mp4`
+    ///     for `.mp4`, and the other common types of photos, videos,
+    ///     sound and documents), else `application/octet-stream`.
+    ///   - headers: More headers of the part; none by default.
+    public mutating func append(
+        fileAt file: URL,
+        named name: String,
+        filename: String? = nil,
+        contentType: String? = nil,
+        headers: [String: String] = [:]
+    ) {
+        let filename = filename ?? file.lastPathComponent
+        parts.append(
+            Part(
+                name: name, content: .file(file), filename: filename,
+                contentType: contentType ?? Self.contentType(ofFileNamed: filename), headers: headers))
+    }
+
+    /// The content type a file name's extension names, for the common
+    /// types of photos, videos, sound and documents; else
+    /// `application/octet-stream`, what browsers send for a type they do
+    /// not know.
+    static func contentType(ofFileNamed filename: String) -> String {
+        let dot = filename.lastIndex(of: ".")
+        let pathExtension = dot.map { filename[filename.index(after: $0)...].lowercased() } ?? ""
+        return contentTypes[pathExtension] ?? "application/octet-stream"
+    }
+
+    private static let contentTypes = [
+        "jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp",
+        "heic": "image/heic", "heif": "image/heif", "avif": "image/avif", "tif": "image/tiff", "tiff": "image/tiff",
+        "svg": "image/svg+xml", "mp4": "video/mp4", "m4v": "video/x-m4v", "mov": "video/quicktime",
+        "webm": "video/webm", "mp3": "audio/mpeg", "m4a": "audio/mp4", "aac": "audio/aac", "wav": "audio/wav",
+        "ogg": "audio/ogg", "pdf": "application/pdf", "json": "application/json", "zip": "application/zip",
+        "txt": "text/plain", "csv": "text/csv", "html": "text/html",
+    ]
+}
+
+extension Job where Success == UploadReceipt {
+    /// A job that sends `form` to `destination` in one request of
+    /// `uploader`'s (after its ``MultipartFormUploader/fields``, with its
+    /// method and headers) and finishes with the server's receipt.
+    ///
+    /// Each performance checks the form first: a missing or unreadable
+    /// file fails it with ``UploadError/fileNotFound(_:)`` or
+    /// ``UploadError/unreadableFile(_:reason:)``, a header a part cannot
+    /// carry with ``UploadError/invalidForm(_:reason:)``, and nothing is
+    /// sent. Then it streams every file from disk between the bytes around
+    /// it, with an exact `Content-Length`. It fails with
+    /// ``UploadError/httpStatus(_:)`` for an answer outside 200...299,
+    /// whose receipt (and so the error's sentence) names the form's files.
+    ///
+    /// The job is tried once. Retry it as any job, with
+    /// ``Job/retry(_:onFailedAttempt:)``: every performance sends the same
+    /// `Idempotency-Key` (unless the uploader is made not to send one), so
+    /// a server that honours it keeps a form sent twice once.
+    ///
+    /// Its snapshots name it after its destination, with the bytes sent:
+    /// "upload form to photos (running, 1.2 of 2.4 MB sent)", or "nothing
+    /// sent yet".
+    ///
+    /// - Parameters:
+    ///   - form: The form.
+    ///   - destination: Where it goes.
+    ///   - uploader: What sends it.
+    ///   - progress: Called as bytes go out, from any thread, with the
+    ///     bytes of the whole form sent.
+    public static func uploading(
+        _ form: FormData,
+        to destination: URL,
+        using uploader: MultipartFormUploader,
+        progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
+    ) -> Job<UploadReceipt> {
+        let sent = Lock(UploadProgress(bytesSent: 0, bytesTotal: 0))
+        return uploader.upload(form, to: destination) { report in
+            sent.withLock { $0 = report }
+            progress(report)
+        }
+        .named("upload form to \(destination.lastPathComponent)") {
+            let sent = sent.withLock { $0 }
+            return sent.bytesTotal == 0 ? "nothing sent yet" : sent.description
+        }
+    }
+}
