@@ -15,7 +15,9 @@ import JobKit
 /// let receipt = try await Job.uploading(form, to: endpoint, using: MultipartFormUploader()).value
 /// ```
 ///
-/// Parts are sent in the order they were appended, and names may repeat.
+/// Parts are sent in the order they were appended, and names may repeat;
+/// a form with no parts is sent as browsers send it, its closing boundary
+/// alone.
 /// A file is read from disk as the form is sent, never copied into
 /// memory; its size is read when the upload starts, so that the request
 /// carries an exact `Content-Length`.
@@ -49,7 +51,9 @@ public struct FormData: Sendable, Hashable {
         /// ``filename`` and ``contentType``.
         public var headers: [String: String]
 
-        /// Creates a part.
+        /// Creates a part, as given: unlike the `append` methods, it guesses
+        /// no file name and no content type (a part with no file name is a
+        /// field to most servers, even one that holds a file).
         public init(
             name: String,
             content: Content,
@@ -84,8 +88,9 @@ public struct FormData: Sendable, Hashable {
     ///   - bytes: The part's bytes.
     ///   - name: The part's name.
     ///   - filename: The file name the server is told; none by default.
-    ///   - contentType: The part's content type; none by default, or
-    ///     `application/octet-stream` when the part has a file name.
+    ///   - contentType: The part's content type; by default none, or when
+    ///     the part has a file name, the one its extension names (as for a
+    ///     file), else `application/octet-stream`.
     ///   - headers: More headers of the part; none by default.
     public mutating func append(
         _ bytes: Data,
@@ -94,7 +99,7 @@ public struct FormData: Sendable, Hashable {
         contentType: String? = nil,
         headers: [String: String] = [:]
     ) {
-        let contentType = contentType ?? (filename == nil ? nil : "application/octet-stream")
+        let contentType = contentType ?? filename.map { Self.contentType(ofFileNamed: $0) }
         parts.append(
             Part(name: name, content: .bytes(bytes), filename: filename, contentType: contentType, headers: headers))
     }
@@ -105,10 +110,11 @@ public struct FormData: Sendable, Hashable {
     ///   - name: The part's name.
     ///   - filename: The file name the server is told; by default, the
     ///     file's own.
-    ///   - contentType: The part's content type; by default, the one its
-    ///     file name's extension names (`image/jpeg` for `.jpg`, `video/mp4`
-    ///     for `.mp4`, and the other common types of photos, videos,
-    ///     sound and documents), else `application/octet-stream`.
+    ///   - contentType: The part's content type; by default, the one the
+    ///     extension of the file name sent names (`image/jpeg` for `.jpg`,
+    ///     `video/mp4` for `.mp4`, and the other common types of photos,
+    ///     videos, sound and documents), else the one the file's own
+    ///     extension names, else `application/octet-stream`.
     ///   - headers: More headers of the part; none by default.
     public mutating func append(
         fileAt file: URL,
@@ -117,11 +123,13 @@ public struct FormData: Sendable, Hashable {
         contentType: String? = nil,
         headers: [String: String] = [:]
     ) {
-        let filename = filename ?? file.lastPathComponent
+        let contentType =
+            contentType ?? Self.knownContentType(ofFileNamed: filename ?? file.lastPathComponent)
+            ?? Self.contentType(ofFileNamed: file.lastPathComponent)
         parts.append(
             Part(
-                name: name, content: .file(file), filename: filename,
-                contentType: contentType ?? Self.contentType(ofFileNamed: filename), headers: headers))
+                name: name, content: .file(file), filename: filename ?? file.lastPathComponent,
+                contentType: contentType, headers: headers))
     }
 
     /// The content type a file name's extension names, for the common
@@ -129,9 +137,14 @@ public struct FormData: Sendable, Hashable {
     /// `application/octet-stream`, what browsers send for a type they do
     /// not know.
     static func contentType(ofFileNamed filename: String) -> String {
-        let dot = filename.lastIndex(of: ".")
-        let pathExtension = dot.map { filename[filename.index(after: $0)...].lowercased() } ?? ""
-        return contentTypes[pathExtension] ?? "application/octet-stream"
+        knownContentType(ofFileNamed: filename) ?? "application/octet-stream"
+    }
+
+    /// The content type a file name's extension names, when it is one of
+    /// the common types; `nil` otherwise.
+    private static func knownContentType(ofFileNamed filename: String) -> String? {
+        guard let dot = filename.lastIndex(of: ".") else { return nil }
+        return contentTypes[filename[filename.index(after: dot)...].lowercased()]
     }
 
     private static let contentTypes = [
@@ -140,7 +153,8 @@ public struct FormData: Sendable, Hashable {
         "svg": "image/svg+xml", "mp4": "video/mp4", "m4v": "video/x-m4v", "mov": "video/quicktime",
         "webm": "video/webm", "mp3": "audio/mpeg", "m4a": "audio/mp4", "aac": "audio/aac", "wav": "audio/wav",
         "ogg": "audio/ogg", "pdf": "application/pdf", "json": "application/json", "zip": "application/zip",
-        "txt": "text/plain", "csv": "text/csv", "html": "text/html",
+        "txt": "text/plain", "csv": "text/csv", "html": "text/html", "xml": "application/xml", "md": "text/markdown",
+        "gz": "application/gzip", "bmp": "image/bmp", "mkv": "video/x-matroska", "flac": "audio/flac",
     ]
 }
 
@@ -149,11 +163,13 @@ extension Job where Success == UploadReceipt {
     /// `uploader`'s (after its ``MultipartFormUploader/fields``, with its
     /// method and headers) and finishes with the server's receipt.
     ///
-    /// Each performance checks the form first: a missing or unreadable
-    /// file fails it with ``UploadError/fileNotFound(_:)`` or
-    /// ``UploadError/unreadableFile(_:reason:)``, a header a part cannot
-    /// carry with ``UploadError/invalidForm(_:reason:)``, and nothing is
-    /// sent. Then it streams every file from disk between the bytes around
+    /// Each performance checks the form first: a destination that is not
+    /// an `http` or `https` URL fails it with
+    /// ``UploadError/invalidDestination(_:reason:)``, a missing or
+    /// unreadable file with ``UploadError/fileNotFound(_:)`` or
+    /// ``UploadError/unreadableFile(_:reason:)``, a header or a content
+    /// type a part cannot carry with ``UploadError/invalidForm(_:reason:)``,
+    /// and nothing is sent. Then it streams every file from disk between the bytes around
     /// it, with an exact `Content-Length`. It fails with
     /// ``UploadError/httpStatus(_:)`` for an answer outside 200...299,
     /// whose receipt (and so the error's sentence) names the form's files.
@@ -164,8 +180,8 @@ extension Job where Success == UploadReceipt {
     /// a server that honours it keeps a form sent twice once.
     ///
     /// Its snapshots name it after its destination, with the bytes sent:
-    /// "upload form to photos (running, 1.2 of 2.4 MB sent)", or "nothing
-    /// sent yet".
+    /// "upload form to albums/1/photos (running, 1.2 of 2.4 MB sent)", or
+    /// "nothing sent yet".
     ///
     /// - Parameters:
     ///   - form: The form.
@@ -184,7 +200,7 @@ extension Job where Success == UploadReceipt {
             sent.withLock { $0 = report }
             progress(report)
         }
-        .named("upload form to \(destination.lastPathComponent)") {
+        .named("upload form to \(UploadError.name(of: destination))") {
             let sent = sent.withLock { $0 }
             return sent.bytesTotal == 0 ? "nothing sent yet" : sent.description
         }

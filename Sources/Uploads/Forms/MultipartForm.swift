@@ -7,8 +7,9 @@ import Foundation
 ///
 /// A part's `Content-Disposition` names it, and its file name when it has
 /// one; its `Content-Type` follows when it has one (the standard sends
-/// none for text fields), then its other headers in the order of their
-/// names. Names and file names are sent in UTF-8 between quotes, with
+/// none for text fields), as given, then its other headers in the order
+/// of their names. A form with no parts is its closing boundary alone, as
+/// browsers send it. Names and file names are sent in UTF-8 between quotes, with
 /// `"`, CR and LF written `%22`, `%0D` and `%0A`, and nothing else
 /// escaped: what browsers send, and what Node's `Request.formData()` and
 /// Werkzeug decode. Values are sent as given, in UTF-8.
@@ -43,8 +44,9 @@ struct MultipartForm: Sendable, Hashable {
             case .text(let text): bytes += Data(text.utf8)
             case .bytes(let data): bytes += data
             case .file(let file):
+                guard let size = fileSizes[index] else { preconditionFailure("no size for the file of part \(index)") }
                 segments.append(.bytes(bytes))
-                segments.append(.file(file, offset: 0, length: fileSizes[index] ?? 0))
+                segments.append(.file(file, offset: 0, length: size))
                 bytes = Data()
             }
             bytes += Data("\r\n".utf8)
@@ -63,7 +65,7 @@ struct MultipartForm: Sendable, Hashable {
         }
         text += "\r\n"
         if let contentType = part.contentType {
-            text += "Content-Type: \(Self.escaped(contentType))\r\n"
+            text += "Content-Type: \(contentType)\r\n"
         }
         for (name, value) in part.headers.sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
             text += "\(name): \(value)\r\n"
@@ -71,13 +73,17 @@ struct MultipartForm: Sendable, Hashable {
         return Data((text + "\r\n").utf8)
     }
 
-    /// Checks that every part's headers can be sent: names that are HTTP
-    /// tokens, other than the two the form writes itself, and values on
-    /// one line.
+    /// Checks that every part's content type and headers can be sent:
+    /// values on one line, header names that are HTTP tokens, each named
+    /// once, and neither of the two the form writes itself.
     static func validate(_ parts: [FormData.Part], to destination: URL) throws(UploadError) {
         for (index, part) in parts.enumerated() {
+            let which = "part \(index + 1) (\"\(part.name)\")"
+            if let contentType = part.contentType, !isOneLine(contentType) {
+                throw .invalidForm(destination, reason: "\(which)'s content type has a line break or a NUL")
+            }
+            var seen: Set<String> = []
             for (name, value) in part.headers.sorted(by: { $0.key < $1.key }) {
-                let which = "part \(index + 1) (\"\(part.name)\")"
                 guard !name.isEmpty, name.unicodeScalars.allSatisfy(isTokenCharacter) else {
                     throw .invalidForm(destination, reason: "\(which) has a header named \"\(name)\", not a valid name")
                 }
@@ -92,12 +98,20 @@ struct MultipartForm: Sendable, Hashable {
                 default:
                     break
                 }
-                guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                guard seen.insert(name.lowercased()).inserted else {
+                    throw .invalidForm(destination, reason: "\(which) has two headers named \(name.lowercased())")
+                }
+                guard isOneLine(value) else {
                     throw .invalidForm(
                         destination, reason: "\(which)'s header \(name) has a line break or a NUL in its value")
                 }
             }
         }
+    }
+
+    /// Whether `text` holds no CR, LF or NUL: a header's value.
+    private static func isOneLine(_ text: String) -> Bool {
+        !text.unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" }
     }
 
     /// Whether `scalar` may be part of an HTTP token (RFC 9110 §5.6.2).

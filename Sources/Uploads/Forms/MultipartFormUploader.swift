@@ -193,9 +193,11 @@ public final class MultipartFormUploader: Uploader, Sendable {
             (fields + media.formFields).map { FormData.Part(name: $0.name, content: .text($0.value)) }
             + [FormData.Part(name: fileField, content: content, filename: filename, contentType: media.contentType)]
         return transport.upload(
-            media, checkedBy: self, method: method.rawValue, headers: headers, headersNameContentType: false,
-            sendsIdempotencyKey: sendsIdempotencyKey, filename: filename,
-            encode: { size in
+            to: media.destination, method: method.rawValue, headers: headers, headersNameContentType: false,
+            idempotencyKey: sendsIdempotencyKey ? media.idempotencyKey ?? UUID().uuidString : nil, filename: filename,
+            prepare: { [self] () throws(UploadError) in
+                let size = try checkedSize(of: media)
+                try MultipartForm.validate(parts, to: media.destination)
                 let form = MultipartForm()
                 return (form.contentType, HTTPBody(segments: form.body(of: parts, fileSizes: [parts.count - 1: size])))
             },

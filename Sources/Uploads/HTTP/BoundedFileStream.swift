@@ -64,8 +64,8 @@ final class BoundedFileStream: InputStream {
 
     /// The body's pieces, in order.
     private let segments: [BodySegment]
-    /// The open file of each file segment not yet delivered, by index.
-    private var sources: [Int: FileHandle] = [:]
+    /// The open file of the segment being delivered, when it is a file's.
+    private var source: FileHandle?
     /// The segment being delivered; `segments.count` once all are.
     private var index = 0
     /// The bytes of that segment delivered so far.
@@ -116,30 +116,13 @@ final class BoundedFileStream: InputStream {
     override func open() {
         guard status == .notOpen else { return }
         if refuses { return fail(Failure.refused) }
-        // Every file is opened now: one that is missing fails the body
-        // before its first byte.
-        for (index, segment) in segments.enumerated() {
-            guard case .file(let file, let offset, let length) = segment else { continue }
-            do {
-                let source = try FileHandle(forReadingFrom: file)
-                if length > 0 {
-                    try source.seek(toOffset: UInt64(offset))
-                    sources[index] = source
-                } else {
-                    try? source.close()
-                }
-            } catch {
-                failedFile = file
-                return fail(error)
-            }
-        }
         status = .open
         skipDeliveredSegments()
         announce()
     }
 
     override func close() {
-        releaseFiles()
+        releaseFile()
         if status != .error { status = .closed }
         runLoops = []
     }
@@ -177,14 +160,28 @@ final class BoundedFileStream: InputStream {
     }
 
     /// Moves past the segments whose every byte is delivered (empty ones
-    /// included), closing their files, and ends the stream after the last.
+    /// included), closing their files; then opens the file of the segment
+    /// to deliver next, if it is one, or ends the stream after the last.
+    ///
+    /// One file is open at a time, from its first byte to its last: a form
+    /// of hundreds of files holds one descriptor.
     private func skipDeliveredSegments() {
         while index < segments.count, delivered == segments[index].count {
-            try? sources.removeValue(forKey: index)?.close()
+            try? source?.close()
+            source = nil
             index += 1
             delivered = 0
         }
-        if index == segments.count { finish() }
+        guard index < segments.count else { return finish() }
+        guard source == nil, case .file(let file, let offset, _) = segments[index] else { return }
+        do {
+            let source = try FileHandle(forReadingFrom: file)
+            try source.seek(toOffset: UInt64(offset))
+            self.source = source
+        } catch {
+            failedFile = file
+            fail(error)
+        }
     }
 
     /// Copies the bytes of `bytes` from `start` into `buffer`, as many as
@@ -203,7 +200,7 @@ final class BoundedFileStream: InputStream {
     private func readFromFile(
         into buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int, offset: Int64, length: Int64
     ) -> Int? {
-        guard let source = sources[index] else { return nil }
+        guard let source else { return nil }
         let wanted = Int(min(Int64(len), length - delivered))
         // Straight into the session's buffer: nothing allocated per read.
         var count: Int
@@ -304,22 +301,22 @@ final class BoundedFileStream: InputStream {
         weak var stream: BoundedFileStream?
     }
 
-    /// Every byte delivered: release the files at once.
+    /// Every byte delivered: release the file at once.
     private func finish() {
         status = .atEnd
-        releaseFiles()
+        releaseFile()
     }
 
-    /// Closes the files: the stream ended.
-    private func releaseFiles() {
-        for source in sources.values { try? source.close() }
-        sources = [:]
+    /// Closes the file being read: the stream ended.
+    private func releaseFile() {
+        try? source?.close()
+        source = nil
     }
 
     private func fail(_ error: any Error) {
         failure = error
         status = .error
-        releaseFiles()
+        releaseFile()
         announce()
     }
 }

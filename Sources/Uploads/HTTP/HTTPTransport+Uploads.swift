@@ -8,29 +8,27 @@ import FoundationNetworking
 extension HTTPTransport {
     /// A job that uploads `media` in one request to its destination and
     /// finishes with the server's receipt: the upload of
-    /// ``URLSessionUploader`` and ``MultipartFormUploader``.
+    /// ``URLSessionUploader``.
     ///
     /// Each performance checks the media first, as `uploader` does (a
     /// missing file or a refused destination fails it, and nothing is
     /// sent), then builds its body afresh with `encode`, given the media's
     /// size, and sends it as ``upload(to:method:headers:headersNameContentType:idempotencyKey:filename:prepare:progress:)``
     /// does, with the media's `Idempotency-Key` (a new one per call of this
-    /// method when it has none) when `sendsIdempotencyKey`.
+    /// method when it has none).
     func upload(
         _ media: Media,
         checkedBy uploader: some Uploader,
         method: String,
         headers: [String: String],
         headersNameContentType: Bool,
-        sendsIdempotencyKey: Bool = true,
-        filename: String? = nil,
         encode: @escaping @Sendable (_ size: Int64) -> (contentType: String, body: HTTPBody),
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
         upload(
             to: media.destination, method: method, headers: headers, headersNameContentType: headersNameContentType,
-            idempotencyKey: sendsIdempotencyKey ? media.idempotencyKey ?? UUID().uuidString : nil,
-            filename: filename, prepare: { encode(try uploader.checkedSize(of: media)) }, progress: progress)
+            idempotencyKey: media.idempotencyKey ?? UUID().uuidString,
+            filename: nil, prepare: { encode(try uploader.checkedSize(of: media)) }, progress: progress)
     }
 
     /// A job that sends one request to `destination` and finishes with the

@@ -150,8 +150,13 @@ enum HTTPBody: Sendable, Hashable {
         }
     }
 
-    /// A body of `segments`: bytes in memory when they are bytes alone.
+    /// A body of `segments`: bytes in memory when they are bytes alone, a
+    /// file when they are one range of one.
     init(segments: [BodySegment]) {
+        if segments.count == 1, case .file(let file, let offset, let length) = segments[0] {
+            self = .file(file, offset: offset, length: length)
+            return
+        }
         let bytes = segments.compactMap { segment -> Data? in
             guard case .bytes(let bytes) = segment else { return nil }
             return bytes

@@ -162,6 +162,12 @@ struct FormDataTests {
             let form = FormData(parts: [
                 FormData.Part(name: "page", content: .text("1")), FormData.Part(name: "empty", content: .text("")),
             ])
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            var withAnEmptyFile = FormData()
+            withAnEmptyFile.append(fileAt: try folder.file("empty.txt", bytes: Data()), named: "notes")
+            withAnEmptyFile.append("after", named: "then")
+            let emptyFile = withAnEmptyFile
 
             let receipt = try await withTimeLimit(.seconds(20)) {
                 try await Job.uploading(form, to: server.url("search"), using: uploader).value
@@ -172,6 +178,13 @@ struct FormDataTests {
             #expect(upload.headers["idempotency-key"] == nil)
             #expect(upload.form?.fields == [["page", "1"], ["empty", ""]])
             #expect(receipt.filename == nil, "no file to name")
+
+            _ = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(emptyFile, to: server.url("notes"), using: uploader).value
+            }
+            let second = try #require(try await server.received().last?.form)
+            #expect(second.files.map(\.size) == [0] && second.files.first?.type == "text/plain")
+            #expect(second.fields == [["then", "after"]])
         }
     }
 
@@ -272,7 +285,7 @@ struct FormDataTests {
             form, to: URL(string: "http://127.0.0.1:9/albums/1/photos")!, using: try MultipartFormUploader())
         let handle = upload.perform(on: queue) { _ in }
         #expect(queue.runNext())  // the upload's body, which performs its request job
-        #expect(handle.snapshot().line == "upload form to photos (running, nothing sent yet)")
+        #expect(handle.snapshot().line == "upload form to albums/1/photos (running, nothing sent yet)")
         handle.cancel()
     }
 }

@@ -67,7 +67,23 @@ struct MultipartFormTests {
         #expect(Self.text(of: [segments[0]]) == first)
         #expect(Self.text(of: [segments[2]]) == between, "the part's own headers after its type, by name")
         #expect(Self.text(of: [segments[4]]) == last)
-        #expect(HTTPBody.segments(segments).count == Int64(segments.reduce(0) { $0 + $1.count }))
+    }
+
+    @Test func aMediumsFileGoesBetweenItsFieldsAndTheFormsEnd() {
+        let form = MultipartForm(boundary: "b")
+        let file = URL(fileURLWithPath: "/videos/surf.mp4")
+        let parts = [
+            FormData.Part(name: "description", content: .text("Surf")),
+            FormData.Part(name: "file", content: .file(file), filename: "surf.mp4", contentType: "video/mp4"),
+        ]
+        let head: String =
+            "--b\r\nContent-Disposition: form-data; name=\"description\"\r\n\r\nSurf\r\n"
+            + "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"surf.mp4\"\r\n"
+            + "Content-Type: video/mp4\r\n\r\n"
+        let expected: [BodySegment] = [
+            .bytes(Data(head.utf8)), .file(file, offset: 0, length: 18_000), .bytes(Data("\r\n--b--\r\n".utf8)),
+        ]
+        #expect(form.body(of: parts, fileSizes: [1: 18_000]) == expected, "the bytes a medium's form always had")
     }
 
     @Test func aPartsDefaultsAreWhatABrowserSends() {
@@ -77,14 +93,21 @@ struct MultipartFormTests {
         form.append(Data("x".utf8), named: "thumb", filename: "thumb")
         form.append(Data("x".utf8), named: "raw")
         form.append("v", named: "field")
+        form.append(Data("x".utf8), named: "small", filename: "small.PNG")
+        form.append(fileAt: URL(fileURLWithPath: "/a/beach.jpg"), named: "photo", filename: "upload")
+        form.append(fileAt: URL(fileURLWithPath: "/a/beach.jpg"), named: "photo", filename: "upload.png")
 
-        let filenames: [String?] = ["Clip.MOV", "notes", "thumb", nil, nil]
+        let filenames: [String?] = ["Clip.MOV", "notes", "thumb", nil, nil, "small.PNG", "upload", "upload.png"]
         #expect(form.parts.map(\.filename) == filenames)
-        let types: [String?] = ["video/quicktime", "application/octet-stream", "application/octet-stream", nil, nil]
-        #expect(form.parts.map(\.contentType) == types)
+        let types: [String?] = [
+            "video/quicktime", "application/octet-stream", "application/octet-stream", nil, nil, "image/png",
+            "image/jpeg", "image/png",
+        ]
+        #expect(form.parts.map(\.contentType) == types, "by the name sent, else the file's own")
         #expect(form.parts[0].content == .file(URL(fileURLWithPath: "/a/Clip.MOV")))
         #expect(FormData.contentType(ofFileNamed: "beach.JPG") == "image/jpeg")
-        #expect(FormData.contentType(ofFileNamed: "archive.tar.gz") == "application/octet-stream")
+        #expect(FormData.contentType(ofFileNamed: "archive.tar.gz") == "application/gzip")
+        #expect(FormData.contentType(ofFileNamed: "notes.unknown") == "application/octet-stream")
         #expect(FormData.contentType(ofFileNamed: ".jpg") == "image/jpeg")
     }
 
@@ -101,6 +124,7 @@ struct MultipartFormTests {
             ["Content-Type": "text/plain"],
             "part 1 (\"meta\") sets Content-Type in its headers: give it as its content type"
         ),
+        (["X-A": "1", "x-a": "2"], "part 1 (\"meta\") has two headers named x-a"),
     ])
     func aHeaderAPartCannotCarryIsRefusedWithWhy(headers: [String: String], reason: String) {
         let destination = URL(string: "https://social.example/api/v2/media")!
@@ -110,6 +134,21 @@ struct MultipartFormTests {
         }
         let fine = [FormData.Part(name: "meta", content: .text("{}"), headers: ["X-Ok_1.~": "é; a=\"b\""])]
         #expect(throws: Never.self) { try MultipartForm.validate(fine, to: destination) }
+    }
+
+    @Test func aContentTypeGoesAsGivenUnlessItIsNotOneLine() throws {
+        let destination = URL(string: "https://example.com/albums/1")!
+        let json = FormData.Part(name: "meta", content: .text("{}"), contentType: "application/json; charset=\"utf-8\"")
+        try MultipartForm.validate([json], to: destination)
+        let head = String(decoding: MultipartForm(boundary: "b").head(of: json), as: UTF8.self)
+        #expect(head.hasSuffix("\r\nContent-Type: application/json; charset=\"utf-8\"\r\n\r\n"))
+        let injected = FormData.Part(name: "meta", content: .text("{}"), contentType: "text/plain\r\nX-Injected: 1")
+        #expect(
+            throws: UploadError.invalidForm(
+                destination, reason: "part 2 (\"meta\")'s content type has a line break or a NUL")
+        ) {
+            try MultipartForm.validate([json, injected], to: destination)
+        }
     }
 
     @Test func namesAndFilenamesEscapeQuotesCRAndLFAsTheHTMLStandardDoesAndNothingElse() {

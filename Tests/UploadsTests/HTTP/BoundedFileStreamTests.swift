@@ -158,7 +158,30 @@ struct BoundedFileStreamTests {
         #expect(stream.streamStatus == .atEnd)
     }
 
-    @Test func aSecondFileThatIsMissingFailsTheStreamBeforeItsFirstByte() throws {
+    @Test func theDigestOfABodyInSegmentsIsThatOfItsBytesInTurn() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = try folder.file("a.jpg", bytes: patternedBytes(200_000))
+        let body = HTTPBody.segments([
+            .bytes(Data("head".utf8)), .file(file, offset: 7, length: 150_000), .bytes(Data()),
+            .file(file, offset: 0, length: 70_000), .bytes(Data("tail".utf8)),
+        ])
+        var bytes = Data("head".utf8)
+        bytes += patternedBytes(200_000)[7..<150_007]
+        bytes += patternedBytes(70_000)
+        bytes += Data("tail".utf8)
+
+        #expect(try body.digest(MD5.self) == MD5.digest(of: bytes))
+        #expect(try body.digest(SHA1.self) == SHA1.digest(of: bytes))
+        let beyond = HTTPBody.segments([.bytes(Data("h".utf8)), .file(file, offset: 150_000, length: 60_000)])
+        #expect(
+            throws: UploadError.unreadableFile(file, reason: "it shrank from 210000 to 200000 bytes during the upload")
+        ) {
+            try beyond.digest(MD5.self)
+        }
+    }
+
+    @Test func aSecondFileThatIsMissingFailsTheReadThatReachesIt() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let first = folder.url.appendingPathComponent("a.jpg")
@@ -169,10 +192,41 @@ struct BoundedFileStreamTests {
         ]
         let stream = BoundedFileStream(segments: segments)
         stream.open()
-        #expect(stream.streamStatus == .error)
+        #expect(stream.streamStatus == .open)
+        var buffer = [UInt8](repeating: 0, count: 2_000)
+        #expect(stream.read(&buffer, maxLength: 2_000) == 4)
+        #expect(stream.read(&buffer, maxLength: 2_000) == 1_000)
+        #expect(stream.streamStatus == .error, "the next file cannot be opened")
+        #expect(stream.read(&buffer, maxLength: 2_000) == -1)
         #expect(stream.failedFile == missing)
         #expect(BoundedFileStream.failure(of: segments) == .fileNotFound(missing))
     }
+
+    #if os(Linux)
+    @Test func oneFileIsOpenAtATimeHoweverManyTheBodyReads() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let files = try (0..<3).map { index in
+            try folder.file("\(index).jpg", bytes: patternedBytes(10_000, seed: UInt8(index)))
+        }
+        let stream = BoundedFileStream(segments: files.map { .file($0, offset: 0, length: 10_000) })
+        /// The descriptors of this process open on the folder's files.
+        func openHere() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter { fd in
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")
+                return target?.hasPrefix(folder.url.resolvingSymlinksInPath().path) == true
+            }.count
+        }
+        stream.open()
+        var buffer = [UInt8](repeating: 0, count: 6_000)
+        #expect(try openHere() == 1)
+        for _ in 0..<4 { _ = stream.read(&buffer, maxLength: 6_000) }
+        #expect(try openHere() == 1, "the files before it are closed, those after it not yet opened")
+        while stream.read(&buffer, maxLength: 6_000) > 0 {}
+        #expect(stream.streamStatus == .atEnd)
+        #expect(try openHere() == 0)
+    }
+    #endif
 
     @Test func aMiddleFileThatEndsSoonerFailsTheReadBeforeTheRest() throws {
         let folder = try TemporaryFolder()
@@ -210,6 +264,11 @@ struct BoundedFileStreamTests {
     /// its delegate was told, once the stream ended or failed, or the
     /// thread's time ran out.
     static func readByEvents(_ file: URL, offset: Int64, length: Int64) async -> Told {
+        await readByEvents([.file(file, offset: offset, length: length)])
+    }
+
+    /// ``readByEvents(_:offset:length:)``, of a stream of `segments`.
+    static func readByEvents(_ segments: [BodySegment]) async -> Told {
         await withCheckedContinuation { continuation in
             let thread = Thread {
                 final class Reader: NSObject, StreamDelegate {
@@ -235,7 +294,7 @@ struct BoundedFileStreamTests {
                     }
                 }
                 let reader = Reader()
-                let stream = BoundedFileStream(file: file, offset: offset, length: length)
+                let stream = BoundedFileStream(segments: segments)
                 stream.delegate = reader
                 stream.schedule(in: .current, forMode: .default)
                 stream.open()
@@ -283,5 +342,34 @@ struct BoundedFileStreamTests {
         #expect(told.events.last == "error")
         #expect(told.events.filter { $0 == "error" }.count == 1)
         #expect(!told.events.contains("end"))
+    }
+
+    @Test func aScheduledStreamOfSeveralFilesTellsOfEachReadThenOfTheEndOrOfTheErrorOnce() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let first = try folder.file("a.jpg", bytes: patternedBytes(100_000, seed: 1))
+        let second = try folder.file("b.jpg", bytes: patternedBytes(70_000, seed: 2))
+        let segments: [BodySegment] = [
+            .bytes(Data("head".utf8)), .file(first, offset: 0, length: 100_000), .bytes(Data("between".utf8)),
+            .file(second, offset: 0, length: 70_000), .bytes(Data("tail".utf8)),
+        ]
+        var expected = Data("head".utf8)
+        expected += patternedBytes(100_000, seed: 1)
+        expected += Data("between".utf8)
+        expected += patternedBytes(70_000, seed: 2)
+
+        let whole = await Self.readByEvents(segments)
+        let missing = await Self.readByEvents(
+            segments.dropLast() + [.file(folder.url.appendingPathComponent("gone.mp4"), offset: 0, length: 10)])
+
+        #expect(whole.bytes == expected + Data("tail".utf8))
+        #expect(whole.events.first == "open" && whole.events.last == "end")
+        #expect(whole.events.filter { $0 == "end" }.count == 1)
+        #expect(whole.events.dropFirst().dropLast().allSatisfy { $0 == "bytes" })
+        #expect(!whole.readFailed)
+        #expect(missing.bytes == expected, "every byte before the file that is missing")
+        #expect(missing.events.first == "open" && missing.events.last == "error")
+        #expect(missing.events.filter { $0 == "error" }.count == 1)
+        #expect(!missing.events.contains("end"))
     }
 }
