@@ -19,6 +19,8 @@ struct FormDataTests {
     /// emoji and letters that are not ASCII.
     static let awkwardName = "Plage \"à l'aube\"\r\nbis 🌅 Ærø.jpg"
     static let caption = "Dawn, \"golden\" 🌊\r\nsecond line"
+    /// The caption's name: a quote, CR, LF and letters that are not ASCII.
+    static let captionName = "légende \"du jour\"\r\n✍️"
     static let metadata = Data(#"{"album":"Été","tags":["sea"]}"#.utf8)
     /// A file that ends off any 64 KiB boundary.
     static let largeSize = 4 * 1024 * 1024 + 12_345
@@ -42,7 +44,7 @@ struct FormDataTests {
             try writePatternedFile(small, size: 70_001)
             try patternedBytes(3_000, seed: 7).write(to: thumbnail)
             var form = FormData()
-            form.append(FormDataTests.caption, named: "caption")
+            form.append(FormDataTests.caption, named: FormDataTests.captionName)
             form.append(FormDataTests.metadata, named: "meta", contentType: "application/json")
             form.append(fileAt: large, named: "media[]")
             form.append(
@@ -77,10 +79,12 @@ struct FormDataTests {
                 #expect(upload.formError == nil)
                 let form = try #require(upload.form)
                 #expect(
-                    form.entries.map(\.name) == ["upload_preset", "caption", "meta", "media[]", "media[]", "thumbnail"])
+                    form.entries.map(\.name) == [
+                        "upload_preset", Self.captionName, "meta", "media[]", "media[]", "thumbnail",
+                    ], "names arrive as the app gave them")
                 #expect(
                     form.fields == [
-                        ["upload_preset", "posts"], ["caption", Self.caption],
+                        ["upload_preset", "posts"], [Self.captionName, Self.caption],
                         ["meta", String(decoding: Self.metadata, as: UTF8.self)],
                     ])
                 #expect(form.files.map(\.filename) == ["surf.mp4", Self.awkwardName, "thumb.png"])
@@ -118,10 +122,12 @@ struct FormDataTests {
                 #expect(form.method == "PATCH")
                 #expect(form.contentLength != nil && form.contentLength == form.received, "exactly the body's length")
                 #expect(form.transferEncoding == nil, "never chunked")
-                // Werkzeug: fields first, then files, each in order.
+                // Werkzeug: fields first, then files, each in order. It
+                // decodes `%22` in names, but leaves `%0D` and `%0A` as they
+                // came: what it gives for a browser's form too.
                 #expect(
                     form.fields == [
-                        ["upload_preset", "posts"], ["caption", Self.caption],
+                        ["upload_preset", "posts"], ["légende \"du jour\"%0D%0A✍️", Self.caption],
                         ["meta", String(decoding: Self.metadata, as: UTF8.self)],
                     ])
                 #expect(form.files.map(\.size) == [Self.largeSize, 70_001, 3_000])
@@ -132,7 +138,10 @@ struct FormDataTests {
 
                 // The email parser: every part in order, with every header.
                 let parts = try #require(form.parts)
-                #expect(parts.map(\.name) == ["upload_preset", "caption", "meta", "media[]", "media[]", "thumbnail"])
+                #expect(
+                    parts.map(\.name) == [
+                        "upload_preset", "légende %22du jour%22%0D%0A✍️", "meta", "media[]", "media[]", "thumbnail",
+                    ])
                 let types: [String?] = [nil, nil, "application/json", "video/mp4", "image/jpeg", "image/png"]
                 #expect(parts.map(\.type) == types, "a field has no type; bytes have theirs")
                 #expect(parts[2].size == Self.metadata.count)
@@ -151,7 +160,8 @@ struct FormDataTests {
                         ],
                         ["Content-Type", "image/jpeg"], ["Content-Language", "fr"], ["X-Checksum", "none"],
                     ], "the part's own headers after its type, in the order of their names")
-                #expect(parts[1].headers == [["Content-Disposition", "form-data; name=\"caption\""]])
+                #expect(
+                    parts[1].headers == [["Content-Disposition", "form-data; name=\"légende %22du jour%22%0D%0A✍️\""]])
             }
         }
     }
