@@ -169,8 +169,8 @@ extension Job where Success == UploadReceipt {
     /// unreadable file with ``UploadError/fileNotFound(_:)`` or
     /// ``UploadError/unreadableFile(_:reason:)``, a header or a content
     /// type a part cannot carry with ``UploadError/invalidForm(_:reason:)``,
-    /// and nothing is sent. Then it streams every file from disk between the bytes around
-    /// it, with an exact `Content-Length`. It fails with
+    /// and nothing is sent. Then it streams every file from disk between
+    /// the bytes around it, with an exact `Content-Length`. It fails with
     /// ``UploadError/httpStatus(_:)`` for an answer outside 200...299,
     /// whose receipt (and so the error's sentence) names the form's files.
     ///
@@ -187,21 +187,21 @@ extension Job where Success == UploadReceipt {
     ///   - form: The form.
     ///   - destination: Where it goes.
     ///   - uploader: What sends it.
-    ///   - progress: Called as bytes go out, from any thread, with the
-    ///     bytes of the whole form sent.
+    ///   - progress: Called as bytes go out, one call at a time, from any
+    ///     thread, with the most bytes of the whole form any performance
+    ///     has sent: never backwards, even when the job is retried.
     public static func uploading(
         _ form: FormData,
         to destination: URL,
         using uploader: MultipartFormUploader,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<UploadReceipt> {
-        let sent = Lock(UploadProgress(bytesSent: 0, bytesTotal: 0))
+        let merger = ProgressMerger(totals: [0], deliver: progress)
         return uploader.upload(form, to: destination) { report in
-            sent.withLock { $0 = report }
-            progress(report)
+            merger.update(0, bytesSent: report.bytesSent, bytesTotal: report.bytesTotal)
         }
         .named("upload form to \(UploadError.name(of: destination))") {
-            let sent = sent.withLock { $0 }
+            let sent = merger.current
             return sent.bytesTotal == 0 ? "nothing sent yet" : sent.description
         }
     }

@@ -299,6 +299,63 @@ struct UploadsDocExamplesTests {
         #expect(photo.media.defaultFilename == "beach.jpg")
     }
 
+    /// What the progress example shows: a view model on the main actor.
+    @MainActor final class UploadModel {
+        var progress = 0.0
+    }
+
+    /// Compiled, not run: the examples of "Coming from Alamofire", which
+    /// need a server.
+    private func alamofireExamples(
+        photos: [URL], token: String, albumURL: URL, model: UploadModel, form: FormData, uploader: MultipartFormUploader
+    ) async throws {
+        do {
+            // BEGIN DOC
+            var form = FormData()
+            form.append(Data(#"{"album":"Summer"}"#.utf8), named: "meta", contentType: "application/json")
+            for photo in photos {
+                form.append(fileAt: photo, named: "images[]")
+            }
+            let uploader = try MultipartFormUploader(method: .put, headers: ["Authorization": "Bearer \(token)"])
+            let receipt = try await Job.uploading(form, to: albumURL, using: uploader).value
+            // END DOC
+            _ = receipt
+        }
+        do {
+            // BEGIN DOC
+            let upload = Job.uploading(form, to: albumURL, using: uploader) { progress in
+                Task { @MainActor in model.progress = progress.fractionCompleted }
+            }
+            // END DOC
+            _ = upload
+        }
+        do {
+            // BEGIN DOC
+            do {
+                let receipt = try await Job.uploading(form, to: albumURL, using: uploader).value
+                print("stored at \(receipt.finalURL)")
+            } catch UploadError.httpStatus(let answer) where answer.status == 413 {
+                print("too large: \(answer.bodyText)")
+            }
+            // END DOC
+        }
+        do {
+            // BEGIN DOC
+            let upload = Job.uploading(form, to: albumURL, using: uploader)
+            let receipt = try await upload.retry(RetryPolicy(attempts: 4)).value
+            // END DOC
+            _ = receipt
+        }
+        do {
+            let draft = (id: UUID(), text: "")
+            // BEGIN DOC
+            let plain = try MultipartFormUploader(sendsIdempotencyKey: false)
+            let keyed = try MultipartFormUploader(headers: ["Idempotency-Key": draft.id.uuidString])
+            // END DOC
+            _ = (plain, keyed)
+        }
+    }
+
     /// Compiled, not run: these need a server.
     private func serverExamples(video: Video, post: Post, token: String, beach: URL) async throws {
         do {

@@ -246,7 +246,10 @@ struct FormDataTests {
             var form = FormData()
             form.append("Dawn", named: "caption")
             form.append(fileAt: file, named: "media[]")
-            let upload = Job.uploading(form, to: server.url("albums/1"), using: try MultipartFormUploader())
+            let reports = LockedValue<[UploadProgress]>([])
+            let upload = Job.uploading(form, to: server.url("albums/1"), using: try MultipartFormUploader()) {
+                progress in reports.withValue { $0.append(progress) }
+            }
 
             let receipt = try await withTimeLimit(.seconds(20)) {
                 try await upload.retry(RetryPolicy(attempts: 2, initialDelay: .milliseconds(1))).value
@@ -258,6 +261,9 @@ struct FormDataTests {
             #expect(received.allSatisfy { $0.form?.files.first?.size == 200_000 }, "both forms whole")
             #expect(Set(received.map { $0.headers["content-type"] }).count == 2, "a new boundary per attempt")
             #expect(Set(received.map { $0.headers["idempotency-key"] }).count == 1)
+            let progress = reports.value
+            #expect(progress.last?.bytesSent == Int64(received[1].length), "the whole form")
+            #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.bytesSent <= $1.bytesSent }, "never back")
         }
     }
 
