@@ -1,7 +1,8 @@
 import Foundation
+import JobKit
 
-/// What the server answered an upload: its status, its headers and the
-/// start of its body.
+/// What the server answered an upload: its status, its headers and its
+/// body.
 ///
 /// Real media APIs answer an upload with what the post must name: an ID in
 /// the body, the medium's final URL in `Location`, a version in `ETag`.
@@ -13,6 +14,19 @@ import Foundation
 /// let receipt = try await Job.uploading(photo, using: uploader).value
 /// print(receipt.status, receipt.etag ?? "no ETag", receipt.finalURL)
 /// ```
+///
+/// A receipt keeps the whole body of a successful answer, up to the
+/// uploader's bound (``defaultAnswerLimit``, 1 MiB, unless it was given
+/// another): a longer answer fails the upload with
+/// ``UploadError/invalidAnswer(_:reason:)`` rather than being cut. The
+/// receipt of a refusal (``UploadError/httpStatus(_:)``) keeps the start
+/// of its body, up to that bound. ``decoded(as:using:)`` reads a JSON
+/// body:
+///
+/// ```swift
+/// struct Attachment: Decodable { let id: String }
+/// let attachment = try receipt.decoded(as: Attachment.self)
+/// ```
 public struct UploadReceipt: Sendable, Hashable {
     /// Where the upload went.
     public var destination: URL
@@ -20,8 +34,8 @@ public struct UploadReceipt: Sendable, Hashable {
     public var status: Int
     /// The answer's headers, names in lower case (`etag`, `location`).
     public var headers: [String: String]
-    /// The start of the answer's body: its first ``bodyPrefixLength``
-    /// bytes at most.
+    /// The answer's body: the whole of it for a success, the start of it
+    /// (up to the uploader's bound) for a refusal.
     public var body: Data
     /// The name of the file the upload sent, when the destination does not
     /// say which it was: a ``MultipartFormUploader``'s, whose media all go
@@ -34,21 +48,21 @@ public struct UploadReceipt: Sendable, Hashable {
     /// does not say.
     public var serverError: ServerError?
 
-    /// The most bytes of an answer's body a receipt keeps.
-    public static let bodyPrefixLength = 4096
+    /// The most bytes of an answer's body an uploader keeps unless told
+    /// otherwise: 1 MiB.
+    public static let defaultAnswerLimit = 1 << 20
 
     /// Creates a receipt.
     /// - Parameters:
     ///   - destination: Where the upload went.
     ///   - status: The HTTP status; `201` by default.
     ///   - headers: The answer's headers; their names are lower-cased.
-    ///   - body: The answer's body; only its first ``bodyPrefixLength``
-    ///     bytes are kept.
+    ///   - body: The answer's body.
     public init(destination: URL, status: Int = 201, headers: [String: String] = [:], body: Data = Data()) {
         self.destination = destination
         self.status = status
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
-        self.body = body.prefix(Self.bodyPrefixLength)
+        self.body = body
     }
 
     /// The value of the header `name`, whatever its case (in ``headers``
@@ -71,8 +85,60 @@ public struct UploadReceipt: Sendable, Hashable {
     /// one, the destination otherwise.
     public var finalURL: URL { location ?? destination }
 
-    /// The start of the body as text (invalid UTF-8 replaced).
+    /// The body as text (invalid UTF-8 replaced).
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    /// The body, read as JSON into a `T`.
+    ///
+    /// - Parameters:
+    ///   - type: The type to read.
+    ///   - decoder: What reads it; a `JSONDecoder` with its defaults by
+    ///     default.
+    /// - Throws: ``UploadError/invalidAnswer(_:reason:)`` when the body is
+    ///   not a `T`, saying where it differs:
+    ///   `api/v2/media: the server's answer could not be understood: no "id" at media[0]`.
+    public func decoded<T: Decodable>(as type: T.Type = T.self, using decoder: JSONDecoder = JSONDecoder())
+        throws(UploadError) -> T
+    {
+        do {
+            return try decoder.decode(T.self, from: body)
+        } catch let error as DecodingError {
+            throw .invalidAnswer(destination, reason: Self.reason(error, body: body))
+        } catch {
+            throw .invalidAnswer(destination, reason: error.localizedDescription)
+        }
+    }
+
+    /// What a decoding error says of the body, in a few words: what was
+    /// missing or wrong, and where.
+    private static func reason(_ error: DecodingError, body: Data) -> String {
+        func place(_ path: [any CodingKey]) -> String {
+            guard !path.isEmpty else { return "the top" }
+            var text = ""
+            for key in path {
+                if let index = key.intValue {
+                    text += "[\(index)]"
+                } else {
+                    text += (text.isEmpty ? "" : ".") + key.stringValue
+                }
+            }
+            return text
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "no \"\(key.stringValue)\" at \(place(context.codingPath))"
+        case .valueNotFound(let type, let context):
+            return "no \(type) at \(place(context.codingPath)), but null"
+        case .typeMismatch(let type, let context):
+            return "not a \(type) at \(place(context.codingPath))"
+        case .dataCorrupted(let context):
+            guard !body.isEmpty else { return "the body is empty, not JSON" }
+            return context.codingPath.isEmpty
+                ? "not JSON" : "\(context.debugDescription) at \(place(context.codingPath))"
+        @unknown default:
+            return "\(error)"
+        }
+    }
 
     /// How long the server asks the client to wait before trying again,
     /// from its `Retry-After` header: a number of seconds, or an HTTP date
@@ -165,5 +231,28 @@ enum HTTPDate {
             if let date = formatter.date(from: squeezed) { return date }
         }
         return nil
+    }
+}
+
+extension Job where Success == UploadReceipt {
+    /// A job that performs this upload and reads the answer's body, as
+    /// JSON, into a `T` (Alamofire's `responseDecodable(of:)`).
+    ///
+    /// ```swift
+    /// struct Attachment: Decodable, Sendable { let id: String }
+    /// let attachment = try await Job.uploading(photo, using: uploader).decoding(Attachment.self).value
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - type: The type to read.
+    ///   - decoder: What reads it; a `JSONDecoder` with its defaults by
+    ///     default.
+    /// - Returns: A job that fails as this one does, and with
+    ///   ``UploadError/invalidAnswer(_:reason:)`` when the body is not a `T`
+    ///   (``UploadReceipt/decoded(as:using:)``).
+    public func decoding<T: Decodable & Sendable>(
+        _ type: T.Type, using decoder: JSONDecoder = JSONDecoder()
+    ) -> Job<T> {
+        map { receipt in try receipt.decoded(as: T.self, using: decoder) }
     }
 }

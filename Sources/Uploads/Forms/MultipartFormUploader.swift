@@ -62,6 +62,9 @@ public final class MultipartFormUploader: Uploader, Sendable {
     /// Whether each upload carries an `Idempotency-Key` header; `true` by
     /// default.
     public let sendsIdempotencyKey: Bool
+    /// The most bytes of an answer's body a receipt keeps: a successful
+    /// answer longer than this fails its upload.
+    public let answerLimit: Int
     /// The name of the file's part; `file` by default.
     public let fileField: String
     /// Fields sent in every form, before the medium's own.
@@ -88,6 +91,10 @@ public final class MultipartFormUploader: Uploader, Sendable {
     ///     `Idempotency-Key` header, the same on every attempt; `true` by
     ///     default. `false` leaves it out, for a server that refuses
     ///     headers it does not know.
+    ///   - answerLimit: The most bytes of an answer's body a receipt
+    ///     keeps; 1 MiB (``UploadReceipt/defaultAnswerLimit``) by default.
+    ///     A successful answer longer than this fails the upload with
+    ///     ``UploadError/invalidAnswer(_:reason:)``.
     ///   - processing: How to wait until the server has made each medium
     ///     ready (``MediaProcessing/mastodon``, say); none by default.
     ///   - configuration: The session's configuration; ephemeral (no
@@ -100,6 +107,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
         fields: [FormField] = [],
         headers: [String: String] = [:],
         sendsIdempotencyKey: Bool = true,
+        answerLimit: Int = UploadReceipt.defaultAnswerLimit,
         processing: MediaProcessing? = nil,
         configuration: URLSessionConfiguration = .ephemeral
     ) throws(InvalidOptionError) {
@@ -108,6 +116,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
         }
         self.method = method
         self.sendsIdempotencyKey = sendsIdempotencyKey
+        self.answerLimit = answerLimit
         self.fileField = fileField
         self.fields = fields
         self.headers = headers
@@ -195,6 +204,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
         return transport.upload(
             to: media.destination, method: method.rawValue, headers: headers, headersNameContentType: false,
             idempotencyKey: sendsIdempotencyKey ? media.idempotencyKey ?? UUID().uuidString : nil, filename: filename,
+            answerLimit: answerLimit,
             prepare: { [self] () throws(UploadError) in
                 let size = try checkedSize(of: media)
                 try MultipartForm.validate(parts, to: media.destination)
@@ -225,7 +235,7 @@ public final class MultipartFormUploader: Uploader, Sendable {
         return transport.upload(
             to: destination, method: method.rawValue, headers: headers, headersNameContentType: false,
             idempotencyKey: sendsIdempotencyKey ? UUID().uuidString : nil,
-            filename: filenames.isEmpty ? nil : filenames.joined(separator: ", "),
+            filename: filenames.isEmpty ? nil : filenames.joined(separator: ", "), answerLimit: answerLimit,
             prepare: { [self] () throws(UploadError) in
                 try validate(destination: destination)
                 try MultipartForm.validate(parts, to: destination)

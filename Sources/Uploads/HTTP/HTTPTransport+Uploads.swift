@@ -13,7 +13,7 @@ extension HTTPTransport {
     /// Each performance checks the media first, as `uploader` does (a
     /// missing file or a refused destination fails it, and nothing is
     /// sent), then builds its body afresh with `encode`, given the media's
-    /// size, and sends it as ``upload(to:method:headers:headersNameContentType:idempotencyKey:filename:prepare:progress:)``
+    /// size, and sends it as ``upload(to:method:headers:headersNameContentType:idempotencyKey:filename:answerLimit:prepare:progress:)``
     /// does, with the media's `Idempotency-Key` (a new one per call of this
     /// method when it has none).
     func upload(
@@ -22,13 +22,14 @@ extension HTTPTransport {
         method: String,
         headers: [String: String],
         headersNameContentType: Bool,
+        answerLimit: Int,
         encode: @escaping @Sendable (_ size: Int64) -> (contentType: String, body: HTTPBody),
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
         upload(
             to: media.destination, method: method, headers: headers, headersNameContentType: headersNameContentType,
-            idempotencyKey: media.idempotencyKey ?? UUID().uuidString,
-            filename: nil, prepare: { encode(try uploader.checkedSize(of: media)) }, progress: progress)
+            idempotencyKey: media.idempotencyKey ?? UUID().uuidString, filename: nil, answerLimit: answerLimit,
+            prepare: { encode(try uploader.checkedSize(of: media)) }, progress: progress)
     }
 
     /// A job that sends one request to `destination` and finishes with the
@@ -40,7 +41,8 @@ extension HTTPTransport {
     /// `headers` replaces when `headersNameContentType`), and with
     /// `idempotencyKey` as its `Idempotency-Key` unless `headers` name one.
     /// The receipt, and that of an ``UploadError/httpStatus(_:)``, names
-    /// `filename` when given.
+    /// `filename` when given, and keeps the answer up to `answerLimit`
+    /// bytes: a longer success fails.
     func upload(
         to destination: URL,
         method: String,
@@ -48,6 +50,7 @@ extension HTTPTransport {
         headersNameContentType: Bool,
         idempotencyKey: String?,
         filename: String?,
+        answerLimit: Int,
         prepare: @escaping @Sendable () throws -> (contentType: String, body: HTTPBody),
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
@@ -70,7 +73,9 @@ extension HTTPTransport {
                 request.setValue(value, forHTTPHeaderField: name)
             }
             controller.perform(
-                send(request, body: body, destination: destination, task: "upload", progress: progress)
+                send(
+                    request, body: body, destination: destination, answerLimit: answerLimit, task: "upload",
+                    progress: progress)
             ) {
                 controller.complete(with: Self.naming(filename, in: $0.map(\.receipt)))
             }

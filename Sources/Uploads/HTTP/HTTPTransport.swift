@@ -45,7 +45,7 @@ extension HTTPTransport {
         body: HTTPBody,
         destination: URL,
         resendable: Bool = true,
-        answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        answerLimit: Int = UploadReceipt.defaultAnswerLimit,
         task: String? = nil,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) -> Job<HTTPAnswer> {
@@ -203,7 +203,7 @@ enum BodySegment: Sendable, Hashable {
 struct HTTPAnswer: Sendable {
     /// The URL the request went to.
     var url: URL
-    /// The status, the headers and the start of the body.
+    /// The status, the headers and the body.
     var receipt: UploadReceipt
     /// The body, up to the limit the request was sent with.
     var body: Data

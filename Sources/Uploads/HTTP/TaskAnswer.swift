@@ -6,7 +6,7 @@ import FoundationNetworking
 #endif
 
 /// What the events of one session task make of its request: progress as
-/// the body goes out, the start of the server's answer, and the outcome,
+/// the body goes out, the server's answer up to a limit, and the outcome,
 /// with the same errors whichever session carried it (in process or in
 /// the background).
 struct TaskAnswer: Sendable {
@@ -18,8 +18,10 @@ struct TaskAnswer: Sendable {
     let limit: Int
     let progress: @Sendable (UploadProgress) -> Void
     let complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
-    /// The start of the server's answer, up to ``limit`` bytes.
+    /// The server's answer, up to ``limit`` bytes.
     private(set) var body = Data()
+    /// Whether the answer was longer than ``limit``.
+    private(set) var overflowed = false
 
     init(
         _ request: HTTPRequest,
@@ -41,7 +43,8 @@ struct TaskAnswer: Sendable {
 
     /// Keeps `data`, the answer's next bytes, up to ``limit``.
     mutating func received(_ data: Data) {
-        let room = limit - body.count
+        let room = max(limit - body.count, 0)
+        if data.count > room { overflowed = true }
         guard room > 0 else { return }
         body.append(data.prefix(room))
     }
@@ -56,12 +59,26 @@ struct TaskAnswer: Sendable {
             return
         }
         switch UploadReceipt.reading(response, body: body, destination: destination) {
+        case .success where overflowed:
+            // A success's answer is kept whole, or it fails: a cut one
+            // would read as an answer it is not.
+            sent(size)
+            let reason = "it is longer than \(Self.size(limit)), the most this upload keeps of an answer"
+            complete(.failure(.invalidAnswer(destination, reason: reason)))
         case .success(let receipt):
             sent(size)
             complete(.success((receipt, body)))
         case .failure(let error):
             complete(.failure(error))
         }
+    }
+
+    /// `bytes` in the largest binary unit that counts them whole: "1 MiB",
+    /// "64 KiB", "1000 bytes".
+    static func size(_ bytes: Int) -> String {
+        if bytes > 0, bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
+        if bytes > 0, bytes % (1 << 10) == 0 { return "\(bytes >> 10) KiB" }
+        return bytes == 1 ? "1 byte" : "\(bytes) bytes"
     }
 
     /// The session's error, with a connection that closed before any

@@ -163,10 +163,11 @@ public struct MastodonServer: Sendable {
         topLevelString("url", in: receipt.body).flatMap(URL.init(string:))
     }
 
-    /// The string (or number) `key` of the JSON object `body` holds. A
-    /// receipt keeps the first 4 KiB of an answer, and a status with its
-    /// account and media can be longer: then the first `"key":"..."` of the
-    /// text, which in Mastodon's answers comes before any nested object.
+    /// The string (or number) `key` of the JSON object `body` holds. An
+    /// outbox's journal written before receipts kept whole answers holds
+    /// their first 4 KiB, and a status with its account and media can be
+    /// longer: then the first `"key":"..."` of the text, which in
+    /// Mastodon's answers comes before any nested object.
     static func topLevelString(_ key: String, in body: Data) -> String? {
         if let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] {
             return object[key] as? String ?? (object[key] as? Int).map(String.init)

@@ -19,9 +19,12 @@ import FoundationNetworking
 /// ```
 ///
 /// The job finishes with the server's ``UploadReceipt`` when it answers
-/// with a status in 200...299. It fails with:
+/// with a status in 200...299, the whole answer in it (up to
+/// ``answerLimit``). It fails with:
 /// - ``UploadError/httpStatus(_:)`` for any other status, with the
 ///   receipt of the answer (its headers, the start of its body);
+/// - ``UploadError/invalidAnswer(_:reason:)`` for a successful answer
+///   longer than ``answerLimit``;
 /// - ``UploadError/fileNotFound(_:)``, ``UploadError/unreadableFile(_:reason:)``
 ///   or ``UploadError/invalidDestination(_:reason:)`` before any request, for
 ///   bad input;
@@ -51,6 +54,9 @@ public final class URLSessionUploader: Uploader, Sendable {
     public let method: Method
     /// Headers sent with each upload.
     public let headers: [String: String]
+    /// The most bytes of an answer's body a receipt keeps: a successful
+    /// answer longer than this fails its upload.
+    public let answerLimit: Int
     /// What sends its requests, unless the attempts of an upload hand it
     /// another (an ``Outbox``'s).
     private let transport: any HTTPTransport
@@ -60,15 +66,21 @@ public final class URLSessionUploader: Uploader, Sendable {
     ///   - method: `PUT` (the default) or `POST`.
     ///   - headers: Headers sent with each upload, such as
     ///     `Authorization`. A `Content-Type` here wins over the media's.
+    ///   - answerLimit: The most bytes of an answer's body a receipt
+    ///     keeps; 1 MiB (``UploadReceipt/defaultAnswerLimit``) by default.
+    ///     A successful answer longer than this fails the upload with
+    ///     ``UploadError/invalidAnswer(_:reason:)``.
     ///   - configuration: The session's configuration; ephemeral (no
     ///     cache, no cookies kept) by default.
     public init(
         method: Method = .put,
         headers: [String: String] = [:],
+        answerLimit: Int = UploadReceipt.defaultAnswerLimit,
         configuration: URLSessionConfiguration = .ephemeral
     ) {
         self.method = method
         self.headers = headers
+        self.answerLimit = answerLimit
         transport = InProcessTransport(configuration: configuration)
     }
 
@@ -109,6 +121,7 @@ public final class URLSessionUploader: Uploader, Sendable {
     ) -> Job<UploadReceipt> {
         transport.upload(
             media, checkedBy: self, method: method.rawValue, headers: headers, headersNameContentType: true,
+            answerLimit: answerLimit,
             encode: { size in
                 switch media.content {
                 case .bytes(let data): (media.contentType, .data(data))

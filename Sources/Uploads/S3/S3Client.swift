@@ -290,7 +290,7 @@ struct S3Client: Sendable {
         _ operation: S3Operation,
         on object: URL,
         body: HTTPBody = .empty,
-        answerLimit: Int = UploadReceipt.bodyPrefixLength,
+        answerLimit: Int = UploadReceipt.defaultAnswerLimit,
         progress: @escaping @Sendable (UploadProgress) -> Void = { _ in },
         read: @escaping @Sendable (HTTPAnswer) throws -> Answer
     ) -> HTTPCall<Answer> {

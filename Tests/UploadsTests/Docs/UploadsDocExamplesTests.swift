@@ -147,6 +147,17 @@ struct UploadsDocExamplesTests {
         #expect(error.localizedDescription == "posts/1/video.mp4: the server answered 413 Payload Too Large")
     }
 
+    @Test func decodedExample() throws {
+        let receipt = UploadReceipt(
+            destination: URL(string: "https://social.example/api/v2/media")!, status: 200,
+            body: Data(#"{"id":"109","type":"image"}"#.utf8))
+        // BEGIN DOC
+        struct Attachment: Decodable { let id: String }
+        let attachment = try receipt.decoded(as: Attachment.self)
+        // END DOC
+        #expect(attachment.id == "109")
+    }
+
     @Test func invalidOptionExample() {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("JobKit-never-written")
         // BEGIN DOC
@@ -345,6 +356,27 @@ struct UploadsDocExamplesTests {
             let receipt = try await upload.retry(RetryPolicy(attempts: 4)).value
             // END DOC
             _ = receipt
+        }
+        do {
+            // BEGIN DOC
+            struct Album: Decodable, Sendable {
+                let id: String
+                let photoCount: Int
+            }
+            let decoder = JSONDecoder()
+            decoder.keyDecodingStrategy = .convertFromSnakeCase
+            let upload = Job.uploading(form, to: albumURL, using: uploader)
+            let album = try await upload.decoding(Album.self, using: decoder).value
+            // END DOC
+            _ = album
+        }
+        do {
+            let photo = Photo(file: photos[0], destination: albumURL)
+            // BEGIN DOC
+            struct Attachment: Decodable, Sendable { let id: String }
+            let attachment = try await Job.uploading(photo, using: uploader).decoding(Attachment.self).value
+            // END DOC
+            _ = attachment
         }
         do {
             let draft = (id: UUID(), text: "")

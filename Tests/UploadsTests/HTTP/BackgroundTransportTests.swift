@@ -148,7 +148,7 @@ struct BackgroundTransportTests {
 
         let (recorder, _) = send(
             .segments([.bytes(head), .file(source, offset: 0, length: 100_000), .bytes(tail)]), through: transport,
-            answerLimit: 5_000,
+            answerLimit: 6_000,
             progress: progress)
         let task = try #require(session.tasks.first)
         #expect(task.bytes == head + (try Data(contentsOf: source)) + tail, "the whole form, from a file")
@@ -158,10 +158,32 @@ struct BackgroundTransportTests {
 
         let sent = try #require(recorder.value(as: HTTPAnswer.self))
         #expect(sent.receipt.status == 201 && sent.receipt.header("Location") == "/media/1")
-        #expect(sent.body == answer.prefix(5_000), "the answer, up to its limit")
+        #expect(sent.body == answer, "the whole answer, as long as its limit")
         let size = Int64(head.count + tail.count + 100_000)
         #expect(progress.value == [size / 2, size, size], "never past the body's size")
         #expect(TemporaryFolder.files(in: parts) == [], "the part file, once answered")
+    }
+
+    @Test func aSuccessLongerThanItsLimitFailsAndARefusalKeepsItsStart() throws {
+        defer { folder.remove() }
+        let session = ScriptedSession()
+        let transport = try transport(on: session)
+        let answer = Data(String(repeating: "a", count: 6_000).utf8)
+
+        let (long, _) = send(.data(Data("{}".utf8)), through: transport, answerLimit: 5_999)
+        try session.answerLast(201, answer: answer)
+        let (refused, _) = send(.data(Data("{}".utf8)), through: transport, answerLimit: 5_000)
+        try session.answerLast(500, answer: answer)
+
+        #expect(
+            long.error as? UploadError
+                == .invalidAnswer(
+                    destination, reason: "it is longer than 5999 bytes, the most this upload keeps of an answer"))
+        guard case .httpStatus(let receipt)? = refused.error as? UploadError else {
+            Issue.record("expected a status, got \(String(describing: refused.error))")
+            return
+        }
+        #expect(receipt.status == 500 && receipt.body == answer.prefix(5_000), "a refusal's start")
     }
 
     @Test func aStatusOutsideTwoHundredsAndALostConnectionFailAsInProcess() throws {
