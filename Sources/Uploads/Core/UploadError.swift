@@ -52,7 +52,10 @@ public enum UploadError: Error, Hashable, Sendable {
     /// stale upload is aborted: uploading the file again starts afresh.
     case fileChanged(URL, reason: String)
     /// The server's answer to a successful request could not be
-    /// understood: no `ETag` for a part, an upload ID missing from its XML.
+    /// understood: no `ETag` for a part, an upload ID missing from its
+    /// XML, a body that is not the type it was read as
+    /// (``UploadReceipt/decoded(as:using:)``), or one longer than the
+    /// uploader keeps (its `answerLimit`).
     case invalidAnswer(URL, reason: String)
     /// The storage says it stored other bytes than those sent: the object's
     /// (or a part's) `ETag`, where it is an MD5, is not the MD5 of the

@@ -124,17 +124,26 @@ public struct UploadReceipt: Sendable, Hashable {
             }
             return text
         }
+        /// A type as the JSON would name it: an object, an array, a String.
+        func name(_ type: Any.Type) -> String {
+            let name = "\(type)"
+            if name.hasPrefix("Dictionary<") { return "an object" }
+            if name.hasPrefix("Array<") { return "an array" }
+            return "a \(name)"
+        }
         switch error {
         case .keyNotFound(let key, let context):
             return "no \"\(key.stringValue)\" at \(place(context.codingPath))"
         case .valueNotFound(let type, let context):
-            return "no \(type) at \(place(context.codingPath)), but null"
+            return "\(place(context.codingPath)) is null, not \(name(type))"
         case .typeMismatch(let type, let context):
-            return "not a \(type) at \(place(context.codingPath))"
+            return "not \(name(type)) at \(place(context.codingPath))"
         case .dataCorrupted(let context):
             guard !body.isEmpty else { return "the body is empty, not JSON" }
-            return context.codingPath.isEmpty
-                ? "not JSON" : "\(context.debugDescription) at \(place(context.codingPath))"
+            guard (try? JSONSerialization.jsonObject(with: body, options: .fragmentsAllowed)) != nil else {
+                return "not JSON"
+            }
+            return "\(context.debugDescription) at \(place(context.codingPath))"
         @unknown default:
             return "\(error)"
         }
@@ -245,7 +254,8 @@ extension Job where Success == UploadReceipt {
     ///
     /// - Parameters:
     ///   - type: The type to read.
-    ///   - decoder: What reads it; a `JSONDecoder` with its defaults by
+    ///   - decoder: What reads it, in every performance (set it up before,
+    ///     and leave it as it is); a `JSONDecoder` with its defaults by
     ///     default.
     /// - Returns: A job that fails as this one does, and with
     ///   ``UploadError/invalidAnswer(_:reason:)`` when the body is not a `T`

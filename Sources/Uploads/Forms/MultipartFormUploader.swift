@@ -41,7 +41,9 @@ import FoundationNetworking
 /// its body); as every medium goes to the same endpoint, the receipt names
 /// the file (``UploadReceipt/filename``), and so does the error, which
 /// quotes the server's JSON `error`: `beach.jpg → api/v2/media: the
-/// server answered 413 Payload Too Large ("File is too large")`. It fails
+/// server answered 413 Payload Too Large ("File is too large")`. A
+/// successful answer longer than ``answerLimit`` fails it with
+/// ``UploadError/invalidAnswer(_:reason:)``. It fails
 /// with ``UploadError/fileNotFound(_:)``,
 /// ``UploadError/unreadableFile(_:reason:)`` or
 /// ``UploadError/invalidDestination(_:reason:)`` before any request, and
@@ -176,12 +178,12 @@ public final class MultipartFormUploader: Uploader, Sendable {
     ) -> Job<UploadReceipt> {
         guard let processing else { return upload }
         return upload.then { [self] receipt in
-            processing.waitUntilReady(receipt, filename: receipt.filename) { [headers] url in
+            processing.waitUntilReady(receipt, filename: receipt.filename) { [headers, answerLimit] url in
                 var request = URLRequest(url: url)
                 for (name, value) in headers where name.lowercased() != "content-type" {
                     request.setValue(value, forHTTPHeaderField: name)
                 }
-                return transport.send(request, body: .empty, destination: url).map(\.receipt)
+                return transport.send(request, body: .empty, destination: url, answerLimit: answerLimit).map(\.receipt)
             }
         }
     }

@@ -67,6 +67,9 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         var sent: Int64 = 0
         /// The start of its answer.
         var answer = Data()
+        /// Whether bytes of its answer came past ``orphanAnswerLimit``,
+        /// and were not kept.
+        var answerCut = false
         /// How it ended, once it did.
         var end: End?
         /// Whether a request was admitted to join it.
@@ -273,7 +276,7 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
         let orphan = state.withLock { state in
             let orphan = state.orphans.removeValue(forKey: description)
             if let orphan {
-                answer.received(orphan.answer)
+                answer.received(orphan.answer, cutAt: orphan.answerCut ? Self.orphanAnswerLimit : nil)
             }
             if orphan?.end == nil {
                 state.requests[description] = Request(answer: answer, file: file, joined: orphan != nil)
@@ -333,8 +336,9 @@ final class BackgroundTaskRegistry: BackgroundSessionEvents {
             if state.requests[task] != nil {
                 state.requests[task]?.answer.received(data)
             } else if !state.forgotten.contains(task) {
-                let room = Self.orphanAnswerLimit - (state.orphans[task]?.answer.count ?? 0)
-                state.orphans[task, default: Orphan()].answer.append(data.prefix(max(0, room)))
+                let room = max(0, Self.orphanAnswerLimit - (state.orphans[task]?.answer.count ?? 0))
+                state.orphans[task, default: Orphan()].answer.append(data.prefix(room))
+                if data.count > room { state.orphans[task]?.answerCut = true }
             }
         }
     }

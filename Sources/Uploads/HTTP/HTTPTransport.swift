@@ -35,8 +35,8 @@ extension HTTPTransport {
     ///   - destination: What errors and the receipt name.
     ///   - resendable: Whether the transport may send the request again by
     ///     itself; `true` by default.
-    ///   - answerLimit: The most bytes of the answer's body kept; what a
-    ///     receipt keeps by default.
+    ///   - answerLimit: The most bytes of the answer's body kept (a
+    ///     successful answer longer than this fails); 1 MiB by default.
     ///   - task: What the request is within its upload ("upload",
     ///     "part 3", "PATCH at 0"); `nil` for none.
     ///   - progress: Called as the body goes out.
@@ -70,7 +70,8 @@ struct HTTPRequest: Sendable {
     /// connection it reused dies before an answer; `false` for a request
     /// that is not idempotent (a tus `PATCH`).
     var resendable: Bool
-    /// The most bytes of the answer's body kept.
+    /// The most bytes of the answer's body kept: a successful answer
+    /// longer than this fails with ``UploadError/invalidAnswer(_:reason:)``.
     var answerLimit: Int
     /// What the request is within its upload ("upload", "part 3",
     /// "PATCH at 0"), the same in every launch; `nil` for none.

@@ -20,8 +20,9 @@ struct TaskAnswer: Sendable {
     let complete: @Sendable (Result<(receipt: UploadReceipt, body: Data), UploadError>) -> Void
     /// The server's answer, up to ``limit`` bytes.
     private(set) var body = Data()
-    /// Whether the answer was longer than ``limit``.
-    private(set) var overflowed = false
+    /// The bound the answer went past, when it did: ``limit``, or the
+    /// smaller one of the bytes kept before the request joined its task.
+    private(set) var overflowed: Int?
 
     init(
         _ request: HTTPRequest,
@@ -30,7 +31,7 @@ struct TaskAnswer: Sendable {
     ) {
         destination = request.destination
         self.size = size
-        limit = request.answerLimit
+        limit = max(request.answerLimit, 0)
         progress = request.progress
         self.complete = complete
     }
@@ -41,12 +42,20 @@ struct TaskAnswer: Sendable {
         progress(UploadProgress(bytesSent: min(sent, size), bytesTotal: size))
     }
 
-    /// Keeps `data`, the answer's next bytes, up to ``limit``.
-    mutating func received(_ data: Data) {
+    /// Keeps `data`, the answer's next bytes, up to ``limit``; `cutAt`
+    /// says that bytes came after `data` that were not kept past that
+    /// many (an orphan task's, which ran while no request was there).
+    /// Once the answer went past a bound, nothing more is kept: the body
+    /// stays the answer's start.
+    mutating func received(_ data: Data, cutAt: Int? = nil) {
+        guard overflowed == nil else { return }
         let room = max(limit - body.count, 0)
-        if data.count > room { overflowed = true }
-        guard room > 0 else { return }
         body.append(data.prefix(room))
+        if data.count > room {
+            overflowed = limit
+        } else if let cutAt {
+            overflowed = min(cutAt, limit)
+        }
     }
 
     /// Completes the request with the outcome of a task that ended with
@@ -59,11 +68,12 @@ struct TaskAnswer: Sendable {
             return
         }
         switch UploadReceipt.reading(response, body: body, destination: destination) {
-        case .success where overflowed:
+        case .success where overflowed != nil:
             // A success's answer is kept whole, or it fails: a cut one
             // would read as an answer it is not.
             sent(size)
-            let reason = "it is longer than \(Self.size(limit)), the most this upload keeps of an answer"
+            let kept = Self.size(overflowed ?? limit)
+            let reason = "it accepted the upload, but its answer is longer than \(kept), the most kept of an answer"
             complete(.failure(.invalidAnswer(destination, reason: reason)))
         case .success(let receipt):
             sent(size)

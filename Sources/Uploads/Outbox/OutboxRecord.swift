@@ -57,7 +57,9 @@ struct OutboxRecord: Codable, Sendable, Hashable {
         var destination: URL
         var status: Int
         var headers: [String: String]
-        /// The start of the answer's body, in base 64.
+        /// The answer's body, in base 64: whole, up to its uploader's
+        /// bound (the first 4 KiB, in a journal written before receipts
+        /// kept whole answers).
         var body: Data
         var filename: String?
 

@@ -26,12 +26,13 @@ struct BackgroundTaskRegistryTests {
         }
     }
 
-    /// A request's answer whose outcome `outcome` keeps.
-    static func answer(_ outcome: LockedValue<Result<Int, UploadError>?>) -> TaskAnswer {
+    /// A request's answer, kept up to `answerLimit` bytes, whose outcome
+    /// `outcome` keeps.
+    static func answer(_ outcome: LockedValue<Result<Int, UploadError>?>, answerLimit: Int = 100) -> TaskAnswer {
         let url = URL(string: "https://example.com/clip.mp4")!
         let request = HTTPRequest(
             urlRequest: URLRequest(url: url), body: .data(Data("bytes".utf8)), destination: url, resendable: true,
-            answerLimit: 100, progress: { _ in })
+            answerLimit: answerLimit, progress: { _ in })
         return TaskAnswer(request, size: 5) { result in outcome.setValue(result.map(\.receipt.status)) }
     }
 
@@ -96,6 +97,32 @@ struct BackgroundTaskRegistryTests {
         let outcome = LockedValue<Result<Int, UploadError>?>(nil)
         registry.start("u: upload @A", Self.answer(outcome), file: parts.appendingPathComponent("none"))
         #expect(try outcome.value?.get() == 201, "at once")
+    }
+
+    @Test func anOrphansAnswerCutWhileNoRequestWasThereFailsTheRequestThatJoinsIt() throws {
+        let registry = BackgroundTaskRegistry(parts: parts)
+        let limit = BackgroundTaskRegistry.orphanAnswerLimit
+        registry.task("u: upload @A", didReceive: Data(count: limit - 10))
+        registry.task("u: upload @A", didReceive: Data(count: 11))
+        registry.task("u: upload @A", didCompleteWith: Self.answered(201), error: nil, bodySize: 5)
+        registry.task("v: upload @B", didReceive: Data(count: limit))
+        registry.task("v: upload @B", didCompleteWith: Self.answered(201), error: nil, bodySize: 5)
+        registry.listed([])
+        let admissions = Admissions()
+        admissions.admit("u: upload", by: registry)
+        admissions.admit("v: upload", by: registry)
+        let (cut, whole) = (LockedValue<Result<Int, UploadError>?>(nil), LockedValue<Result<Int, UploadError>?>(nil))
+
+        registry.start(
+            "u: upload @A", Self.answer(cut, answerLimit: 4 * limit), file: parts.appendingPathComponent("a"))
+        registry.start(
+            "v: upload @B", Self.answer(whole, answerLimit: 4 * limit), file: parts.appendingPathComponent("b"))
+
+        let reason = "it accepted the upload, but its answer is longer than 1 MiB, the most kept of an answer"
+        #expect(throws: UploadError.invalidAnswer(URL(string: "https://example.com/clip.mp4")!, reason: reason)) {
+            try cut.value?.get()
+        }
+        #expect(try whole.value?.get() == 201, "an answer as long as what an orphan keeps is whole")
     }
 
     /// Once a request of an upload is sent anew (a tus `HEAD`), what that

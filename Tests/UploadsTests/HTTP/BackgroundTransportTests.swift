@@ -178,7 +178,9 @@ struct BackgroundTransportTests {
         #expect(
             long.error as? UploadError
                 == .invalidAnswer(
-                    destination, reason: "it is longer than 5999 bytes, the most this upload keeps of an answer"))
+                    destination,
+                    reason:
+                        "it accepted the upload, but its answer is longer than 5999 bytes, the most kept of an answer"))
         guard case .httpStatus(let receipt)? = refused.error as? UploadError else {
             Issue.record("expected a status, got \(String(describing: refused.error))")
             return

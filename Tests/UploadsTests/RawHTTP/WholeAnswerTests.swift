@@ -72,8 +72,8 @@ struct WholeAnswerTests {
 
             #expect(
                 error?.localizedDescription
-                    == "media/1.jpg: the server's answer could not be understood: it is longer than 10 KiB, "
-                    + "the most this upload keeps of an answer")
+                    == "media/1.jpg: the server's answer could not be understood: it accepted the upload, "
+                    + "but its answer is longer than 10 KiB, the most kept of an answer")
             #expect(error?.failure == .permanent)
             #expect(try await server.received().count == 1, "not retried: the same answer would come")
         }
@@ -117,7 +117,7 @@ struct WholeAnswerTests {
             #expect(decoded == Self.attachment)
             #expect(
                 error?.localizedDescription.hasSuffix(
-                    "it is longer than 64 KiB, the most this upload keeps of an answer") == true)
+                    "its answer is longer than 64 KiB, the most kept of an answer") == true)
         }
     }
 
@@ -134,8 +134,11 @@ struct WholeAnswerTests {
         (#"{"id":1,"description":"d","meta":{"width":1,"height":2},"tags":[]}"#, "not a String at id"),
         (
             #"{"id":"1","description":null,"meta":{"width":1,"height":2},"tags":[]}"#,
-            "no String at description, but null"
+            "description is null, not a String"
         ),
+        (#"{"description":"d","meta":{"width":1,"height":2},"tags":[]}"#, #"no "id" at the top"#),
+        (#"{"id":"1","description":"d","meta":[1,2],"tags":[]}"#, "not an object at meta"),
+        (#"["id"]"#, "not an object at the top"),
         (#"{"id":"1","description":"d","meta":{"width":1,"height":2},"tags":["a",2]}"#, "not a String at tags[1]"),
         ("<html>Bad gateway</html>", "not JSON"),
         ("", "the body is empty, not JSON"),
@@ -143,6 +146,67 @@ struct WholeAnswerTests {
     func aBodyThatIsNotTheTypeSaysWhereItDiffers(json: String, reason: String) {
         #expect(throws: UploadError.invalidAnswer(Self.destination, reason: reason)) {
             try Self.receipt(json).decoded(as: Attachment.self)
+        }
+    }
+
+    @Test func anAnswerAsLongAsTheBoundIsKeptAndOneByteMoreFails() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("a.jpg", ["answer": String(repeating: "x", count: 10_240)])
+            try await server.setRule("b.jpg", ["answer": String(repeating: "x", count: 10_241)])
+            let uploader = URLSessionUploader(answerLimit: 10 << 10)
+            let (a, b) = (server.url("a.jpg"), server.url("b.jpg"))
+
+            let receipt = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(Photo(bytes: Data("1".utf8), destination: a), using: uploader).value
+            }
+            await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) {
+                    try await Job.uploading(Photo(bytes: Data("2".utf8), destination: b), using: uploader).value
+                }
+            }
+
+            #expect(receipt.body.count == 10_240)
+        }
+    }
+
+    @Test func aRefusedUploadDecodedFailsWithItsStatusNotItsBody() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("a.jpg", ["status": 422, "answer": #"{"error":"Invalid"}"#])
+            let upload = Job.uploading(
+                Photo(bytes: Data("1".utf8), destination: server.url("a.jpg")), using: URLSessionUploader())
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) { try await upload.decoding(Attachment.self).value }
+            }
+            guard case .httpStatus(let receipt) = error else {
+                Issue.record("not a status: \(String(describing: error))")
+                return
+            }
+            #expect(receipt.status == 422)
+        }
+    }
+
+    @Test func aMediumsProcessingQuestionsKeepTheirAnswersToTheUploadersBound() async throws {
+        try await FixtureServer.with { server in
+            try await server.setRule("api/v2/media", ["ok_status": 202, "answer": #"{"id":"7"}"#])
+            try await server.setRule("api/v1/media/7", ["ok_status": 200, "answer": try Self.answer()])
+            let processing = MediaProcessing(
+                firstWait: .milliseconds(1), maximumWait: .milliseconds(1), timeLimit: .seconds(10),
+                statusURL: MediaProcessing.mastodon.statusURL, isReady: MediaProcessing.mastodon.isReady)
+            let photo = Photo(bytes: Data("jpeg".utf8), destination: server.url("api/v2/media"))
+            let bounded = try MultipartFormUploader(answerLimit: 64 << 10, processing: processing)
+            let whole = try MultipartFormUploader(processing: processing)
+
+            let ready = try await withTimeLimit(.seconds(20)) {
+                try await Job.uploading(photo, using: whole).decoding(Attachment.self).value
+            }
+            let error = await #expect(throws: UploadError.self) {
+                try await withTimeLimit(.seconds(20)) { try await Job.uploading(photo, using: bounded).value }
+            }
+
+            #expect(ready == Self.attachment, "the answer that said ready, whole")
+            #expect(
+                error?.localizedDescription.hasPrefix("api/v1/media/7: the server's answer could not be understood")
+                    == true)
         }
     }
 
