@@ -188,32 +188,25 @@ public final class MultipartFormUploader: Uploader, Sendable {
         }
     }
 
-    /// A job that sends `media` as a form through `transport`, once.
+    /// A job that sends `media` as a form through `transport`, once: the
+    /// medium's fields, then its file's part, after this uploader's
+    /// ``fields``, with the medium's `Idempotency-Key` if it has one.
     private func send(
         _ media: Media,
         through transport: any HTTPTransport,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let filename = media.filename ?? media.defaultFilename
         let content: FormData.Part.Content =
             switch media.content {
             case .bytes(let data): .bytes(data)
             case .file(let file): .file(file)
             }
-        let parts =
-            (fields + media.formFields).map { FormData.Part(name: $0.name, content: .text($0.value)) }
-            + [FormData.Part(name: fileField, content: content, filename: filename, contentType: media.contentType)]
-        return transport.upload(
-            to: media.destination, method: method.rawValue, headers: headers, headersNameContentType: false,
-            idempotencyKey: sendsIdempotencyKey ? media.idempotencyKey ?? UUID().uuidString : nil, filename: filename,
-            answerLimit: answerLimit,
-            prepare: { [self] () throws(UploadError) in
-                let size = try checkedSize(of: media)
-                try MultipartForm.validate(parts, to: media.destination)
-                let form = MultipartForm()
-                return (form.contentType, HTTPBody(segments: form.body(of: parts, fileSizes: [parts.count - 1: size])))
-            },
-            progress: progress)
+        let file = FormData.Part(
+            name: fileField, content: content, filename: media.filename ?? media.defaultFilename,
+            contentType: media.contentType)
+        let form = FormData(parts: media.formFields.map(Self.part) + [file])
+        return send(
+            form, to: media.destination, idempotencyKey: media.idempotencyKey, through: transport, progress: progress)
     }
 
     /// A job that sends `form` to `destination` through `transport`, once,
@@ -222,21 +215,23 @@ public final class MultipartFormUploader: Uploader, Sendable {
     /// Each performance checks the destination, the parts' headers and
     /// the files (a missing one fails it before any byte is sent), and
     /// builds the body afresh. Every performance sends the same
-    /// `Idempotency-Key`, a new one per call of this method.
+    /// `Idempotency-Key`: `idempotencyKey`, or a new one per call of this
+    /// method. The receipt, and an error's, names the form's files.
     private func send(
         _ form: FormData,
         to destination: URL,
+        idempotencyKey: String? = nil,
         through transport: any HTTPTransport,
         progress: @escaping @Sendable (UploadProgress) -> Void
     ) -> Job<UploadReceipt> {
-        let parts = fields.map { FormData.Part(name: $0.name, content: .text($0.value)) } + form.parts
+        let parts = fields.map(Self.part) + form.parts
         let filenames = parts.compactMap { part -> String? in
             if case .text = part.content { return nil }
             return part.filename
         }
         return transport.upload(
             to: destination, method: method.rawValue, headers: headers, headersNameContentType: false,
-            idempotencyKey: sendsIdempotencyKey ? UUID().uuidString : nil,
+            idempotencyKey: sendsIdempotencyKey ? idempotencyKey ?? UUID().uuidString : nil,
             filename: filenames.isEmpty ? nil : filenames.joined(separator: ", "), answerLimit: answerLimit,
             prepare: { [self] () throws(UploadError) in
                 try validate(destination: destination)
@@ -251,5 +246,10 @@ public final class MultipartFormUploader: Uploader, Sendable {
                 return (framing.contentType, HTTPBody(segments: framing.body(of: parts, fileSizes: fileSizes)))
             },
             progress: progress)
+    }
+
+    /// `field` as a form's text part.
+    private static func part(_ field: FormField) -> FormData.Part {
+        FormData.Part(name: field.name, content: .text(field.value))
     }
 }

@@ -68,16 +68,14 @@ struct TaskAnswer: Sendable {
             return
         }
         switch UploadReceipt.reading(response, body: body, destination: destination) {
-        case .success where overflowed != nil:
-            // A success's answer is kept whole, or it fails: a cut one
-            // would read as an answer it is not.
-            sent(size)
-            let kept = Self.size(overflowed ?? limit)
-            let reason = "it accepted the upload, but its answer is longer than \(kept), the most kept of an answer"
-            complete(.failure(.invalidAnswer(destination, reason: reason)))
         case .success(let receipt):
             sent(size)
-            complete(.success((receipt, body)))
+            // A success's answer is kept whole, or it fails: a cut one
+            // would read as an answer it is not.
+            guard let overflowed else { return complete(.success((receipt, body))) }
+            let reason =
+                "it accepted the upload, but its answer is longer than \(Self.size(overflowed)), the most kept of an answer"
+            complete(.failure(.invalidAnswer(destination, reason: reason)))
         case .failure(let error):
             complete(.failure(error))
         }
