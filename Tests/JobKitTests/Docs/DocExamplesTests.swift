@@ -900,6 +900,7 @@ struct DocExamplesCompileTests {
     /// to show its examples too, in full, and more of them.
     static let exampleFiles = [
         "Tests/JobKitTests/Docs/DocExamplesTests.swift",
+        "Tests/JobKitTests/Docs/ComingFromPromiseKitTests.swift",
         "Tests/UploadsTests/Docs/UploadsDocExamplesTests.swift",
         "Tests/JobKitTests/Docs/ReadmeTests.swift",
         "Tests/UploadsTests/Docs/UploadsReadmeTests.swift",
