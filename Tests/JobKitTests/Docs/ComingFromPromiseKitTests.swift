@@ -45,7 +45,7 @@ private final class SyncClient: Sendable {
 
     init(failures: Int) { self.failures = LockedValue(failures) }
 
-    func sync(_ account: Account, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    func synchronize(_ account: Account, completion: @escaping @Sendable ((any Error)?) -> Void) {
         let fails = failures.withValue { failures in
             defer { failures -= 1 }
             return failures > 0
@@ -60,10 +60,10 @@ private struct SyncExample {
 
     // BEGIN DOC
     func syncing(_ account: Account) -> Job<Void> {
-        log.info("sync \(account.name)")  // once, when the job is made, performed or not
+        log.info("sync \(account.name)")  // once, when syncing is called, performed or not
         return Job.bridging { completion in
             log.info("sync \(account.name) starts")  // each time it is performed: each retry too
-            client.sync(account, completion: completion)
+            client.synchronize(account, completion: completion)
         }
     }
     // END DOC
@@ -211,6 +211,33 @@ struct ComingFromPromiseKitTests {
         #expect(log.lines.value == ["sync ann", "sync ann starts", "sync ann starts", "sync ann starts"])
     }
 
+    // MARK: Cancellation, as the table says
+
+    @Test func aCancellationErrorFromTheJobBeforeReachesRecoverAndACancelOfItsOwnDoesNot() throws {
+        let recovered = LockedValue<[String]>([])
+        let fromBefore = Job<Int>.failed(CancellationError()).recover { error in
+            recovered.withValue { $0.append("\(type(of: error))") }
+            throw error
+        }
+        #expect(outcome(of: fromBefore)?.failure is CancellationError)
+        #expect(recovered.value == ["CancellationError"])
+
+        let queue = TestQueue()
+        let recorder = Recorder<Int>()
+        let handle = Job<Int>.never
+            .recover { _ in
+                recovered.withValue { $0.append("called by a cancel") }
+                return 0
+            }
+            .perform(on: queue, then: recorder.handler)
+        try queue.run()
+        handle.cancel()
+        try queue.run()
+        #expect(recorder.count == 1)
+        #expect(recorder.last?.failure is CancellationError)  // the performance's handler sees the cancel
+        #expect(recovered.value == ["CancellationError"])
+    }
+
     // MARK: Which queue runs each closure
 
     @Test func eachClosureRunsWhereTheArticleSays() async throws {
@@ -231,12 +258,23 @@ struct ComingFromPromiseKitTests {
             }
             .then { _ in
                 note("then")
+                return Job<Int>.bridging { completion in
+                    note("bridging")
+                    delegateQueue.async { completion(.success(2)) }
+                }
+            }
+            .then { _ in
+                note("then")
                 return reporting(.failure(Offline()))
             }
             .mapError { error in
                 note("mapError")
                 return error
             }
+            .recover(with: { error in
+                note("recover(with:)")
+                return .failed(error)
+            })
             .recover { _ in
                 note("recover")
                 return 2
@@ -250,8 +288,9 @@ struct ComingFromPromiseKitTests {
         #expect(await done.signalled(within: 30))
         #expect(
             seen.value == [
-                "body: performing", "map: delegate", "then: delegate", "body: performing", "mapError: delegate",
-                "recover: performing", "always: performing", "onSuccess: performing", "handler 2: performing",
+                "body: performing", "map: delegate", "then: delegate", "bridging: performing", "then: delegate",
+                "body: performing", "mapError: delegate", "recover(with:): delegate", "recover: performing",
+                "always: performing", "onSuccess: performing", "handler 2: performing",
             ])
     }
 
