@@ -6,7 +6,8 @@ extension Job {
     ///
     /// If this job fails, `next` is not called and the returned job fails
     /// with the same error. Both jobs run on the returned job's queue, and
-    /// cancelling it cancels whichever is running.
+    /// cancelling it cancels whichever is running. `next` is called at
+    /// once on the thread this job completed on.
     ///
     /// The job `next` builds runs in the returned job's place, so a loop
     /// written as recursion, a `then` whose next job is the loop again,
@@ -44,7 +45,8 @@ extension Job {
     /// to its value.
     ///
     /// If this job fails, `transform` is not called. If `transform` throws,
-    /// the returned job fails with the error it threw.
+    /// the returned job fails with the error it threw. `transform` runs at
+    /// once on the thread this job completed on.
     public func map<NewSuccess>(
         _ transform: @escaping @Sendable (Success) throws -> NewSuccess
     ) -> Job<NewSuccess> {
@@ -82,6 +84,7 @@ extension Job {
     ///
     /// Cancelling the returned job is not a failure of this job: it
     /// completes with `CancellationError` and `handler` is not called.
+    /// `handler` runs on the job's queue.
     public func recover(
         _ handler: @escaping @Sendable (any Error) throws -> Success
     ) -> Job<Success> {
@@ -93,7 +96,8 @@ extension Job {
     ///
     /// The job `handler` builds runs in the returned job's place, as a
     /// ``then(_:)``'s next job does: a retry written as recursion (recover
-    /// with the same job again) holds one attempt at a time.
+    /// with the same job again) holds one attempt at a time. `handler` is
+    /// called at once on the thread this job completed on.
     public func recover(
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
@@ -113,7 +117,8 @@ extension Job {
 
     /// A job that performs this job and, if it fails, fails with the error
     /// `transform` makes of its error: to wrap low-level errors into a
-    /// domain error, say.
+    /// domain error, say. `transform` runs at once on the thread this job
+    /// completed on.
     public func mapError(
         _ transform: @escaping @Sendable (any Error) -> any Error
     ) -> Job<Success> {
