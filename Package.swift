@@ -17,6 +17,14 @@ let package = Package(
         .executable(name: "Playground", targets: ["Playground"]),
         .executable(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
+    traits: [
+        .trait(
+            name: "ExperimentalMainActorInVirtualTime",
+            description: "TestQueue.drivingMainActor(_:): main-actor code in virtual time, on Swift 6.3's "
+                + "experimental custom executors (SPI)."
+        ),
+        .default(enabledTraits: []),
+    ],
     targets: [
         .target(name: "JobKit"),
         .target(name: "JobKitTesting", dependencies: ["JobKit"]),

@@ -235,7 +235,7 @@ public final class TestQueue: JobQueue, Sendable {
     @discardableResult
     public func runNext() -> Bool {
         guard let item = lock.withLock({ try? $0.removeNext(dueBy: $0.now) }) else { return false }
-        item.work()
+        run(item)
         return true
     }
 
@@ -260,8 +260,19 @@ public final class TestQueue: JobQueue, Sendable {
             }
             guard let item else { return }
             steps += 1
-            item.work()
+            run(item)
         }
+    }
+}
+
+extension TestQueue {
+    @inline(__always)
+    private func run(_ item: ItemStore.Item) {
+        #if ExperimentalMainActorInVirtualTime
+        MainActorDriving.run(item.work, from: self)
+        #else
+        item.work()
+        #endif
     }
 }
 

@@ -901,6 +901,8 @@ struct DocExamplesCompileTests {
     static let exampleFiles = [
         "Tests/JobKitTests/Docs/DocExamplesTests.swift",
         "Tests/JobKitTests/Docs/ComingFromPromiseKitTests.swift",
+        // Compiled with the package trait ExperimentalMainActorInVirtualTime.
+        "Tests/JobKitTestingTests/MainActorInVirtualTimeTests.swift",
         "Tests/UploadsTests/Docs/UploadsDocExamplesTests.swift",
         "Tests/JobKitTests/Docs/ReadmeTests.swift",
         "Tests/UploadsTests/Docs/UploadsReadmeTests.swift",

@@ -1,0 +1,366 @@
+// The main actor in virtual time: compiled only with the package trait
+// `ExperimentalMainActorInVirtualTime`, so the default build imports no SPI.
+//
+// Swift 6.3 lets a program replace both of its executors once, through the
+// experimental `_createExecutors(factory:)`. The executors installed here
+// route: a job enqueued on the thread that is inside
+// `TestQueue.drivingMainActor(_:)` (the test's main-actor code, and every
+// item the queue runs inside it) becomes an item of that queue, and every
+// other job goes to the executor that was there before. A test that does
+// not drive the main actor, even one running at the same time, never
+// meets the queue.
+#if ExperimentalMainActorInVirtualTime
+
+import Dispatch
+import JobKit
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+#if compiler(>=6.3)
+@_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
+#endif
+
+/// Why ``TestQueue/drivingMainActor(_:)`` cannot run the main actor on a
+/// queue; it throws this before running any of its closure.
+public enum MainActorDrivingError: Error, Equatable, CustomStringConvertible {
+    /// The running Swift has no replaceable executors: an OS before 26.4
+    /// on Apple platforms, or a compiler before Swift 6.3.
+    case unsupported(String)
+    /// Something other than JobKitTesting replaced the main or the
+    /// default executor first, and only one replacement is possible.
+    case executorsReplacedElsewhere(mainExecutor: String, defaultExecutor: String)
+    /// The closure of a call driving another queue is still running:
+    /// one queue at a time drives the main actor.
+    case drivingAnotherQueue
+
+    /// The message a test failure shows.
+    public var description: String {
+        switch self {
+        case .unsupported(let what):
+            "the main actor cannot run on a TestQueue here: \(what)"
+        case .executorsReplacedElsewhere(let main, let global):
+            "the main actor cannot run on a TestQueue: the process's executors were replaced "
+                + "before (main: \(main), default: \(global)), and Swift lets a process replace them once"
+        case .drivingAnotherQueue:
+            "the main actor cannot run on this TestQueue: a call of drivingMainActor on another "
+                + "queue is running; drive one queue at a time"
+        }
+    }
+}
+
+extension TestQueue {
+    /// Runs `body` with the main actor's code on this queue: every
+    /// `@MainActor` job that `body` and the queue's items start,
+    /// the tasks they start, and the sleeps of those tasks on
+    /// `ContinuousClock` or `SuspendingClock` (`Task.sleep(for:)`)
+    /// become items of the queue, run by ``run()`` and
+    /// ``advance(by:)`` in virtual time.
+    ///
+    /// Available with the package trait
+    /// `ExperimentalMainActorInVirtualTime`: it rests on Swift 6.3's
+    /// experimental custom executors, which the first call installs
+    /// for the whole process. Code that does not run inside `body` is
+    /// not affected, in this test or in the tests running beside it:
+    /// its jobs go to the executors that were there before.
+    ///
+    /// ```swift
+    /// @Test @MainActor func theCountdownTicksOncePerSecond() throws {
+    ///     let queue = TestQueue()
+    ///     try queue.drivingMainActor {
+    ///         let model = CountdownModel(from: 3)
+    ///         model.startTapped()  // starts a Task that sleeps a second per tick
+    ///         try queue.advance(by: .seconds(1))
+    ///         #expect(model.remaining == 2)
+    ///         try queue.advance(by: .seconds(2))
+    ///         #expect(model.remaining == 0)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// `body` is synchronous and runs on the main actor, so two calls
+    /// never overlap: tests that drive the main actor wait for each
+    /// other, as any two pieces of main-actor code do. A sleep's
+    /// deadline on a real clock is a real instant, so the queue gives the
+    /// sleep the roundest duration it can have had, from what is left of
+    /// it to the time since the queue's item that started it began:
+    /// `Task.sleep(for: .seconds(1))` ends after exactly one virtual
+    /// second, on a busy machine too. Sleeps on other clocks, work
+    /// started from other threads, and `DispatchQueue.main` run for real.
+    /// A main-actor job still waiting when `body` returns runs on the real
+    /// main actor if the queue runs it later.
+    ///
+    /// - Parameter body: The test's code: it makes the model, acts on
+    ///   it, advances the queue and checks the state in between.
+    /// - Returns: What `body` returns.
+    /// - Throws: ``MainActorDrivingError`` if the executors cannot be
+    ///   installed (before `body` runs), or what `body` throws.
+    @MainActor
+    public func drivingMainActor<Result>(_ body: @MainActor () throws -> Result) throws -> Result {
+        #if compiler(>=6.3)
+        guard #available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *) else {
+            throw MainActorDrivingError.unsupported("it needs OS 26.4 or later")
+        }
+        try RoutingExecutors.installation.get()
+        let driving = try MainActorDriving.begin(self)
+        defer { MainActorDriving.end(driving) }
+        return try body()
+        #else
+        throw MainActorDrivingError.unsupported("it needs Swift 6.3 or later")
+        #endif
+    }
+}
+
+/// The queue driving the main actor, and the thread it does so on.
+enum MainActorDriving {
+    struct Driving {
+        let queue: TestQueue
+        let thread: pthread_t
+        var depth: Int
+        /// When the item running now on the driving thread started, on the
+        /// real clocks, if one is running.
+        var itemStarted: RealInstants?
+    }
+
+    /// The same moment on both real clocks.
+    struct RealInstants {
+        let continuous = ContinuousClock.now
+        let suspending = SuspendingClock.now
+    }
+
+    /// Two calls never overlap (each is a synchronous piece of main-actor
+    /// code); the lock is for the enqueues of other threads that read it.
+    private static let current = Mutex<Driving?>(nil)
+
+    /// Whether `current` holds a queue, written inside its lock: a job
+    /// enqueued while no queue drives (every job of the other tests, most
+    /// of the time) takes one load, not the lock.
+    private static let isDriving = Atomic<Bool>(false)
+
+    /// Starts driving `queue` on this thread, or goes one call deeper.
+    static func begin(_ queue: TestQueue) throws(MainActorDrivingError) -> TestQueue {
+        try current.withLock { (current) throws(MainActorDrivingError) in
+            if var driving = current {
+                guard driving.queue === queue else { throw .drivingAnotherQueue }
+                driving.depth += 1
+                current = driving
+            } else {
+                current = Driving(queue: queue, thread: pthread_self(), depth: 1)
+                isDriving.store(true, ordering: .releasing)
+            }
+            return queue
+        }
+    }
+
+    static func end(_ queue: TestQueue) {
+        current.withLock { current in
+            guard var driving = current, driving.queue === queue else { return }
+            driving.depth -= 1
+            current = driving.depth > 0 ? driving : nil
+            if current == nil { isDriving.store(false, ordering: .releasing) }
+        }
+    }
+
+    /// Runs `item`, an item of `queue`; if `queue` drives the main actor on
+    /// this thread, notes when it started, which bounds the real deadlines
+    /// of the sleeps it starts.
+    static func run(_ item: () -> Void, from queue: TestQueue) {
+        guard isDriving.load(ordering: .acquiring) else { return item() }
+        let noted = current.withLock { driving -> (noted: Bool, outer: RealInstants?) in
+            guard var state = driving, state.queue === queue, pthread_equal(state.thread, pthread_self()) != 0
+            else { return (false, nil) }
+            let outer = state.itemStarted
+            state.itemStarted = RealInstants()
+            driving = state
+            return (true, outer)
+        }
+        item()
+        guard noted.noted else { return }
+        current.withLock { driving in
+            if driving?.queue === queue { driving?.itemStarted = noted.outer }
+        }
+    }
+
+    /// When the item running now on the driving thread started, if this is
+    /// the driving thread and an item of its queue is running.
+    static var itemStarted: RealInstants? {
+        guard isDriving.load(ordering: .acquiring) else { return nil }
+        return current.withLock { driving in
+            guard let driving, pthread_equal(driving.thread, pthread_self()) != 0 else { return nil }
+            return driving.itemStarted
+        }
+    }
+
+    /// The queue that takes a job enqueued now, on this thread: the
+    /// driving queue if this is its thread, else `nil`.
+    static var queueOfThisThread: TestQueue? {
+        guard isDriving.load(ordering: .acquiring) else { return nil }
+        return current.withLock { driving in
+            guard let driving, pthread_equal(driving.thread, pthread_self()) != 0 else { return nil }
+            return driving.queue
+        }
+    }
+}
+
+#if compiler(>=6.3)
+/// The executors JobKitTesting installs: each routes a job to the
+/// driving queue, on its thread, and to the executor it replaced
+/// otherwise.
+@available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *)
+struct RoutingExecutors: ExecutorFactory {
+    static let mainExecutor: any MainExecutor = RoutingMainExecutor(replacing: MainActor.executor)
+    static let defaultExecutor: any TaskExecutor = RoutingTaskExecutor(replacing: Task.defaultExecutor)
+
+    /// Installs the executors on first use; fails if another
+    /// replacement came first.
+    static let installation: Result<Void, MainActorDrivingError> = {
+        if let problem = problem(main: MainActor.executor, default: Task.defaultExecutor) {
+            return .failure(problem)
+        }
+        _ = (mainExecutor, defaultExecutor)  // made before they replace what they wrap
+        _createExecutors(factory: RoutingExecutors.self)
+        return .success(())
+    }()
+
+    /// What stops the installation when these are the executors in
+    /// place, or `nil` if they are the platform's.
+    static func problem(main: any MainExecutor, default global: any TaskExecutor) -> MainActorDrivingError? {
+        let platform = (
+            main: ObjectIdentifier(type(of: PlatformExecutorFactory.mainExecutor)),
+            global: ObjectIdentifier(type(of: PlatformExecutorFactory.defaultExecutor))
+        )
+        guard
+            ObjectIdentifier(type(of: main)) != platform.main
+                || ObjectIdentifier(type(of: global)) != platform.global
+        else { return nil }
+        return .executorsReplacedElsewhere(
+            mainExecutor: String(describing: type(of: main)), defaultExecutor: String(describing: type(of: global)))
+    }
+
+    /// How long until `instant` on `clock`, as the queue's delay, or
+    /// `nil` for a clock whose durations are not `Duration`.
+    ///
+    /// On a real clock the sleep's deadline is a real instant, computed
+    /// from the real time at some moment after the running item started
+    /// and before now: its duration is at least what is left now and at
+    /// most the time from the item's start to the deadline. The delay is
+    /// the roundest duration in that span (`Task.sleep(for: .seconds(1))`
+    /// is one second even if the thread was held up in between); with no
+    /// item running, the roundest in the millisecond from what is left.
+    static func delay<C: Clock>(until instant: C.Instant, on clock: C) -> Duration? {
+        guard let left = clock.now.duration(to: instant) as? Duration else { return nil }
+        let fromItemStart: Duration?
+        if let instant = instant as? ContinuousClock.Instant {
+            fromItemStart = MainActorDriving.itemStarted.map { $0.continuous.duration(to: instant) }
+        } else if let instant = instant as? SuspendingClock.Instant {
+            fromItemStart = MainActorDriving.itemStarted.map { $0.suspending.duration(to: instant) }
+        } else {
+            return left
+        }
+        return roundest(from: left, to: fromItemStart ?? left + .nanoseconds(999_999))
+    }
+
+    /// The duration in `lower...upper` (rounded inward to whole
+    /// nanoseconds) that is a multiple of the largest power of ten, up to
+    /// 1,000 seconds; `lower` if the span holds no whole nanosecond.
+    static func roundest(from lower: Duration, to upper: Duration) -> Duration {
+        // In whole nanoseconds, within ±146 years: far beyond any sleep, and
+        // far from where the arithmetic below overflows.
+        func nanoseconds(_ duration: Duration, _ rule: FloatingPointRoundingRule) -> Int64 {
+            Int64(min(max((duration / .nanoseconds(1)).rounded(rule), -4.6e18), 4.6e18))
+        }
+        let low = nanoseconds(lower, .up)
+        let high = nanoseconds(upper, .down)
+        guard low <= high else { return lower }
+        var power: Int64 = 1_000_000_000_000
+        while power > 1 {
+            let multiple = low <= 0 ? 0 : ((low - 1) / power + 1) * power
+            if multiple >= low, multiple <= high { return .nanoseconds(multiple) }
+            power /= 10
+        }
+        return .nanoseconds(low)
+    }
+}
+
+/// The main actor's executor while JobKitTesting's are installed.
+@available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *)
+final class RoutingMainExecutor: MainExecutor {
+    /// The executor it replaced: the real main actor.
+    let replaced: any MainExecutor
+
+    init(replacing replaced: any MainExecutor) {
+        self.replaced = replaced
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        guard let queue = MainActorDriving.queueOfThisThread else { return replaced.enqueue(job) }
+        let job = UnownedJob(job)
+        queue.enqueue { [self] in
+            // Only on the driving thread is the main actor this code's.
+            if MainActorDriving.queueOfThisThread === queue {
+                job.runSynchronously(on: asUnownedSerialExecutor())
+            } else {
+                replaced.enqueue(ExecutorJob(job))
+            }
+        }
+    }
+
+    func run() throws { try replaced.run() }
+    func stop() { replaced.stop() }
+    var isMainExecutor: Bool { true }
+    func checkIsolated() { replaced.checkIsolated() }
+    func isIsolatingCurrentContext() -> Bool? { replaced.isIsolatingCurrentContext() }
+}
+
+/// The default executor while JobKitTesting's are installed: it runs
+/// nonisolated task code and the ends of sleeps.
+@available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *)
+final class RoutingTaskExecutor: TaskExecutor, SchedulingExecutor {
+    /// The executor it replaced: the global concurrent executor.
+    let replaced: any TaskExecutor
+
+    init(replacing replaced: any TaskExecutor) {
+        self.replaced = replaced
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        guard let queue = MainActorDriving.queueOfThisThread else { return replaced.enqueue(job) }
+        let job = UnownedJob(job)
+        queue.enqueue { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+    }
+
+    func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
+        enqueue(job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock)
+    }
+
+    func enqueue<C: Clock>(_ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C) {
+        if let queue = MainActorDriving.queueOfThisThread,
+            let delay = RoutingExecutors.delay(until: instant, on: clock)
+        {
+            let job = UnownedJob(job)
+            queue.enqueue(after: delay) { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+        } else if let replaced = replaced as? any SchedulingExecutor {
+            replaced.enqueue(job, at: instant, tolerance: tolerance, clock: clock)
+        } else {
+            // A default executor that cannot wait: wait on Dispatch.
+            let job = UnownedJob(job)
+            let left = (clock.now.duration(to: instant) as? Duration) ?? .zero
+            let (seconds, attoseconds) = left.components
+            let nanoseconds = Int(
+                clamping: seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds
+                    / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [replaced] in
+                replaced.enqueue(ExecutorJob(job))
+            }
+        }
+    }
+}
+#endif
+
+#endif
