@@ -57,18 +57,18 @@ public enum MainActorDrivingError: Error, Equatable, CustomStringConvertible {
 
 extension TestQueue {
     /// Runs `body` with the main actor's code on this queue: every
-    /// `@MainActor` job that `body` and the queue's items start,
-    /// the tasks they start, and the sleeps of those tasks on
-    /// `ContinuousClock` or `SuspendingClock` (`Task.sleep(for:)`)
-    /// become items of the queue, run by ``run()`` and
-    /// ``advance(by:)`` in virtual time.
+    /// `@MainActor` job that `body` and the queue's items start, the
+    /// tasks they start, and the sleeps of those tasks
+    /// (`Task.sleep(for:)`) become items of the queue, run by ``run()``
+    /// and ``advance(by:)`` in virtual time.
     ///
     /// Available with the package trait
     /// `ExperimentalMainActorInVirtualTime`: it rests on Swift 6.3's
-    /// experimental custom executors, which the first call installs
-    /// for the whole process. Code that does not run inside `body` is
-    /// not affected, in this test or in the tests running beside it:
-    /// its jobs go to the executors that were there before.
+    /// experimental custom executors, which the first call installs for
+    /// the whole process. They route by thread: a job enqueued on the
+    /// thread running `body` (`body` itself, and the queue's items that
+    /// it runs) goes to the queue, and any other job to the executor that
+    /// was there before.
     ///
     /// ```swift
     /// @Test @MainActor func theCountdownTicksOncePerSecond() throws {
@@ -86,15 +86,18 @@ extension TestQueue {
     ///
     /// `body` is synchronous and runs on the main actor, so two calls
     /// never overlap: tests that drive the main actor wait for each
-    /// other, as any two pieces of main-actor code do. A sleep's
-    /// deadline on a real clock is a real instant, so the queue gives the
-    /// sleep the roundest duration it can have had, from what is left of
-    /// it to the time since the queue's item that started it began:
-    /// `Task.sleep(for: .seconds(1))` ends after exactly one virtual
-    /// second, on a busy machine too. Sleeps on other clocks, work
-    /// started from other threads, and `DispatchQueue.main` run for real.
-    /// A main-actor job still waiting when `body` returns runs on the real
-    /// main actor if the queue runs it later.
+    /// other, as any two pieces of main-actor code do. When it returns,
+    /// what it left on the queue goes on for real: each job goes where
+    /// it would have gone, and a sleep ends at its real deadline.
+    ///
+    /// A sleep's deadline on `ContinuousClock` or `SuspendingClock` is a
+    /// real instant, taken a moment before the queue sees it; the queue
+    /// gives the sleep the roundest duration in the millisecond from what
+    /// is left of it, so `Task.sleep(for: .seconds(1))` ends after exactly
+    /// one virtual second. A sleep on another clock measured in
+    /// `Duration` lasts what is left of it; one on a clock that is not
+    /// runs for real, as do `DispatchQueue.main` and work started from
+    /// other threads.
     ///
     /// - Parameter body: The test's code: it makes the model, acts on
     ///   it, advances the queue and checks the state in between.
@@ -107,7 +110,7 @@ extension TestQueue {
         guard #available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *) else {
             throw MainActorDrivingError.unsupported("it needs OS 26.4 or later")
         }
-        try RoutingExecutors.installation.get()
+        try RoutingExecutors.install()
         let driving = try MainActorDriving.begin(self)
         defer { MainActorDriving.end(driving) }
         return try body()
@@ -126,7 +129,22 @@ enum MainActorDriving {
         /// When the item running now on the driving thread started, on the
         /// real clocks, if one is running.
         var itemStarted: RealInstants?
+        /// The jobs on the queue that have not run, by number.
+        var routed: [Int: Routed] = [:]
     }
+
+    /// A job routed to the driving queue: it runs there, or goes where it
+    /// would have gone when the driving ends, whichever comes first.
+    struct Routed {
+        let job: UnownedJob
+        let handBack: @Sendable (UnownedJob) -> Void
+        /// Removes its item from the queue; `nil` until it is there.
+        var removal: DelayedWork?
+    }
+
+    /// The last number given to a routed job; numbers are never reused, so
+    /// an item left from an earlier driving finds nothing to run.
+    private static let lastNumber = Atomic<Int>(0)
 
     /// The same moment on both real clocks.
     struct RealInstants {
@@ -158,12 +176,54 @@ enum MainActorDriving {
         }
     }
 
+    /// Ends a call; the outermost hands every job still on the queue back
+    /// to where it would have gone, in the order they came.
     static func end(_ queue: TestQueue) {
-        current.withLock { current in
-            guard var driving = current, driving.queue === queue else { return }
+        let left = current.withLock { current -> [Routed] in
+            guard var driving = current, driving.queue === queue else { return [] }
             driving.depth -= 1
-            current = driving.depth > 0 ? driving : nil
-            if current == nil { isDriving.store(false, ordering: .releasing) }
+            guard driving.depth == 0 else {
+                current = driving
+                return []
+            }
+            current = nil
+            isDriving.store(false, ordering: .releasing)
+            return driving.routed.sorted { $0.key < $1.key }.map(\.value)
+        }
+        for routed in left {
+            routed.removal?.cancel()
+            routed.handBack(routed.job)
+        }
+    }
+
+    /// Puts `job` on the queue driving on this thread, due after `delay`,
+    /// to be `run` there; if the driving ends first, it is handed back.
+    /// - Returns: `false` if no queue drives on this thread.
+    static func route(
+        _ job: UnownedJob,
+        after delay: Duration = .zero,
+        run: @escaping @Sendable (UnownedJob) -> Void,
+        handBack: @escaping @Sendable (UnownedJob) -> Void
+    ) -> Bool {
+        guard let queue = queueOfThisThread else { return false }
+        let number = lastNumber.add(1, ordering: .relaxed).newValue
+        // In the registry before it is on the queue, so that whoever runs
+        // the queue finds it there.
+        current.withLock { $0?.routed[number] = Routed(job: job, handBack: handBack) }
+        let removal = queue.enqueue(after: delay) {
+            if let job = claim(number) { run(job) }
+        }
+        current.withLock { $0?.routed[number]?.removal = removal }
+        return true
+    }
+
+    /// Takes the routed job `number` out of the registry to run it, if it
+    /// is there and this is the driving thread (elsewhere, the main actor
+    /// is not this code's: the job waits to be handed back).
+    private static func claim(_ number: Int) -> UnownedJob? {
+        current.withLock { driving in
+            guard driving != nil, pthread_equal(driving!.thread, pthread_self()) != 0 else { return nil }
+            return driving!.routed.removeValue(forKey: number)?.job
         }
     }
 
@@ -215,7 +275,9 @@ enum MainActorDriving {
 @available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *)
 struct RoutingExecutors: ExecutorFactory {
     static let mainExecutor: any MainExecutor = RoutingMainExecutor(replacing: MainActor.executor)
-    static let defaultExecutor: any TaskExecutor = RoutingTaskExecutor(replacing: Task.defaultExecutor)
+    static let defaultExecutor: any TaskExecutor = RoutingTaskExecutor(
+        // The installation checked that it can schedule.
+        replacing: Task.defaultExecutor as! any TaskExecutor & SchedulingExecutor)
 
     /// Installs the executors on first use; fails if another
     /// replacement came first.
@@ -228,6 +290,17 @@ struct RoutingExecutors: ExecutorFactory {
         return .success(())
     }()
 
+    /// Installs the executors on first use, and checks that they are still
+    /// the process's: nothing replaced them since.
+    static func install() throws(MainActorDrivingError) {
+        try installation.get()
+        let (main, global) = (MainActor.executor, Task.defaultExecutor)
+        guard main === mainExecutor, global === defaultExecutor else {
+            throw .executorsReplacedElsewhere(
+                mainExecutor: String(describing: type(of: main)), defaultExecutor: String(describing: type(of: global)))
+        }
+    }
+
     /// What stops the installation when these are the executors in
     /// place, or `nil` if they are the platform's.
     static func problem(main: any MainExecutor, default global: any TaskExecutor) -> MainActorDrivingError? {
@@ -238,7 +311,10 @@ struct RoutingExecutors: ExecutorFactory {
         guard
             ObjectIdentifier(type(of: main)) != platform.main
                 || ObjectIdentifier(type(of: global)) != platform.global
-        else { return nil }
+        else {
+            return global is any SchedulingExecutor
+                ? nil : .unsupported("its default executor cannot schedule the end of a sleep")
+        }
         return .executorsReplacedElsewhere(
             mainExecutor: String(describing: type(of: main)), defaultExecutor: String(describing: type(of: global)))
     }
@@ -246,13 +322,14 @@ struct RoutingExecutors: ExecutorFactory {
     /// How long until `instant` on `clock`, as the queue's delay, or
     /// `nil` for a clock whose durations are not `Duration`.
     ///
-    /// On a real clock the sleep's deadline is a real instant, computed
-    /// from the real time at some moment after the running item started
-    /// and before now: its duration is at least what is left now and at
-    /// most the time from the item's start to the deadline. The delay is
-    /// the roundest duration in that span (`Task.sleep(for: .seconds(1))`
-    /// is one second even if the thread was held up in between); with no
-    /// item running, the roundest in the millisecond from what is left.
+    /// On a real clock the deadline is a real instant, computed a moment
+    /// before the queue sees it: the sleep's duration is at least what is
+    /// left of it now, at most the time from the start of the queue's
+    /// item that is running, and taken to be no more than a millisecond
+    /// over what is left. The delay is the roundest duration in that span:
+    /// `Task.sleep(for: .seconds(1))` is one second though the thread went
+    /// on a few microseconds in between, or was held up for less than a
+    /// millisecond. Any other clock's delay is exactly what is left.
     static func delay<C: Clock>(until instant: C.Instant, on clock: C) -> Duration? {
         guard let left = clock.now.duration(to: instant) as? Duration else { return nil }
         let fromItemStart: Duration?
@@ -263,20 +340,18 @@ struct RoutingExecutors: ExecutorFactory {
         } else {
             return left
         }
-        return roundest(from: left, to: fromItemStart ?? left + .nanoseconds(999_999))
+        let atMost = left + .milliseconds(1)
+        return roundest(from: left, to: fromItemStart.map { min($0, atMost) } ?? atMost)
     }
 
-    /// The duration in `lower...upper` (rounded inward to whole
-    /// nanoseconds) that is a multiple of the largest power of ten, up to
-    /// 1,000 seconds; `lower` if the span holds no whole nanosecond.
+    /// The duration in `lower...upper` that is a multiple of the largest
+    /// power of ten nanoseconds, up to 1,000 seconds; `lower` if the span
+    /// holds no whole nanosecond, lies all in the past (it is due now), or
+    /// goes beyond a century either way.
     static func roundest(from lower: Duration, to upper: Duration) -> Duration {
-        // In whole nanoseconds, within ±146 years: far beyond any sleep, and
-        // far from where the arithmetic below overflows.
-        func nanoseconds(_ duration: Duration, _ rule: FloatingPointRoundingRule) -> Int64 {
-            Int64(min(max((duration / .nanoseconds(1)).rounded(rule), -4.6e18), 4.6e18))
-        }
-        let low = nanoseconds(lower, .up)
-        let high = nanoseconds(upper, .down)
+        let century = Duration.seconds(100 * 365 * 86_400)
+        guard lower >= .zero - century, upper <= century else { return lower }
+        let (low, high) = (nanoseconds(lower, .up), nanoseconds(upper, .down))
         guard low <= high else { return lower }
         var power: Int64 = 1_000_000_000_000
         while power > 1 {
@@ -285,6 +360,14 @@ struct RoutingExecutors: ExecutorFactory {
             power /= 10
         }
         return .nanoseconds(low)
+    }
+
+    /// `duration` in whole nanoseconds, rounded by `rule`; within a
+    /// century, it fits in `Int64` many times over.
+    private static func nanoseconds(_ duration: Duration, _ rule: FloatingPointRoundingRule) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let whole = (Double(attoseconds) / 1e9).rounded(rule)
+        return seconds * 1_000_000_000 + Int64(whole)
     }
 }
 
@@ -299,16 +382,13 @@ final class RoutingMainExecutor: MainExecutor {
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
-        guard let queue = MainActorDriving.queueOfThisThread else { return replaced.enqueue(job) }
         let job = UnownedJob(job)
-        queue.enqueue { [self] in
-            // Only on the driving thread is the main actor this code's.
-            if MainActorDriving.queueOfThisThread === queue {
-                job.runSynchronously(on: asUnownedSerialExecutor())
-            } else {
-                replaced.enqueue(ExecutorJob(job))
-            }
+        let isRouted = MainActorDriving.route(job) { [self] in
+            $0.runSynchronously(on: asUnownedSerialExecutor())
+        } handBack: { [replaced] in
+            replaced.enqueue(ExecutorJob($0))
         }
+        if !isRouted { replaced.enqueue(ExecutorJob(job)) }
     }
 
     func run() throws { try replaced.run() }
@@ -322,42 +402,52 @@ final class RoutingMainExecutor: MainExecutor {
 /// nonisolated task code and the ends of sleeps.
 @available(macOS 26.4, iOS 26.4, tvOS 26.4, watchOS 26.4, visionOS 26.4, *)
 final class RoutingTaskExecutor: TaskExecutor, SchedulingExecutor {
-    /// The executor it replaced: the global concurrent executor.
-    let replaced: any TaskExecutor
+    /// The executor it replaced: the global concurrent executor, which
+    /// the installation checked can schedule.
+    let replaced: any TaskExecutor & SchedulingExecutor
 
-    init(replacing replaced: any TaskExecutor) {
+    init(replacing replaced: any TaskExecutor & SchedulingExecutor) {
         self.replaced = replaced
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
-        guard let queue = MainActorDriving.queueOfThisThread else { return replaced.enqueue(job) }
         let job = UnownedJob(job)
-        queue.enqueue { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+        let isRouted = MainActorDriving.route(job) { [self] in
+            $0.runSynchronously(on: asUnownedTaskExecutor())
+        } handBack: { [replaced] in
+            replaced.enqueue(ExecutorJob($0))
+        }
+        if !isRouted { replaced.enqueue(ExecutorJob(job)) }
     }
 
     func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
-        enqueue(job, at: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock)
+        let job = UnownedJob(job)
+        let deadline = clock.now.advanced(by: delay)
+        if let delay = delay as? Duration, route(job, after: delay, until: deadline, tolerance: tolerance, on: clock) {
+            return
+        }
+        replaced.enqueue(ExecutorJob(job), at: deadline, tolerance: tolerance, clock: clock)
     }
 
     func enqueue<C: Clock>(_ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C) {
-        if let queue = MainActorDriving.queueOfThisThread,
-            let delay = RoutingExecutors.delay(until: instant, on: clock)
+        let job = UnownedJob(job)
+        if let delay = RoutingExecutors.delay(until: instant, on: clock),
+            route(job, after: delay, until: instant, tolerance: tolerance, on: clock)
         {
-            let job = UnownedJob(job)
-            queue.enqueue(after: delay) { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
-        } else if let replaced = replaced as? any SchedulingExecutor {
-            replaced.enqueue(job, at: instant, tolerance: tolerance, clock: clock)
-        } else {
-            // A default executor that cannot wait: wait on Dispatch.
-            let job = UnownedJob(job)
-            let left = (clock.now.duration(to: instant) as? Duration) ?? .zero
-            let (seconds, attoseconds) = left.components
-            let nanoseconds = Int(
-                clamping: seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds
-                    / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [replaced] in
-                replaced.enqueue(ExecutorJob(job))
-            }
+            return
+        }
+        replaced.enqueue(ExecutorJob(job), at: instant, tolerance: tolerance, clock: clock)
+    }
+
+    /// Routes the end of a sleep to the driving queue, after `delay` of
+    /// virtual time; handed back, it ends at its real deadline.
+    private func route<C: Clock>(
+        _ job: UnownedJob, after delay: Duration, until deadline: C.Instant, tolerance: C.Duration?, on clock: C
+    ) -> Bool {
+        MainActorDriving.route(job, after: delay) { [self] in
+            $0.runSynchronously(on: asUnownedTaskExecutor())
+        } handBack: { [replaced] in
+            replaced.enqueue(ExecutorJob($0), at: deadline, tolerance: tolerance, clock: clock)
         }
     }
 }

@@ -19,9 +19,10 @@ private final class TimerModel {
     /// Finishes when the countdown stops, for a test that waits for it.
     let stopped = JobSource<Void>()
     private var task: Task<Void, Never>?
+    private let tick: Duration
 
-    init(from seconds: Int) {
-        remaining = seconds
+    init(from seconds: Int, tick: Duration = .seconds(1)) {
+        (remaining, self.tick) = (seconds, tick)
     }
 
     func startTapped() {
@@ -29,7 +30,7 @@ private final class TimerModel {
         task = Task {
             while remaining > 0 {
                 do {
-                    try await Task.sleep(for: .seconds(1))
+                    try await Task.sleep(for: tick)
                 } catch {
                     break  // cancelled
                 }
@@ -76,6 +77,14 @@ private final class ProfileModel {
 }
 
 private struct Unavailable: Error {}
+
+/// Works for 6 ms, then sleeps for `duration`, in one item of the queue:
+/// the sleep's deadline comes 6 ms after the item started.
+private func workThenSleep(for duration: Duration) async throws {
+    let busyUntil = ContinuousClock.now.advanced(by: .milliseconds(6))
+    while ContinuousClock.now < busyUntil {}
+    try await Task.sleep(for: duration)
+}
 
 /// Appends `what` to `log` if the caller is isolated to the main actor,
 /// as synchronous code that is not marked `@MainActor` checks it.
@@ -201,18 +210,77 @@ struct MainActorInVirtualTimeTests {
         #expect(said == "on the real main actor")
     }
 
-    @Test @MainActor func mainActorWorkLeftWhenTheClosureReturnsRunsOnTheRealMainActor() async throws {
+    @Test @MainActor func workLeftOnTheQueueWhenTheClosureReturnsGoesOnForReal() async throws {
         let queue = TestQueue()
+        let ran = JobSource<String>()
         let model = try queue.drivingMainActor {
-            let model = TimerModel(from: 1)
+            let model = TimerModel(from: 2, tick: .milliseconds(20))
             model.startTapped()
-            try queue.run()
-            return model  // asleep, with a second to go
+            try queue.advance(by: .milliseconds(20))
+            #expect(model.remaining == 1)  // asleep, with a tick to go
+            Task { @MainActor in ran.finish(with: "on the real main actor") }  // not run on the queue
+            return model
         }
-        try queue.advance(by: .seconds(1))  // the sleep ends here; the main-actor part waits for the real one
-        #expect(model.remaining == 1)
-        try await withTimeLimit(.seconds(30)) { try await model.stopped.job.value }
+        #expect(queue.isIdle)  // both handed back
+        #expect(model.remaining == 1 && !ran.isCompleted)  // the main actor is the test's until it suspends
+        let said = try await withTimeLimit(.seconds(30)) { try await ran.job.value }
+        #expect(said == "on the real main actor")
+        try await withTimeLimit(.seconds(30)) { try await model.stopped.job.value }  // a real 20 ms sleep
         #expect(model.remaining == 0)
+    }
+
+    @Test @MainActor func aQueueRunOnAnotherThreadLeavesMainActorJobsForTheRealMainActor() async throws {
+        let queue = TestQueue()
+        let ran = JobSource<Bool>()
+        try queue.drivingMainActor {
+            Task { @MainActor in ran.finish(with: true) }
+            #expect(queue.pendingCount == 1)
+            let done = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                try? queue.run()  // takes the item, and leaves its job: the main actor is not that thread's
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 30) == .success)  // allowed: the main thread, bounded
+            #expect(queue.isIdle && !ran.isCompleted)
+        }
+        let ranOnTheMainActor = try await withTimeLimit(.seconds(30)) { try await ran.job.value }
+        #expect(ranOnTheMainActor)
+    }
+
+    @Test @MainActor func aSleepStartedAfterBusyWorkLastsWhatItSays() throws {
+        let queue = TestQueue()
+        let woke = LockedValue(false)
+        try queue.drivingMainActor {
+            Task { @MainActor in
+                try await workThenSleep(for: .milliseconds(995))
+                woke.setValue(true)
+            }
+            try queue.advance(by: .milliseconds(994))
+            #expect(!woke.value)
+            try queue.advance(by: .milliseconds(1))
+            #expect(woke.value)
+        }
+    }
+
+    @Test @MainActor func aSleepOnAnotherThreadDuringTheClosureIsReal() throws {
+        let queue = TestQueue()
+        try queue.drivingMainActor {
+            let slept = LockedValue<Duration?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                Task.detached {
+                    let clock = ContinuousClock()
+                    let start = clock.now
+                    try? await Task.sleep(for: .milliseconds(10))
+                    slept.setValue(start.duration(to: clock.now))
+                    done.signal()
+                }
+            }
+            // Ends only if the sleep is real: the queue does not run meanwhile.
+            #expect(done.wait(timeout: .now() + 30) == .success)  // allowed: the main thread, bounded
+            #expect((slept.value ?? .zero) >= .milliseconds(10))
+            #expect(queue.isIdle)
+        }
     }
 
     @Test @MainActor func oneQueueAtATimeDrivesTheMainActor() throws {
@@ -255,7 +323,9 @@ struct MainActorInVirtualTimeTests {
         #expect(R.roundest(from: .microseconds(9), to: .microseconds(15)) == .microseconds(10))
         #expect(R.roundest(from: .microseconds(-5), to: .microseconds(3)) == .zero)  // already due
         #expect(R.roundest(from: .nanoseconds(5), to: .nanoseconds(4)) == .nanoseconds(5))
-        #expect(R.roundest(from: .seconds(86_400 * 365_000), to: .seconds(86_400 * 365_001)) > .zero)
+        let millennium = Duration.seconds(86_400 * 365_000)
+        #expect(R.roundest(from: millennium, to: millennium + .seconds(86_400)) == millennium)  // as it is
+        #expect(R.roundest(from: .seconds(-7), to: .seconds(-5)) == .seconds(-7))  // all past: due now
         // A clock of the queue's own is exact.
         let clock = TestQueue().clock
         #expect(R.delay(until: clock.now.advanced(by: .microseconds(10)), on: clock) == .microseconds(10))
