@@ -30,8 +30,9 @@ import Darwin
 /// Why ``TestQueue/drivingMainActor(_:)`` cannot run the main actor on a
 /// queue; it throws this before running any of its closure.
 public enum MainActorDrivingError: Error, Equatable, CustomStringConvertible {
-    /// The running Swift has no replaceable executors: an OS before 26.4
-    /// on Apple platforms, or a compiler before Swift 6.3.
+    /// The running Swift cannot have its executors replaced here: an OS
+    /// before 26.4 on Apple platforms, a compiler before Swift 6.3, or a
+    /// default executor that cannot schedule the end of a sleep.
     case unsupported(String)
     /// Something other than JobKitTesting replaced the main or the
     /// default executor first, and only one replacement is possible.
