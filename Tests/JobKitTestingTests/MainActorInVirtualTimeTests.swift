@@ -218,14 +218,12 @@ struct MainActorInVirtualTimeTests {
     @Test @MainActor func theEndOfASleepIsRoutedByTheThreadThatStartsIt() async throws {
         let queue = TestQueue()
         let ended = LockedValue<[String]>([])
-        let scheduling = try #require(Task.defaultExecutor as? any SchedulingExecutor)
-        func startSleeping(for delay: Duration, _ name: String) {
-            let end = _swift_createJobForTestingOnly { ended.withValue { $0.append(name) } }
-            scheduling.enqueue(end, after: delay, clock: .continuous)
-        }
         let real = JobSource<Void>()
         try queue.drivingMainActor {
-            startSleeping(for: .milliseconds(10), "on the driving thread")
+            // Read here, once the first call installed JobKitTesting's executors.
+            let scheduling = try #require(Task.defaultExecutor as? any SchedulingExecutor)
+            let end = _swift_createJobForTestingOnly { ended.withValue { $0.append("on the driving thread") } }
+            scheduling.enqueue(end, after: .milliseconds(10), clock: .continuous)
             let started = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
                 let end = _swift_createJobForTestingOnly { _ = real.finish() }
