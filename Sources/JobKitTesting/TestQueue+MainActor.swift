@@ -112,8 +112,8 @@ extension TestQueue {
             throw MainActorDrivingError.unsupported("it needs OS 26.4 or later")
         }
         try RoutingExecutors.install()
-        let driving = try MainActorDriving.begin(self)
-        defer { MainActorDriving.end(driving) }
+        try MainActorDriving.begin(self)
+        defer { MainActorDriving.end(self) }
         return try body()
         #else
         throw MainActorDrivingError.unsupported("it needs Swift 6.3 or later")
@@ -127,9 +127,6 @@ enum MainActorDriving {
         let queue: TestQueue
         let thread: pthread_t
         var depth: Int
-        /// When the item running now on the driving thread started, on the
-        /// real clocks, if one is running.
-        var itemStarted: RealInstants?
         /// The jobs on the queue that have not run, by number.
         var routed: [Int: Routed] = [:]
     }
@@ -138,7 +135,7 @@ enum MainActorDriving {
     /// would have gone when the driving ends, whichever comes first.
     struct Routed {
         let job: UnownedJob
-        let handBack: @Sendable (UnownedJob) -> Void
+        let elsewhere: @Sendable (UnownedJob) -> Void
         /// Removes its item from the queue; `nil` until it is there.
         var removal: DelayedWork?
     }
@@ -146,12 +143,6 @@ enum MainActorDriving {
     /// The last number given to a routed job; numbers are never reused, so
     /// an item left from an earlier driving finds nothing to run.
     private static let lastNumber = Atomic<Int>(0)
-
-    /// The same moment on both real clocks.
-    struct RealInstants {
-        let continuous = ContinuousClock.now
-        let suspending = SuspendingClock.now
-    }
 
     /// Two calls never overlap (each is a synchronous piece of main-actor
     /// code); the lock is for the enqueues of other threads that read it,
@@ -164,7 +155,7 @@ enum MainActorDriving {
     private static let isDriving = Atomic<Bool>(false)
 
     /// Starts driving `queue` on this thread, or goes one call deeper.
-    static func begin(_ queue: TestQueue) throws(MainActorDrivingError) -> TestQueue {
+    static func begin(_ queue: TestQueue) throws(MainActorDrivingError) {
         try current.withLock { (current) throws(MainActorDrivingError) in
             if var driving = current {
                 guard driving.queue === queue else { throw .drivingAnotherQueue }
@@ -174,7 +165,6 @@ enum MainActorDriving {
                 current = Driving(queue: queue, thread: pthread_self(), depth: 1)
                 isDriving.store(true, ordering: .releasing)
             }
-            return queue
         }
     }
 
@@ -194,29 +184,28 @@ enum MainActorDriving {
         }
         for routed in left {
             routed.removal?.cancel()
-            routed.handBack(routed.job)
+            routed.elsewhere(routed.job)
         }
     }
 
     /// Puts `job` on the queue driving on this thread, due after `delay`,
-    /// to be `run` there; if the driving ends first, it is handed back.
-    /// - Returns: `false` if no queue drives on this thread.
+    /// to be `run` there; if the driving ends first, or no queue drives on
+    /// this thread, sends it `elsewhere`: where it would have gone.
     static func route(
         _ job: UnownedJob,
         after delay: Duration = .zero,
         run: @escaping @Sendable (UnownedJob) -> Void,
-        handBack: @escaping @Sendable (UnownedJob) -> Void
-    ) -> Bool {
-        guard let queue = queueOfThisThread else { return false }
+        elsewhere: @escaping @Sendable (UnownedJob) -> Void
+    ) {
+        guard let queue = queueOfThisThread else { return elsewhere(job) }
         let number = lastNumber.add(1, ordering: .relaxed).newValue
         // In the registry before it is on the queue, so that whoever runs
         // the queue finds it there.
-        current.withLock { $0?.routed[number] = Routed(job: job, handBack: handBack) }
+        current.withLock { $0?.routed[number] = Routed(job: job, elsewhere: elsewhere) }
         let removal = queue.enqueue(after: delay) {
             if let job = claim(number) { run(job) }
         }
         current.withLock { $0?.routed[number]?.removal = removal }
-        return true
     }
 
     /// Takes the routed job `number` out of the registry to run it, if it
@@ -226,36 +215,6 @@ enum MainActorDriving {
         current.withLock { driving in
             guard driving != nil, pthread_equal(driving!.thread, pthread_self()) != 0 else { return nil }
             return driving!.routed.removeValue(forKey: number)?.job
-        }
-    }
-
-    /// Runs `item`, an item of `queue`; if `queue` drives the main actor on
-    /// this thread, notes when it started, which bounds the real deadlines
-    /// of the sleeps it starts.
-    static func run(_ item: () -> Void, from queue: TestQueue) {
-        guard isDriving.load(ordering: .acquiring) else { return item() }
-        let noted = current.withLock { driving -> (noted: Bool, outer: RealInstants?) in
-            guard var state = driving, state.queue === queue, pthread_equal(state.thread, pthread_self()) != 0
-            else { return (false, nil) }
-            let outer = state.itemStarted
-            state.itemStarted = RealInstants()
-            driving = state
-            return (true, outer)
-        }
-        item()
-        guard noted.noted else { return }
-        current.withLock { driving in
-            if driving?.queue === queue { driving?.itemStarted = noted.outer }
-        }
-    }
-
-    /// When the item running now on the driving thread started, if this is
-    /// the driving thread and an item of its queue is running.
-    static var itemStarted: RealInstants? {
-        guard isDriving.load(ordering: .acquiring) else { return nil }
-        return current.withLock { driving in
-            guard let driving, pthread_equal(driving.thread, pthread_self()) != 0 else { return nil }
-            return driving.itemStarted
         }
     }
 
@@ -325,25 +284,15 @@ struct RoutingExecutors: ExecutorFactory {
     /// `nil` for a clock whose durations are not `Duration`.
     ///
     /// On a real clock the deadline is a real instant, computed a moment
-    /// before the queue sees it: the sleep's duration is at least what is
-    /// left of it now, at most the time from the start of the queue's
-    /// item that is running, and taken to be no more than a millisecond
-    /// over what is left. The delay is the roundest duration in that span:
+    /// before the queue sees it: the sleep's duration is taken to be the
+    /// roundest in the millisecond from what is left of it now, so
     /// `Task.sleep(for: .seconds(1))` is one second though the thread went
     /// on a few microseconds in between, or was held up for less than a
     /// millisecond. Any other clock's delay is exactly what is left.
     static func delay<C: Clock>(until instant: C.Instant, on clock: C) -> Duration? {
         guard let left = clock.now.duration(to: instant) as? Duration else { return nil }
-        let fromItemStart: Duration?
-        if let instant = instant as? ContinuousClock.Instant {
-            fromItemStart = MainActorDriving.itemStarted.map { $0.continuous.duration(to: instant) }
-        } else if let instant = instant as? SuspendingClock.Instant {
-            fromItemStart = MainActorDriving.itemStarted.map { $0.suspending.duration(to: instant) }
-        } else {
-            return left
-        }
-        let atMost = left + .milliseconds(1)
-        return roundest(from: left, to: fromItemStart.map { min($0, atMost) } ?? atMost)
+        guard C.self == ContinuousClock.self || C.self == SuspendingClock.self else { return left }
+        return roundest(from: left, to: left + .milliseconds(1))
     }
 
     /// The duration in `lower...upper` that is a multiple of the largest
@@ -384,13 +333,11 @@ final class RoutingMainExecutor: MainExecutor {
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let isRouted = MainActorDriving.route(job) { [self] in
+        MainActorDriving.route(UnownedJob(job)) { [self] in
             $0.runSynchronously(on: asUnownedSerialExecutor())
-        } handBack: { [replaced] in
+        } elsewhere: { [replaced] in
             replaced.enqueue(ExecutorJob($0))
         }
-        if !isRouted { replaced.enqueue(ExecutorJob(job)) }
     }
 
     func run() throws { try replaced.run() }
@@ -413,44 +360,36 @@ final class RoutingTaskExecutor: TaskExecutor, SchedulingExecutor {
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let isRouted = MainActorDriving.route(job) { [self] in
+        MainActorDriving.route(UnownedJob(job)) { [self] in
             $0.runSynchronously(on: asUnownedTaskExecutor())
-        } handBack: { [replaced] in
+        } elsewhere: { [replaced] in
             replaced.enqueue(ExecutorJob($0))
         }
-        if !isRouted { replaced.enqueue(ExecutorJob(job)) }
     }
 
     func enqueue<C: Clock>(_ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C) {
-        let job = UnownedJob(job)
         let deadline = clock.now.advanced(by: delay)
-        if let delay = delay as? Duration, route(job, after: delay, until: deadline, tolerance: tolerance, on: clock) {
-            return
-        }
-        replaced.enqueue(ExecutorJob(job), at: deadline, tolerance: tolerance, clock: clock)
+        wake(UnownedJob(job), after: delay as? Duration, at: deadline, tolerance: tolerance, on: clock)
     }
 
     func enqueue<C: Clock>(_ job: consuming ExecutorJob, at instant: C.Instant, tolerance: C.Duration?, clock: C) {
-        let job = UnownedJob(job)
-        if let delay = RoutingExecutors.delay(until: instant, on: clock),
-            route(job, after: delay, until: instant, tolerance: tolerance, on: clock)
-        {
-            return
-        }
-        replaced.enqueue(ExecutorJob(job), at: instant, tolerance: tolerance, clock: clock)
+        let delay = RoutingExecutors.delay(until: instant, on: clock)
+        wake(UnownedJob(job), after: delay, at: instant, tolerance: tolerance, on: clock)
     }
 
-    /// Routes the end of a sleep to the driving queue, after `delay` of
-    /// virtual time; handed back, it ends at its real deadline.
-    private func route<C: Clock>(
-        _ job: UnownedJob, after delay: Duration, until deadline: C.Instant, tolerance: C.Duration?, on clock: C
-    ) -> Bool {
-        MainActorDriving.route(job, after: delay) { [self] in
-            $0.runSynchronously(on: asUnownedTaskExecutor())
-        } handBack: { [replaced] in
+    /// Ends a sleep: on the driving queue after `delay` of virtual time,
+    /// or, with no delay (a clock not measured in `Duration`), elsewhere,
+    /// or handed back, at its real deadline.
+    private func wake<C: Clock>(
+        _ job: UnownedJob, after delay: Duration?, at deadline: C.Instant, tolerance: C.Duration?, on clock: C
+    ) {
+        let elsewhere: @Sendable (UnownedJob) -> Void = { [replaced] in
             replaced.enqueue(ExecutorJob($0), at: deadline, tolerance: tolerance, clock: clock)
         }
+        guard let delay else { return elsewhere(job) }
+        MainActorDriving.route(
+            job, after: delay, run: { [self] in $0.runSynchronously(on: asUnownedTaskExecutor()) }, elsewhere: elsewhere
+        )
     }
 }
 #endif

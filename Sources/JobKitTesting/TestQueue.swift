@@ -235,7 +235,7 @@ public final class TestQueue: JobQueue, Sendable {
     @discardableResult
     public func runNext() -> Bool {
         guard let item = lock.withLock({ try? $0.removeNext(dueBy: $0.now) }) else { return false }
-        run(item)
+        item.work()
         return true
     }
 
@@ -260,19 +260,8 @@ public final class TestQueue: JobQueue, Sendable {
             }
             guard let item else { return }
             steps += 1
-            run(item)
+            item.work()
         }
-    }
-}
-
-extension TestQueue {
-    @inline(__always)
-    private func run(_ item: ItemStore.Item) {
-        #if ExperimentalMainActorInVirtualTime
-        MainActorDriving.run(item.work, from: self)
-        #else
-        item.work()
-        #endif
     }
 }
 

@@ -31,7 +31,7 @@ private final class TimerModel {
         task = Task {
             while remaining > 0 {
                 do {
-                    try await Task.sleep(for: tick)
+                    try await Task.sleep(for: tick)  // allowed: virtual on the driving queue; 20 ms real in one test
                 } catch {
                     break  // cancelled
                 }
@@ -68,7 +68,7 @@ private final class ProfileModel {
         Task {
             do {
                 let name = try await fetchName.value(on: queue)
-                try await Task.sleep(for: .milliseconds(300))  // lets the spinner's animation end
+                try await Task.sleep(for: .milliseconds(300))  // allowed: virtual; the spinner's animation
                 state = .loaded(name)
             } catch {
                 state = .failed
