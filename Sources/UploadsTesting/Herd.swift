@@ -117,7 +117,8 @@ package enum Herd {
         package var published: Duration?
         /// The posts published.
         package var publishedCount: Int
-        /// Requests answered `503`, and the bytes they carried.
+        /// Requests answered `503`, and the bytes of their bodies that went
+        /// (none for one that asked first).
         package var rejected: Int
         package var rejectedBytes: Int64
         /// Requests that stored something, and the bytes they carried.
@@ -365,8 +366,25 @@ package enum Herd {
         }
 
         func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
+            answer(media, asksFirst: { false })
+        }
+
+        /// Each attempt asks the server first when the outbox says so
+        /// (`Expect: 100-continue`), as the module's HTTP uploaders do.
+        func upload(
+            _ media: Media, attempts: UploadAttempts, progress: @escaping @Sendable (UploadProgress) -> Void
+        ) -> Job<UploadReceipt> {
+            attempts.retrying(answer(media, asksFirst: { attempts.asksFirst(toward: media.destination) }), for: media)
+        }
+
+        /// One request that stores `media`, or is turned away. One that
+        /// asks first (`asksFirst`, read as it is sent) is turned away
+        /// before its body goes, and waits a round trip more for the
+        /// server's `100 Continue` when it is taken.
+        private func answer(_ media: Media, asksFirst: @escaping @Sendable () -> Bool) -> Job<UploadReceipt> {
             Job { [self] controller in
                 let now = queue.now
+                let asks = asksFirst()
                 let bytes = bytes(of: media)
                 let destination = media.destination
                 let answer = state.withLock { state -> Answer in
@@ -389,7 +407,7 @@ package enum Herd {
                         return .stored
                     }
                     state.rejected += 1
-                    state.rejectedBytes += bytes
+                    state.rejectedBytes += asks ? 0 : bytes
                     if since < .seconds(60) {
                         state.rejectedInFirstMinute[phone, default: 0] += 1
                     }
@@ -411,7 +429,11 @@ package enum Herd {
                     }
                 }
                 let delay: Duration
-                if case .stored = answer { delay = configuration.serviceTime } else { delay = configuration.answerTime }
+                if case .stored = answer {
+                    delay = configuration.serviceTime + (asks ? configuration.answerTime : .zero)
+                } else {
+                    delay = configuration.answerTime
+                }
                 let timer = queue.enqueue(after: delay) { [self] in
                     switch answer {
                     case .noNetwork:

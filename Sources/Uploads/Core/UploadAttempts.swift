@@ -166,6 +166,13 @@ public struct UploadAttempts: Sendable {
         return limited.retry(policy, onRetry: onRetry, givingUp: givingUp)
     }
 
+    /// Whether a request toward `url`, sent now, asks the server before it
+    /// sends its body (`Expect: 100-continue`), as the ``Outbox`` that
+    /// made these attempts says; `false` outside an outbox.
+    package func asksFirst(toward url: URL) -> Bool {
+        gate?.asksFirst(toward: url) ?? false
+    }
+
     /// Throws when these attempts cannot be made: fewer than one, or a
     /// time limit that is not above zero.
     func validate() throws(InvalidOptionError) {
@@ -191,6 +198,11 @@ protocol RequestGate: Sendable {
     /// sending `bytes`, once the host admits it, and learns from its
     /// outcome.
     func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL, bytes: Int64) -> Job<Success>
+
+    /// Whether a request toward `url`'s host, sent now, asks the server
+    /// before it sends its body (`Expect: 100-continue`): the host turned
+    /// the outbox away lately, or the phone's network failed.
+    func asksFirst(toward url: URL) -> Bool
 }
 
 /// What carries the requests of an upload in place of its uploader's own

@@ -103,14 +103,43 @@ extension UploadAttempts {
     /// the transport only through ``Uploader/upload(_:attempts:progress:)``:
     /// one that calls `upload(_:progress:)` sends through the uploader's
     /// own session.
+    ///
+    /// With a gate (an ``Outbox``'s), a request with a body asks the
+    /// server first when the gate says so (``RequestGate/asksFirst(toward:)``).
     func httpTransport(else own: any HTTPTransport) -> any HTTPTransport {
-        guard let transport else { return own }
-        guard let transport = transport as? any HTTPTransport else {
-            // Only an outbox sets it, and only to an HTTPTransport.
-            preconditionFailure("an upload's transport is an HTTPTransport, not \(type(of: transport))")
+        var chosen = own
+        if let transport {
+            guard let transport = transport as? any HTTPTransport else {
+                // Only an outbox sets it, and only to an HTTPTransport.
+                preconditionFailure("an upload's transport is an HTTPTransport, not \(type(of: transport))")
+            }
+            chosen = uploadName.map { NamingTransport(transport: transport, upload: $0) } ?? transport
         }
-        guard let uploadName else { return transport }
-        return NamingTransport(transport: transport, upload: uploadName)
+        guard let gate else { return chosen }
+        return AskingFirstTransport(transport: chosen, gate: gate)
+    }
+}
+
+/// A transport whose requests with a body ask the server first
+/// (`Expect: 100-continue`) when their gate says so: a server that turns
+/// one away before the body goes costs it its headers alone.
+///
+/// A server that refuses the expectation (`417 Expectation Failed`) is
+/// sent the request again without it.
+private struct AskingFirstTransport: HTTPTransport {
+    let transport: any HTTPTransport
+    let gate: any RequestGate
+
+    func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
+        guard request.body.count > 0, request.urlRequest.value(forHTTPHeaderField: "Expect") == nil,
+            let url = request.urlRequest.url, gate.asksFirst(toward: url)
+        else { return transport.send(request) }
+        var asking = request
+        asking.urlRequest.setValue("100-continue", forHTTPHeaderField: "Expect")
+        return transport.send(asking).recover(with: { [transport] error in
+            guard case UploadError.httpStatus(let receipt) = error, receipt.status == 417 else { return .failed(error) }
+            return transport.send(request)
+        })
     }
 }
 

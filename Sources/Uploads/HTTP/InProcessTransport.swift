@@ -106,9 +106,11 @@ extension URLRequest {
         // own header with one of ours of the same name, and sends
         // none when ours is blank; an empty value would go out as
         // `Expect:`, which servers answer with 417, so the value is a
-        // space.
+        // space. A request that asks for `100-continue` itself keeps it.
         setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
-        setValue(" ", forHTTPHeaderField: "Expect")
+        if value(forHTTPHeaderField: "Expect")?.lowercased() != "100-continue" {
+            setValue(" ", forHTTPHeaderField: "Expect")
+        }
         #endif
     }
 }

@@ -55,6 +55,13 @@ struct OutboxGate: RequestGate {
         }
     }
 
+    /// Whether a request toward `url`'s host, sent now, asks the server
+    /// first, as the pacer says (``OutboxPacer/asksFirst(_:)``).
+    func asksFirst(toward url: URL) -> Bool {
+        guard let outbox else { return false }
+        return outbox.machine.read { $0.pacer.asksFirst(OutboxPacer.host(of: url)) }
+    }
+
     /// Tells the pacer that a request toward `key`, admitted in `epoch`,
     /// ended as `failure` says (`nil`: it succeeded).
     private func ended(_ key: String, failure: UploadFailure?, epoch: Int) {

@@ -18,6 +18,9 @@ import JobKit
 /// server takes one. The outbox starts the smallest upload it has for the
 /// host first, so that its request is the first to wait. A server still
 /// turning the outbox away then costs a small request, not a large one.
+/// Until the window is full again, each request with a body asks the
+/// server before it sends it (`Expect: 100-continue`,
+/// ``asksFirst(_:)``): one turned away costs its headers alone.
 ///
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
@@ -236,6 +239,16 @@ struct OutboxPacer: Sendable {
     /// time, the smallest waiting, until it takes one.
     func isProbed(_ key: String) -> Bool {
         hosts[key]?.isProbed == true
+    }
+
+    /// Whether a request toward the host `key` names asks the server
+    /// before it sends its body (`Expect: 100-continue`): while the host is
+    /// probed, or its window is not full again after a pushback or a
+    /// failure of the phone's network. A server that turns such a request
+    /// away then costs it its headers, not its body.
+    func asksFirst(_ key: String) -> Bool {
+        guard let host = hosts[key] else { return false }
+        return host.isProbed || host.window < maxWindow
     }
 
     /// Whether some host is probed.

@@ -109,8 +109,17 @@
  *                     A client that goes away mid-request is not an error
  *                     here: its upload's record says complete: false.
  *
- * Expect: 100-continue is left to Node, which answers "100 Continue" itself;
- * the request's expect header is recorded like any other.
+ * A request with Expect: 100-continue whose path has a rule with an error
+ * status (times left) is answered at once, before its body is read, with
+ * Connection: close: what a server that turns a request away on its
+ * headers alone does. Its record has early: true and counts the body bytes
+ * that came anyway (none, from a client that waits for "100 Continue").
+ *   {"path": "/a.jpg", "refuse_expect": true}      answer any request with Expect:
+ *                                                   100-continue "417 Expectation
+ *                                                   Failed" at once (a server that
+ *                                                   refuses expectations)
+ * Any other is answered "100 Continue", as Node does by itself, and goes on
+ * as usual; its expect header is recorded like any other.
  */
 'use strict';
 
@@ -221,6 +230,9 @@ function parseRule(body) {
   if (rule.drop !== undefined && typeof rule.drop !== 'boolean') throw new Error('"drop" must be true or false');
   if (rule.hang_up !== undefined && typeof rule.hang_up !== 'boolean') {
     throw new Error('"hang_up" must be true or false');
+  }
+  if (rule.refuse_expect !== undefined && typeof rule.refuse_expect !== 'boolean') {
+    throw new Error('"refuse_expect" must be true or false');
   }
   if (rule.answer !== undefined && typeof rule.answer !== 'string') throw new Error('"answer" must be a string');
   if (rule.parse_form !== undefined && typeof rule.parse_form !== 'boolean') {
@@ -364,13 +376,11 @@ async function parseForm(contentType, body) {
   return { entries };
 }
 
-function upload(req, res) {
-  const path = pathOf(req.url);
-  // The rule as it is now; its "times" is counted down when answering.
-  const rule = rules.get(path) ?? {};
+/** The record of an upload of `path` whose body has not come yet. */
+function newRecord(req, path) {
   const rawHeaders = [];
   for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) rawHeaders.push([req.rawHeaders[i], req.rawHeaders[i + 1]]);
-  const record = {
+  return {
     method: req.method,
     path,
     headers: { ...req.headers },
@@ -381,6 +391,13 @@ function upload(req, res) {
     md5: '',
     body: null,
   };
+}
+
+function upload(req, res) {
+  const path = pathOf(req.url);
+  // The rule as it is now; its "times" is counted down when answering.
+  const rule = rules.get(path) ?? {};
+  const record = newRecord(req, path);
   const digest = crypto.createHash('sha256');
   const md5 = crypto.createHash('md5');
   const small = [];
@@ -573,6 +590,39 @@ const server = http.createServer(
   },
   handle,
 );
+
+// Expect: 100-continue (see the top): Node calls this in place of the
+// request handler, and sends "100 Continue" only when told to.
+server.on('checkContinue', (req, res) => {
+  const path = pathOf(req.url);
+  const rule = rules.get(path) ?? {};
+  const times = rule.times ?? 1;
+  const isUpload = req.method === 'PUT' || req.method === 'POST';
+  const turnsAway = isUpload && rule.status >= 300 && times > 0;
+  if (!rule.refuse_expect && !turnsAway) {
+    res.writeContinue();
+    handle(req, res);
+    return;
+  }
+  res.on('error', () => {});
+  req.on('error', () => {});
+  const record = { ...newRecord(req, path), early: true };
+  // Bytes the client sent without waiting, until the connection closes.
+  req.on('data', (chunk) => {
+    record.length += chunk.length;
+    bytesArrived += chunk.length;
+  });
+  // The answer says Connection: close; the request itself never ends, so
+  // the record is kept once the connection closes.
+  req.socket.once('close', () => recordEnded(record));
+  if (rule.refuse_expect) {
+    answer(res, 417, 'expectation failed', 'text/plain', { Connection: 'close' });
+    return;
+  }
+  rule.times = times - 1;
+  const headers = { ...(rule.headers ?? {}), Connection: 'close' };
+  answer(res, rule.status, rule.answer ?? `boom: the server failed on ${path}`, rule.answer_type ?? 'text/plain', headers);
+});
 
 server.on('clientError', (err, socket) => {
   const code = String(err.code ?? '');

@@ -75,4 +75,33 @@ struct OutboxHTTPTests {
             #expect(received.last?.headers["idempotency-key"] != nil)
         }
     }
+
+    /// After a pushback, the outbox's requests ask the server first
+    /// (`Expect: 100-continue`): a server that turns one away on its
+    /// headers gets none of its body, and one that takes it gets it whole.
+    @Test func afterAPushbackRequestsAskFirstAndOneTurnedAwaySendsNoBody() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try await FixtureServer.with { server in
+            let post = Post(
+                text: "asks",
+                photos: [Photo(bytes: patternedBytes(500_000, seed: 4), destination: server.url("asks/0.jpg"))],
+                destination: server.url("asks/post.json"))
+            // Turned away twice, told to come back in a second each time;
+            // without a pushback delay, the outbox waits for that alone.
+            try await server.setRule("asks/0.jpg", ["status": 503, "times": 2, "headers": ["Retry-After": "1"]])
+            let outbox = try Outbox(
+                folder: folder.url.appendingPathComponent("outbox"), uploader: URLSessionUploader(),
+                options: Outbox.Options(pushbackDelay: .zero))
+            defer { outbox.close() }
+            try outbox.add(post)
+            _ = try await Self.posts(of: outbox) { $0.first?.state == .published }
+
+            let photos = try await server.received().filter { $0.path == "/asks/0.jpg" }
+            #expect(
+                photos.map(\.headers["expect"]) == [nil, "100-continue", "100-continue"], "\(photos.map(\.headers))")
+            #expect(photos.map(\.length) == [500_000, 0, 500_000], "the second turned away on its headers")
+            #expect(photos.map(\.early) == [nil, true, nil] && photos.last?.complete == true)
+        }
+    }
 }

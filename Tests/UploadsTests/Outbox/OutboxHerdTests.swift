@@ -22,14 +22,16 @@ struct OutboxHerdTests {
         #expect(report.peakInFirstMinute <= 10, "the busiest 10 s of the first minute: \(report.peakInFirstMinute)")
         #expect(report.timeRatio <= 2.5, "time to publish every post: \(report.line)")
         // Issue 56's goal: a few phones turned away late wait past it.
-        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.45×)") {
+        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.28×)") {
             #expect(report.timeRatio <= 2, "time to publish every post: \(report.line)")
         }
         #expect(report.rejectedRatio <= 1, "rejected requests per useful one: \(report.line)")
-        // A phone's first request after a hold, or after the network came
-        // back, is its smallest: 0.57 of the bytes stored are turned away,
-        // where 0.82 were when it went in the post's order.
-        #expect(report.rejectedBytesRatio <= 0.65, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
+        // Issue 56's goal: rejected bytes at most 5 % of useful ones. After
+        // a pushback, or after the network came back, a phone's requests
+        // ask the server first (`Expect: 100-continue`), and one turned
+        // away sends no body: 0.008. Before, the smallest went first, and
+        // 0.57 were turned away; in the post's order, 0.82.
+        #expect(report.rejectedBytesRatio <= 0.05, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
         #expect(!FileManager.default.fileExists(atPath: folder.path))
     }
 
@@ -44,9 +46,11 @@ struct OutboxHerdTests {
         #expect(report.publishedCount == 300 && report.useful == 300 * Herd.requestsPerPost)
         #expect(report.timeRatio <= 1.3, "\(report.line)")
         #expect(report.rejectedPerPhone <= 1.5, "rejected per phone: \(report.rejectedPerPhone)")
-        // Turned away, mostly at its first request, which is its smallest
-        // photo: 0.11 of the bytes stored, where 0.31 went in order.
-        #expect(report.rejectedBytesRatio <= 0.15, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
+        // Turned away, mostly at its first request after the network came
+        // back, which asks first: no body goes (0.11 of the bytes stored
+        // did when that request was its smallest photo, sent whole; 0.31
+        // in the post's order).
+        #expect(report.rejectedBytesRatio <= 0.01, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
     }
 
     /// A herd with every wait in step (each jitter drawn at its ceiling, no
@@ -64,7 +68,11 @@ struct OutboxHerdTests {
         configuration.limit = .seconds(20 * 60)
         let report = try Herd.run(configuration, in: folder)
         #expect(report.peakRatio > 2, "\(report.line)")
-        #expect(report.publishedCount > 0 && report.timeRatio > 2, "\(report.line)")
         #expect(report.rejectedRatio > 1, "\(report.line)")
+        // Its last post is not what it misses: 1.99× D (2.11× before its
+        // requests asked first, which moves each stored one by a round
+        // trip), about the time of the herd above. The server pays for it:
+        // 11× its capacity, 9 requests turned away for each one stored.
+        #expect(report.publishedCount > 0, "\(report.line)")
     }
 }

@@ -238,6 +238,33 @@ struct OutboxPacerTests {
         #expect(full.streaksChanged && pacer.streaks.isEmpty, "4 of 4")
     }
 
+    @Test func requestsAskTheServerFirstFromAPushbackOrANetworkFailureUntilTheWindowIsFull() throws {
+        var pacer = pacer(window: 4)
+        let requests = Requests()
+        #expect(!pacer.asksFirst(Self.host), "a host it never sent to")
+        _ = admit(4, to: &pacer, requests)
+        #expect(!pacer.asksFirst(Self.host), "a full window")
+        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
+        #expect(pacer.asksFirst(Self.host), "held, and probed after")
+        _ = pacer.holdEnded(hold.key, id: hold.id)
+        for _ in 1..<4 { _ = pacer.ended(Self.host, failure: nil, epoch: 0) }
+        #expect(pacer.asksFirst(Self.host), "taken before the pushback: old news")
+        #expect(admit(1, to: &pacer, requests, from: 4) == 1)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(
+            !pacer.isProbed(Self.host) && pacer.asksFirst(Self.host), "the probe taken: the window, halved to 2, is 3")
+        #expect(admit(1, to: &pacer, requests, from: 5) == 1)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(!pacer.asksFirst(Self.host), "4 of 4")
+
+        _ = admit(1, to: &pacer, requests, from: 6)
+        _ = pacer.ended(Self.host, failure: .offline, epoch: 1)
+        #expect(pacer.asksFirst(Self.host), "after a failure of the phone's network")
+        var relaunched = self.pacer(window: 4)
+        relaunched.resume([Self.host: OutboxPacer.Streak(pushbacks: 1, held: .seconds(5))])
+        #expect(relaunched.asksFirst(Self.host), "relaunched in a streak")
+    }
+
     @Test func aServerThatTurnsTheOutboxAwayAfterItsSlotIsNotTakenAtItsWordAgain() throws {
         var pacer = pacer(window: 1)
         let requests = Requests()

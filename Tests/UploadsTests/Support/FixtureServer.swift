@@ -27,6 +27,10 @@ final class FixtureServer: Sendable {
         let form: ParsedForm?
         /// Why Node's `Request.formData()` refused a form.
         let formError: String?
+        /// Whether it asked first (`Expect: 100-continue`) and was answered
+        /// before its body was read; its `length` counts the body bytes
+        /// that came all the same.
+        let early: Bool?
     }
 
     private let server: FixtureProcess

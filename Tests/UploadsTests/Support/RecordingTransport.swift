@@ -156,6 +156,13 @@ private final class RefusingURLProtocol: URLProtocol {
 /// toward an idle host, and records the bytes each said it sends.
 final class RecordingGate: RequestGate {
     private let log = LockedValue<[Int64]>([])
+    /// Whether each request asks the server first, as an outbox's do
+    /// after a pushback.
+    private let asks: Bool
+
+    init(asksFirst: Bool = false) {
+        asks = asksFirst
+    }
 
     /// The bytes of every request admitted so far, in the order they came.
     var bytes: [Int64] { log.value }
@@ -165,5 +172,9 @@ final class RecordingGate: RequestGate {
             log.withValue { $0.append(bytes) }
             controller.perform(attempt) { controller.complete(with: $0) }
         }
+    }
+
+    func asksFirst(toward url: URL) -> Bool {
+        asks
     }
 }
