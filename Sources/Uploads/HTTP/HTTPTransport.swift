@@ -68,7 +68,9 @@ struct HTTPRequest: Sendable {
     var destination: URL
     /// Whether the transport may send the request again by itself when the
     /// connection it reused dies before an answer; `false` for a request
-    /// that is not idempotent (a tus `PATCH`).
+    /// that is not idempotent (a tus `PATCH`). Any request answered `417
+    /// Expectation Failed`, which the server acted on none of, is sent
+    /// again without its `Expect` header all the same.
     var resendable: Bool
     /// The most bytes of the answer's body kept: a successful answer
     /// longer than this fails with ``UploadError/invalidAnswer(_:reason:)``.
@@ -125,17 +127,22 @@ extension UploadAttempts {
 /// one away before the body goes costs it its headers alone.
 ///
 /// A server that refuses the expectation (`417 Expectation Failed`) is
-/// sent the request again without it.
+/// sent the request again without it, once: so is a `417` that a request
+/// joined after a relaunch (a background session's task of an earlier
+/// launch, which asked) was answered.
 private struct AskingFirstTransport: HTTPTransport {
     let transport: any HTTPTransport
     let gate: any RequestGate
 
     func send(_ request: HTTPRequest) -> Job<HTTPAnswer> {
-        guard request.body.count > 0, request.urlRequest.value(forHTTPHeaderField: "Expect") == nil,
-            let url = request.urlRequest.url, gate.asksFirst(toward: url)
-        else { return transport.send(request) }
+        // One that asks for an expectation of its own is left alone.
+        guard request.urlRequest.value(forHTTPHeaderField: "Expect") == nil else { return transport.send(request) }
         var asking = request
-        asking.urlRequest.setValue("100-continue", forHTTPHeaderField: "Expect")
+        // The destination, not the request's URL: the pacer knows the host
+        // of the media (a tus `PATCH` may go to another).
+        if request.body.count > 0, gate.asksFirst(toward: request.destination) {
+            asking.urlRequest.setValue("100-continue", forHTTPHeaderField: "Expect")
+        }
         return transport.send(asking).recover(with: { [transport] error in
             guard case UploadError.httpStatus(let receipt) = error, receipt.status == 417 else { return .failed(error) }
             return transport.send(request)

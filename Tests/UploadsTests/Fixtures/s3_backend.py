@@ -112,7 +112,7 @@ Content-MD5 (S3's behaviour, which moto lacks)
 
 Request records
     {"method", "path", "key", "query", "partNumber", "uploadId", "operation",
-     "bytes", "status", "chunked", "contentLength", "contentMD5",
+     "bytes", "status", "chunked", "contentLength", "contentMD5", "expect",
      "bodyMD5" (base64, once the whole body arrived)}
     `bytes` counts body bytes as they arrive; `status` is null while the
     request is in flight, then the status answered (0 if the connection was
@@ -457,9 +457,9 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):
         pass  # keep the test output quiet
 
-    def handle_expect_100(self):
-        # Never send "100 Continue": a body framed by Content-Length just flows.
-        return True
+    # "Expect: 100-continue" is answered "100 Continue" at once, as S3 does
+    # (BaseHTTPRequestHandler's own handle_expect_100); a request without
+    # it just sends its body.
 
     def do_GET(self):
         self.dispatch()
@@ -650,6 +650,7 @@ class Handler(BaseHTTPRequestHandler):
             "chunked": "Transfer-Encoding" in self.headers,
             "contentLength": length,
             "contentMD5": self.headers.get("Content-MD5"),
+            "expect": self.headers.get("Expect"),
             "bodyMD5": None,
         }
         self.server.state.add_record(record)

@@ -293,6 +293,7 @@ function forward(request, response) {
     answerOffset: null, checksum: request.headers['upload-checksum'] ?? null,
     metadata: request.headers['upload-metadata'] ?? null, authorization: request.headers.authorization ?? null,
     length: request.headers['upload-length'] ?? null, location: null, bodyBytes: 0, fault: null,
+    expect: request.headers.expect ?? null,
   };
   requests.push(record);
   const fault = takeFault(request.method);

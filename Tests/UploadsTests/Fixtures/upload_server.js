@@ -116,8 +116,11 @@
  * that came anyway (none, from a client that waits for "100 Continue").
  *   {"path": "/a.jpg", "refuse_expect": true}      answer any request with Expect:
  *                                                   100-continue "417 Expectation
- *                                                   Failed" at once (a server that
- *                                                   refuses expectations)
+ *                                                   Failed" at once, keeping the
+ *                                                   connection (a server that
+ *                                                   refuses expectations); its
+ *                                                   record, early: true, is kept
+ *                                                   once the answer went
  * Any other is answered "100 Continue", as Node does by itself, and goes on
  * as usual; its expect header is recorded like any other.
  */
@@ -607,18 +610,23 @@ server.on('checkContinue', (req, res) => {
   res.on('error', () => {});
   req.on('error', () => {});
   const record = { ...newRecord(req, path), early: true };
-  // Bytes the client sent without waiting, until the connection closes.
+  // Bytes the client sent without waiting.
   req.on('data', (chunk) => {
     record.length += chunk.length;
     bytesArrived += chunk.length;
+    for (const waiter of [...progressWaiters]) waiter.check();
   });
-  // The answer says Connection: close; the request itself never ends, so
-  // the record is kept once the connection closes.
-  req.socket.once('close', () => recordEnded(record));
   if (rule.refuse_expect) {
-    answer(res, 417, 'expectation failed', 'text/plain', { Connection: 'close' });
+    // On a connection kept alive, as a strict server answers: the record
+    // is kept once the answer went.
+    res.on('finish', () => recordEnded(record));
+    answer(res, 417, 'expectation failed', 'text/plain');
     return;
   }
+  // The answer says Connection: close; the request itself never ends, so
+  // the record is kept once the connection closes, with every byte that
+  // came before.
+  req.socket.once('close', () => recordEnded(record));
   rule.times = times - 1;
   const headers = { ...(rule.headers ?? {}), Connection: 'close' };
   answer(res, rule.status, rule.answer ?? `boom: the server failed on ${path}`, rule.answer_type ?? 'text/plain', headers);

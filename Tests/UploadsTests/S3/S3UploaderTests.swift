@@ -205,6 +205,34 @@ extension S3Storage {
             }
         }
 
+        /// Asked first, as an outbox's requests are after a pushback, a
+        /// `PUT` from a file and one from memory say `Expect: 100-continue`,
+        /// and are stored whole once the server answers `100 Continue`.
+        @Test func requestsThatAskFirstAreStoredWhole() async throws {
+            let folder = try TemporaryFolder()
+            defer { folder.remove() }
+            let bytes = patternedBytes(300_000, seed: 5)
+            let file = try folder.file("photo.jpg", bytes: bytes)
+            try await S3Fixture.with { s3 in
+                let uploader = try Self.uploader(s3, folder: folder)
+                var attempts = Self.attempts()
+                attempts.gate = RecordingGate(asksFirst: true)
+                for photo in [
+                    Photo(file: file, destination: URL(string: "https://media.example.com/photos/c.jpg")!),
+                    Photo(bytes: bytes, destination: URL(string: "https://media.example.com/photos/d.jpg")!),
+                ] {
+                    _ = try await uploader.upload(photo.media, attempts: attempts).value
+                }
+                let requests = try await s3.requests()
+                #expect(requests.map(\.operation) == ["putObject", "putObject"])
+                #expect(requests.map(\.expect) == ["100-continue", "100-continue"])
+                #expect(requests.map(\.bytes) == [300_000, 300_000])
+                for key in ["photos/c.jpg", "photos/d.jpg"] {
+                    #expect(try await s3.object(key).size == 300_000)
+                }
+            }
+        }
+
         // MARK: - Failures of one part
 
         @Test(arguments: [

@@ -49,6 +49,9 @@ struct S3Fixture: Sendable {
         let contentLength: Int?
         /// The request's Content-MD5 header.
         let contentMD5: String?
+        /// The request's `Expect` header (`100-continue` from a request
+        /// that asked the server first).
+        let expect: String?
         /// The MD5 of the body received, base64-encoded, once it arrived
         /// whole.
         let bodyMD5: String?

@@ -62,6 +62,9 @@ final class TusFixture: Sendable {
         /// The body's bytes that reached the proxy.
         let bodyBytes: Int
         let fault: String?
+        /// The `Expect` header sent (`100-continue` from a request that
+        /// asked the server first).
+        let expect: String?
 
         /// A `PATCH` that FoundationNetworking's libcurl began again by
         /// itself on a new connection, after the one it reused died, and

@@ -590,6 +590,29 @@ struct TusUploaderTests {
         }
     }
 
+    /// Asked first, as an outbox's requests are after a pushback, each
+    /// request with a body says `Expect: 100-continue`, and both servers
+    /// (through the proxy, Node's `http`, which answers `100 Continue`)
+    /// store the file whole.
+    @Test(TusFixture.requirement, arguments: TusFixture.Server.allCases)
+    func requestsThatAskFirstStoreTheFileWhole(server: TusFixture.Server) async throws {
+        try await TusFixture.withKept(server) { tus in
+            let size = 2 * Int(Self.mebibyte) + 100
+            let workspace = try Workspace(size: size)
+            defer { workspace.folder.remove() }
+            var attempts = Self.attempts()
+            attempts.gate = RecordingGate(asksFirst: true)
+            let uploader = try Self.uploader(workspace, chunk: Self.mebibyte, verifiesBytes: false)
+            let receipt = try await uploader.upload(Self.video(workspace, to: tus.endpoint).media, attempts: attempts)
+                .value
+            let requests = try await tus.requests()
+            #expect(requests.map(\.method) == ["OPTIONS", "POST", "PATCH", "PATCH", "PATCH"])
+            #expect(requests.map(\.expect) == [nil, nil, "100-continue", "100-continue", "100-continue"])
+            let stored = try await tus.stored(receipt.finalURL)
+            #expect(stored == TusFixture.Stored(size: size, sha256: try await sha256(of: workspace.file)))
+        }
+    }
+
     @Test func aMissingFileFailsBeforeAnyRequest() async throws {
         let workspace = try Workspace(size: 0)
         defer { workspace.folder.remove() }
