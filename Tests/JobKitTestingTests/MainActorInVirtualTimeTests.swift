@@ -84,7 +84,7 @@ private struct Unavailable: Error {}
 private func workThenSleep(for duration: Duration) async throws {
     let busyUntil = ContinuousClock.now.advanced(by: .milliseconds(6))
     while ContinuousClock.now < busyUntil {}
-    try await Task.sleep(for: duration)
+    try await Task.sleep(for: duration)  // allowed: virtual, on the driving queue
 }
 
 /// Appends `what` to `log` if the caller is isolated to the main actor,
@@ -150,6 +150,7 @@ struct MainActorInVirtualTimeTests {
 
     @Test @MainActor func aFailedRequestShowsAtTheVirtualTimeItFails() throws {
         let queue = TestQueue()
+        // allowed: virtual, the model performs it on the queue
         let fetchName = Job<Void>.sleep(for: .seconds(5)).then { _ in Job<String>.failed(Unavailable()) }
         try queue.drivingMainActor {
             let model = ProfileModel(fetchName: fetchName, queue: queue)
