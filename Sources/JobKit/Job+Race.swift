@@ -84,7 +84,7 @@ extension Job {
     ///   ``JobError/invalidArgument(_:)`` rather than never completing).
     /// - Returns: A job with the first outcome of `jobs`.
     public static func race(_ jobs: [Job<Success>]) -> Job<Success> {
-        let inner = Inner(jobs)
+        let inner = Inner(jobs.map { $0.boxingItsValue() })
         return Job { controller in
             GroupRun(
                 jobs: inner.value,
@@ -92,7 +92,13 @@ extension Job {
                 role: .race,
                 queue: controller.queue,
                 owner: controller.shared,
-                report: { owner, outcome in Controller(owner).completeWithWinner(of: outcome) }
+                report: { owner, outcome in
+                    let controller = Controller(owner)
+                    switch outcome {
+                    case .success(let value): controller.finish(with: unboxed(value.winner))
+                    case .failure(let error): controller.fail(with: error)
+                    }
+                }
             ).start { controller.token.attach($0) }
         }
     }

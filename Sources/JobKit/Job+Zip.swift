@@ -53,15 +53,6 @@ extension Job {
             ).start { controller.token.attach($0) }
         }
     }
-
-    /// This job as a job of `any Sendable`, for a zip: its body runs with
-    /// the controller's token typed as this job's, which boxes the value it
-    /// reports. No state of its own, no queue hop.
-    private func boxingItsValue() -> Job<any Sendable> {
-        Job<any Sendable> { controller in
-            body(Job<Success>.Controller(controller.shared))
-        }
-    }
 }
 
 /// Takes a zip's boxed values out, in order, as the types of its jobs.
@@ -76,9 +67,9 @@ private struct Unboxing {
     /// The next value, which the zip's job of type `Value` reported.
     mutating func next<Value: Sendable>(_: Value.Type) -> Value {
         defer { index += 1 }
-        guard let value = values[index].flatMap({ $0 as? Value }) else {
-            preconditionFailure("Internal inconsistency: a zip's value \(index) is not a \(Value.self)")
+        guard let boxed = values[index] else {
+            preconditionFailure("Internal inconsistency: a zip's value \(index) is missing")
         }
-        return value
+        return unboxed(boxed)
     }
 }

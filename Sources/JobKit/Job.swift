@@ -77,13 +77,16 @@ public struct Job<Success: Sendable>: Sendable {
     ///   - handler: Called once with the job's outcome.
     /// - Returns: A handle that can cancel this performance.
     @discardableResult
+    @inlinable
     public func perform(
         on queue: any JobQueue = DispatchQueue.global(),
         then handler: @escaping @Sendable (Outcome) -> Void
     ) -> JobHandle {
+        // Inlinable, so that the caller's module, which knows `Success`,
+        // makes the state and its token: made in generic code, each looks
+        // up its type's metadata at run time.
         let state = JobState<Success>(queue: queue, hopsToQueue: true, handler: handler)
-        state.start(body)
-        return JobHandle(state)
+        return state.performance(of: body, controlledBy: StateToken(state))
     }
 }
 

@@ -78,6 +78,26 @@ struct RaceTests {
         #expect(outcome(of: Job.race([Job<Int>.failed(TestError(id: 5))]))?.failure as? TestError == TestError(id: 5))
     }
 
+    @Test func theWinnersValueComesOutAsItWentInOfAnExistentialOrALargeType() throws {
+        // The contestants' values travel boxed: an existential's own box
+        // holds the value inside, and a large value does not fit a box inline.
+        let texts: [Job<any Sendable>] = [.succeeded("first"), .succeeded(2)]
+        #expect(try outcome(of: Job.race(texts))?.get() as? String == "first")
+        let errors: [Job<any Error>] = [.succeeded(TestError(id: 1)), .succeeded(TestError(id: 2))]
+        #expect(try outcome(of: Job.race(errors))?.get() as? TestError == TestError(id: 1))
+        let large = (0..<64).map { Job.succeeded(SIMD8<Int>(repeating: $0)) }
+        #expect(try outcome(of: Job.race(large))?.get() == SIMD8(repeating: 0))
+        let manual = [ManualJob<SIMD8<Int>>(), ManualJob<SIMD8<Int>>()]
+        let queue = TestQueue()
+        let recorder = Recorder<SIMD8<Int>>()
+        Job.race(manual.map(\.job)).perform(on: queue, then: recorder.handler)
+        try queue.run()
+        manual[1].finish(with: SIMD8(1, 2, 3, 4, 5, 6, 7, 8))
+        try queue.run()
+        #expect(try recorder.last?.get() == SIMD8(1, 2, 3, 4, 5, 6, 7, 8))
+        #expect(manual.map(\.cancelCount) == [1, 0])
+    }
+
     @Test func cancellingTheRaceCancelsEveryJob() throws {
         let children = (0..<3).map { _ in ManualJob<Int>() }
         let queue = TestQueue()

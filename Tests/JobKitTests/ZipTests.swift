@@ -11,6 +11,15 @@ struct ZipTests {
         let name: String
     }
 
+    /// Larger than an existential's inline buffer (three words).
+    private struct Large: Equatable, Sendable {
+        let values: (Int, Int, Int, Int, Int)
+
+        static func == (lhs: Large, rhs: Large) -> Bool {
+            lhs.values == rhs.values
+        }
+    }
+
     @Test func valuesOfEveryTypeComeInArgumentOrderWhateverOrderTheyFinishIn() throws {
         let user = ManualJob<User>()
         let avatar = ManualJob<Data?>()
@@ -53,6 +62,24 @@ struct ZipTests {
         #expect(values.0 == 1 && values.1 == "2" && values.2 == 3.0 && values.3 == [4] && values.4 == 5)
         #expect(values.5 == 6 && values.6 == 7 && values.7 == "8" && values.8 == 9.0 && values.9 == [10])
         #expect(values.10 == nil && values.11 == 12)
+    }
+
+    @Test func valuesOfExistentialTypesAndLargeOnesComeOutAsTheyWentIn() throws {
+        // Each job's value travels boxed: an existential's own box holds the
+        // value inside, and a large value does not fit a box inline.
+        let zipped = Job.zip(
+            Job<any Sendable>.succeeded("text"),
+            Job<any Error>.succeeded(TestError(id: 4)),
+            Job<(any Sendable)?>.succeeded(Int?.none),
+            Job.succeeded(Large(values: (1, 2, 3, 4, 5))),
+            Job.succeeded(User(name: "ada"))
+        )
+        let (text, error, nothing, large, user) = try #require(outcome(of: zipped)).get()
+        #expect(text as? String == "text")
+        #expect(error as? TestError == TestError(id: 4))
+        #expect(nothing == nil)
+        #expect(large == Large(values: (1, 2, 3, 4, 5)))
+        #expect(user == User(name: "ada"))
     }
 
     @Test func theFirstFailureFailsItAndCancelsTheJobsStillRunningAtOnce() throws {

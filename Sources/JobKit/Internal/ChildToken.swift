@@ -95,13 +95,13 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     /// The child's index in its run.
     var index: Int { Int(storedIndex) }
 
-    /// A group's child; a zip's, if `boxesValue`: then the run is a group
-    /// of `any Sendable`, and the child's controllers, typed as its own
-    /// job, box the value they report.
+    /// A group's child; a zip's or a race's, if `boxesValue`: then the run
+    /// is a group of `any Sendable`, and the child's controllers, typed as
+    /// its own job, box the value they report.
     init<Element>(run: GroupRun<Element>, index: Int, boxesValue: Bool) where Run == GroupRun<Element> {
         self.run = run
         self.storedIndex = UInt32(truncatingIfNeeded: index)
-        self.childKind = boxesValue ? .zipChild : .groupChild
+        self.childKind = boxesValue ? .boxingChild : .groupChild
     }
 
     /// A sequence's step.
@@ -152,6 +152,14 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
             if exchanged { return false }
         }
         return current == ChildPhase.grantedToRunner
+    }
+
+    /// ``report(_:)`` of `value`. Apart, so that unspecialized code that
+    /// calls it (``TypedToken/succeed(with:)``) looks up the metadata of
+    /// the `Result` it builds only on this path.
+    @inline(never)
+    func succeed(with value: Run.Element) -> Bool {
+        report(.success(value))
     }
 
     /// Lets the first outcome through to the run; the next child it lets

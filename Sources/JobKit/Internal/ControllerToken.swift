@@ -13,8 +13,9 @@
 /// - ``ChildToken``: a group's running child or a sequence's step, whose
 ///   state is the token itself and its place in its run's state machine,
 ///   so that a parked child costs one small object;
-///   A zip's child is a ``ChildToken`` of a group of `any Sendable` whose
-///   controllers are typed as the child's own job: they box its value.
+///   A zip's or a race's child is a ``ChildToken`` of a group of
+///   `any Sendable` whose controllers are typed as the child's own job:
+///   they box its value.
 ///
 /// A controller holds the token as one class reference, so that a closure
 /// that captures a controller (`other.async { controller.finish() }`) has
@@ -33,7 +34,7 @@
 @usableFromInline class ControllerToken: @unchecked Sendable {
     /// Which subclass a token is.
     enum Kind: UInt8, Sendable {
-        case state, groupChild, sequenceStep, zipChild
+        case state, groupChild, sequenceStep, boxingChild
     }
 
     @usableFromInline
@@ -51,7 +52,7 @@
         case .state: .state(unsafeDowncast(self, to: StateToken<Success>.self))
         case .groupChild: .groupChild(unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self))
         case .sequenceStep: .sequenceStep(unsafeDowncast(self, to: ChildToken<SequenceRun>.self))
-        case .zipChild: .zipChild(unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self))
+        case .boxingChild: .boxingChild(unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self))
         }
     }
 }
@@ -68,9 +69,9 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// A sequence's step: only a `Job<Void>`'s controller holds one, so
     /// the value it reports is `()`.
     case sequenceStep(ChildToken<SequenceRun>)
-    /// A zip's child: a child of a group of `any Sendable`, whatever its
-    /// own value type, which it boxes.
-    case zipChild(ChildToken<GroupRun<any Sendable>>)
+    /// A zip's or a race's child: a child of a group of `any Sendable`,
+    /// whatever its own value type, which it boxes.
+    case boxingChild(ChildToken<GroupRun<any Sendable>>)
 
     /// The queue the job runs on; children run on it too.
     var queue: any JobQueue {
@@ -78,7 +79,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.queue
         case .groupChild(let child): child.run.queue
         case .sequenceStep(let step): step.run.queue
-        case .zipChild(let child): child.run.queue
+        case .boxingChild(let child): child.run.queue
         }
     }
 
@@ -88,7 +89,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.isCancelled
         case .groupChild(let child): child.isCancelled
         case .sequenceStep(let step): step.isCancelled
-        case .zipChild(let child): child.isCancelled
+        case .boxingChild(let child): child.isCancelled
         }
     }
 
@@ -98,7 +99,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.isCompleted
         case .groupChild(let child): child.isCompleted
         case .sequenceStep(let step): step.isCompleted
-        case .zipChild(let child): child.isCompleted
+        case .boxingChild(let child): child.isCompleted
         }
     }
 
@@ -107,9 +108,9 @@ enum TypedToken<Success: Sendable>: Sendable {
     func succeed(with value: Success) -> Bool {
         switch self {
         case .state(let token): token.state.succeed(with: value)
-        case .groupChild(let child): child.report(.success(value))
+        case .groupChild(let child): child.succeed(with: value)
         case .sequenceStep(let step): step.report(.success(()))
-        case .zipChild(let child): child.report(.success(value))
+        case .boxingChild(let child): child.report(.success(value))
         }
     }
 
@@ -120,7 +121,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.fail(with: error)
         case .groupChild(let child): child.report(.failure(error))
         case .sequenceStep(let step): step.report(.failure(error))
-        case .zipChild(let child): child.report(.failure(error))
+        case .boxingChild(let child): child.report(.failure(error))
         }
     }
 
@@ -131,7 +132,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.complete(with: outcome)
         case .groupChild(let child): child.report(outcome)
         case .sequenceStep(let step): step.report(outcome.map { _ in () })
-        case .zipChild(let child): child.report(outcome.map { $0 as any Sendable })
+        case .boxingChild(let child): child.report(outcome.map { $0 as any Sendable })
         }
     }
 
@@ -144,7 +145,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.attach(attachment)
         case .groupChild(let child): child.attach(attachment)
         case .sequenceStep(let step): step.attach(attachment)
-        case .zipChild(let child): child.attach(attachment)
+        case .boxingChild(let child): child.attach(attachment)
         }
     }
 
@@ -156,7 +157,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .state(let token): token.state.startStep()
         case .groupChild(let child): child.startStep()
         case .sequenceStep(let step): step.startStep()
-        case .zipChild(let child): child.startStep()
+        case .boxingChild(let child): child.startStep()
         }
     }
 
@@ -185,8 +186,8 @@ enum TypedToken<Success: Sendable>: Sendable {
             groupChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         case .sequenceStep(let step):
             step.performChild(child, hopsToQueue: hopsToQueue, then: handler)
-        case .zipChild(let zipChild):
-            zipChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+        case .boxingChild(let boxingChild):
+            boxingChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         }
     }
 }

@@ -67,8 +67,9 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     private let blockQuota: Int
     /// Which combinator the group is.
     private let role: GroupRole
-    /// Whether the children are a zip's, each of its own value type: the
-    /// group is one of `any Sendable`, and boxes their values.
+    /// Whether the children are a zip's or a race's, each job of its own
+    /// value type: the group is one of `any Sendable`, and boxes their
+    /// values (``GroupRole/boxesValues``).
     private let boxesValues: Bool
 
     /// The most children a block starts in a row before it hops.
@@ -89,9 +90,10 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         self.owner = owner
         self.report = report
         self.role = role
-        self.boxesValues = role == .zip
+        self.boxesValues = role.boxesValues
         precondition(
-            role != .zip || Element.self == (any Sendable).self, "Internal inconsistency: a zip of \(Element.self)")
+            !role.boxesValues || Element.self == (any Sendable).self,
+            "Internal inconsistency: a \(role) of \(Element.self)")
         let firstChildren = min(max(maxConcurrent, 1), jobs.count)
         self.blockQuota = max(1, min(Self.inlineBudget, firstChildren / Self.minimumBlocks))
         self.lock = Lock(
@@ -347,6 +349,14 @@ enum GroupRole: Sendable, Equatable {
         case .race: .firstOutcome
         case .firstSuccess: .firstSuccess
         }
+    }
+
+    /// Whether the group is one of `any Sendable`, whose children box the
+    /// values of their own jobs: a zip's jobs are of any types, and a
+    /// race's boxed run specialized (a group of a generic value type runs
+    /// unspecialized, looking up type metadata at each step).
+    var boxesValues: Bool {
+        self == .zip || self == .race
     }
 
     var collectsValues: Bool {

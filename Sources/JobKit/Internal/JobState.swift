@@ -28,8 +28,8 @@ import Synchronization
 /// caller's module specializes.
 @usableFromInline
 final class JobState<Success: Sendable>: JobCancelling {
-    typealias Outcome = Result<Success, any Error>
-    typealias Handler = @Sendable (Outcome) -> Void
+    @usableFromInline typealias Outcome = Result<Success, any Error>
+    @usableFromInline typealias Handler = @Sendable (Outcome) -> Void
     @usableFromInline typealias Body = @Sendable (Job<Success>.Controller) -> Void
 
     /// Where the outcome goes.
@@ -44,6 +44,13 @@ final class JobState<Success: Sendable>: JobCancelling {
         case awaiting
         /// Nowhere any more: the handler was called and released.
         case delivered
+
+        /// A delivery still to make.
+        enum Pending {
+            case throughQueue(Handler)
+            case inline(Handler)
+            case awaiting
+        }
     }
 
     /// The queue the job runs on; children run on it too.
@@ -73,6 +80,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
 
     /// A performance whose handler is called through `queue` or inline.
+    @usableFromInline
     init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
         self.queue = queue
         self.delivery = hopsToQueue ? .throughQueue(handler) : .inline(handler)
@@ -142,6 +150,14 @@ final class JobState<Success: Sendable>: JobCancelling {
         Trampoline.enqueue({ [token] in token.state.runPendingBody(controlledBy: token) }, on: queue)
     }
 
+    /// ``start(_:controlledBy:)``, for ``Job/perform(on:then:)``.
+    /// - Returns: The handle on this performance.
+    @usableFromInline
+    func performance(of body: @escaping Body, controlledBy token: StateToken<Success>) -> JobHandle {
+        start(body, controlledBy: token)
+        return JobHandle(self)
+    }
+
     /// ``start(_:controlledBy:)`` on this thread, now, for a caller that
     /// runs on the job's queue already (a shared job's first consumer
     /// starts the run in its own body): one queue hop fewer. One level
@@ -183,7 +199,36 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// without looking into the outcome, which unspecialized code pays for.
     /// - Returns: `true` if this outcome won.
     func succeed(with value: Success) -> Bool {
-        finish(with: .success(value), as: .completed)
+        guard latch.win(.completed) else { return false }
+        // What the job attached goes with its completion.
+        _ = attachments.existing?.takeOnCompletion(keeping: nil)
+        // Each case builds its `Result` where it calls the handler: in
+        // unspecialized code, a `Result` held or captured looks up its
+        // type's metadata at run time, each time, where a `Success`
+        // captured does not.
+        switch takeDelivery() {
+        case .throughQueue(let handler):
+            Trampoline.enqueue({ handler(.success(value)) }, on: queue)
+        case .inline(let handler):
+            deliverInline(value, to: handler)
+        case .awaiting:
+            if outcomeArrives() { continuation.take()?.resume(returning: value) }
+        }
+        return true
+    }
+
+    /// Calls `handler` with `value` (``succeed(with:)``), on this thread.
+    /// Apart, so that the `Result` it builds is looked up only on this path.
+    @inline(never)
+    private func deliverInline(_ value: Success, to handler: @escaping Handler) {
+        // To a combinator that holds this job, which may be held by
+        // another, a million deep (``Trampoline/Level``).
+        if let level = Trampoline.Level.enter() {
+            handler(.success(value))
+            level.leave()
+        } else {
+            Trampoline.hold { handler(.success(value)) }
+        }
     }
 
     /// Reports `error` unless the job already completed.
@@ -224,16 +269,13 @@ final class JobState<Success: Sendable>: JobCancelling {
         } else if let table = attachments.existing {
             taken = table.takeOnCompletion(keeping: nil)
         }
-        // This thread's outcome won: it alone touches the delivery now.
         if phase == .cancelled {
             for (_, attachment) in taken { attachment.cancelWithOwner() }
         }
-        switch delivery {
+        switch takeDelivery() {
         case .throughQueue(let handler):
-            delivery = .delivered
             Trampoline.enqueue({ handler(outcome) }, on: queue)
         case .inline(let handler):
-            delivery = .delivered
             // To a combinator that holds this job, which may be held by
             // another, a million deep (``Trampoline/Level``).
             if let level = Trampoline.Level.enter() {
@@ -243,15 +285,30 @@ final class JobState<Success: Sendable>: JobCancelling {
                 Trampoline.hold { handler(outcome) }
             }
         case .awaiting:
-            // Before the task handed its continuation over, it resumes
-            // itself (``handOver(_:)`` fails).
-            if arrivals.exchange(.outcome, ordering: .acquiringAndReleasing) == .continuation {
-                continuation.take()?.resume(with: outcome)
-            }
-        case .delivered:
-            preconditionFailure("Internal inconsistency: a job's outcome was delivered twice")
+            if outcomeArrives() { continuation.take()?.resume(with: outcome) }
         }
         return true
+    }
+
+    /// Where the outcome goes, taken by the thread whose outcome won the
+    /// latch: it alone touches the delivery now.
+    private func takeDelivery() -> Delivery.Pending {
+        let pending: Delivery.Pending =
+            switch delivery {
+            case .throughQueue(let handler): .throughQueue(handler)
+            case .inline(let handler): .inline(handler)
+            case .awaiting: .awaiting
+            case .delivered: preconditionFailure("Internal inconsistency: a job's outcome was delivered twice")
+            }
+        delivery = .delivered
+        return pending
+    }
+
+    /// For an awaited job, the outcome arrives: whether the task handed its
+    /// continuation over, for the outcome to resume it. Before the task
+    /// handed it over, it resumes itself (``handOver(_:)`` fails).
+    private func outcomeArrives() -> Bool {
+        arrivals.exchange(.outcome, ordering: .acquiringAndReleasing) == .continuation
     }
 
     // MARK: Attachments
