@@ -226,18 +226,23 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     func childCompleted(
         _ index: Int, _ outcome: Result<Element, any Error>, hasTable: Bool, inBody: Bool
     ) -> ChildCompletion {
-        let (action, table, cancelling, released) = lock.withLock { storage in
+        // Filled under the lock; not returned with the action, as a tuple
+        // of them is copied whole, the values it holds retained one by one.
+        var table: AttachmentTable?
+        var cancelling: [AttachmentTable] = []
+        var released: (jobs: [Job<Element>], leftovers: ([Element?], [(any Error)?]))?
+        let action = lock.withLock { storage in
             let action = storage.machine.childCompleted(index: index, outcome: outcome)
-            let table = hasTable ? tables.existing?.take(at: index) : nil
-            var cancelling: [AttachmentTable] = []
+            if hasTable { table = tables.existing?.take(at: index) }
             if storage.machine.isOver {
                 over.store(true, ordering: .sequentiallyConsistent)
                 if case .finish(_, cancelsRunning: true) = action { cancelling = runningTables(storage.machine) }
+                released = storage.jobsToRelease()
             }
-            return (action, table, cancelling, storage.jobsToRelease())
+            return action
         }
         // What the child attached goes with its completion.
-        _ = (table?.takeAll(), released)  // released here, outside the lock
+        _ = (table?.takeAll(), released.take())  // released here, outside the lock
         switch action {
         case .none:
             return .recorded
