@@ -69,7 +69,9 @@ public struct Job<Success: Sendable>: Sendable {
     /// `queue` too, exactly once, whatever thread the outcome is reported
     /// from. Cancelling the returned handle completes the job at once with
     /// `CancellationError`; if the closure had not started yet, it never
-    /// starts.
+    /// starts. A queue that drops the closure without running it (one torn
+    /// down first) fails the job with ``JobError/abandoned``, and the
+    /// handle says it completed.
     ///
     /// - Parameters:
     ///   - queue: Where the job and its children run. Defaults to the

@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import Synchronization
 import TestSupport
 import Testing
 
@@ -121,6 +122,16 @@ struct JobTests {
         manual.release()
         try queue.run()
         #expect(recorder.last?.failure as? JobError == .abandoned)
+    }
+
+    @Test func aQueueThatDropsTheBodyUnrunFailsTheJobAsAbandoned() {
+        let queue = DroppingFirstQueue()
+        let recorder = Recorder<Int>()
+        let handle = Job<Int> { $0.finish(with: 1) }.perform(on: queue, then: recorder.handler)
+        #expect(handle.isCompleted)
+        #expect(recorder.last?.failure as? JobError == .abandoned)
+        #expect(recorder.count == 1)
+        #expect(queue.enqueued == 2)
     }
 
     @Test func abandonedOnAnotherThreadStillCompletes() async throws {
@@ -347,5 +358,23 @@ struct JobTests {
         case .success: break
         case .failure: Issue.record("expected success")
         }
+    }
+}
+
+/// A queue torn down before it ran the first work item it was given (a
+/// job's body): it drops that one, unrun, and runs the rest at once.
+private final class DroppingFirstQueue: JobQueue {
+    private let count = Atomic<Int>(0)
+
+    /// How many work items the queue was given.
+    var enqueued: Int { count.load(ordering: .relaxed) }
+
+    func enqueue(_ work: @escaping @Sendable () -> Void) {
+        if count.add(1, ordering: .relaxed).oldValue > 0 { work() }
+    }
+
+    func enqueue(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DelayedWork {
+        enqueue(work)
+        return DelayedWork {}
     }
 }

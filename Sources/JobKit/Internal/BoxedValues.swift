@@ -16,16 +16,18 @@ extension Job {
     }
 }
 
-/// `boxed`, opened from its box, as the `Value` it is: taken as it is when
-/// its type is `Value` (no cast, which in unspecialized code looks up the
-/// metadata of `Value?` and walks the runtime's casting rules), cast when
-/// `Value` is itself an existential, whose box holds the value inside.
+/// `boxed`, opened from its box, as the `Value` it is. A box made in code
+/// generic over the job's value type holds a `Value`, even an existential
+/// one: it is taken as it is, without a cast (which in unspecialized code
+/// looks up the metadata of `Value?` and walks the runtime's casting
+/// rules). A box made where `Value` was known to be an existential holds
+/// the value inside it instead: that one is cast.
 func unboxed<Boxed: Sendable, Value: Sendable>(_ boxed: Boxed) -> Value {
     Boxed.self == Value.self ? unsafeBitCast(boxed, to: Value.self) : cast(boxed)
 }
 
-/// `boxed` cast to `Value`, which is an existential. Apart, so that only
-/// this path looks up the metadata of `Value?`.
+/// `boxed` cast to `Value`, an existential that holds it. Apart, so that
+/// only this path looks up the metadata of `Value?`.
 @inline(never)
 private func cast<Boxed: Sendable, Value: Sendable>(_ boxed: Boxed) -> Value {
     guard let value = boxed as? Value else {

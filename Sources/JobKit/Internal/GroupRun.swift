@@ -231,6 +231,8 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         var table: AttachmentTable?
         var cancelling: [AttachmentTable] = []
         var released: (jobs: [Job<Element>], leftovers: ([Element?], [(any Error)?]))?
+        // Released here, outside the lock, after the report.
+        defer { withExtendedLifetime(released) {} }
         let action = lock.withLock { storage in
             let action = storage.machine.childCompleted(index: index, outcome: outcome)
             if hasTable { table = tables.existing?.take(at: index) }
@@ -242,7 +244,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             return action
         }
         // What the child attached goes with its completion.
-        _ = (table?.takeAll(), released.take())  // released here, outside the lock
+        _ = table?.takeAll()
         switch action {
         case .none:
             return .recorded

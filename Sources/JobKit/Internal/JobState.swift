@@ -24,8 +24,8 @@ import Synchronization
 /// alone, so that it is the closure's context and the closure allocates
 /// nothing.
 ///
-/// Usable from inlinable code for ``Job/value(on:isolation:)``, which the
-/// caller's module specializes.
+/// Usable from inlinable code for ``Job/perform(on:then:)`` and
+/// ``Job/value(on:isolation:)``, which the caller's module specializes.
 @usableFromInline
 final class JobState<Success: Sendable>: JobCancelling {
     @usableFromInline typealias Outcome = Result<Success, any Error>
@@ -200,8 +200,10 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// - Returns: `true` if this outcome won.
     func succeed(with value: Success) -> Bool {
         guard latch.win(.completed) else { return false }
-        // What the job attached goes with its completion.
-        _ = attachments.existing?.takeOnCompletion(keeping: nil)
+        // What the job attached goes with its completion, after the
+        // delivery, as a failure's does.
+        let taken = attachments.existing?.takeOnCompletion(keeping: nil)
+        defer { withExtendedLifetime(taken) {} }
         // Each case builds its `Result` where it calls the handler: in
         // unspecialized code, a `Result` held or captured looks up its
         // type's metadata at run time, each time, where a `Success`
