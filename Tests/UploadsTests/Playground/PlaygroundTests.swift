@@ -196,6 +196,11 @@ struct PlaygroundTests {
                 ],
                 killedAfter: 30)
             await run.read(until: "relaunched")
+            // The app left the screen once its first bytes went; the server
+            // holds the photo once 64 KiB arrived, which on a busy machine
+            // may come after the relaunch.
+            let arrived = try await server.waitFor(bytes: 65_536, ended: 0)
+            #expect(arrived.ok, "the first photo's 64 KiB arrived: \(arrived.bytes) bytes")
             #expect(try await server.release(resuming: true) == 1, "the first photo was held, and carried on")
             let status = await run.exit()
             #expect(!run.timedOut)
