@@ -67,10 +67,6 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
     private let blockQuota: Int
     /// Which combinator the group is.
     private let role: GroupRole
-    /// Whether the children are a zip's or a race's, each job of its own
-    /// value type: the group is one of `any Sendable`, and boxes their
-    /// values (``GroupRole/boxesValues``).
-    private let boxesValues: Bool
 
     /// The most children a block starts in a row before it hops.
     static var inlineBudget: Int { 64 }
@@ -90,7 +86,6 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         self.owner = owner
         self.report = report
         self.role = role
-        self.boxesValues = role.boxesValues
         precondition(
             !role.boxesValues || Element.self == (any Sendable).self,
             "Internal inconsistency: a \(role) of \(Element.self)")
@@ -206,7 +201,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             for index in claimed.indices {
                 // Over since the claim: the children left never start.
                 if isOver { return }
-                let child = ChildToken(run: self, index: index, boxesValue: boxesValues)
+                let child = ChildToken(run: self, index: index, boxesValue: role.boxesValues)
                 claimed[index].body(Job<Element>.Controller(child))
                 if child.bodyReturned() { quota += 1 }
             }
@@ -363,7 +358,10 @@ enum GroupRole: Sendable, Equatable {
     /// race's boxed run specialized (a group of a generic value type runs
     /// unspecialized, looking up type metadata at each step).
     var boxesValues: Bool {
-        self == .zip || self == .race
+        switch self {
+        case .zip, .race: true
+        case .group, .collect, .collectOutcomes, .firstSuccess: false
+        }
     }
 
     var collectsValues: Bool {
