@@ -24,7 +24,9 @@ import FoundationNetworking
 /// app's own ``UploadFailure/pushback(retryAfter:)``), the wait is what the
 /// server asked for, capped at `maximumRetryAfter`, plus up to as much
 /// again, drawn at random: the phones a server turned away together do not
-/// come back together.
+/// come back together. In an ``Outbox``, a request toward a host the outbox
+/// holds after a pushback is retried when the hold ends instead
+/// (<doc:UsingTheOutbox#When-the-server-pushes-back>).
 ///
 /// To have an app's own errors retried, say what they mean
 /// (``ClassifiedUploadError``); to retry otherwise than their meaning
@@ -134,8 +136,8 @@ public struct RetryPolicy: Sendable {
     ///
     /// Each call draws a new jitter from the policy's generator.
     public func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
+        guard retries(retry, after: error) else { return nil }
         let failure = UploadFailure(error)
-        guard retry < attempts, failure != .cancelled, isRetryable(error) else { return nil }
         if case .pushback(let asked?) = failure {
             let wait = min(asked, maximumRetryAfter)
             return wait + wait * random.fraction()
@@ -147,6 +149,12 @@ public struct RetryPolicy: Sendable {
 }
 
 extension RetryPolicy {
+    /// Whether retry number `retry` follows `error`: the error is
+    /// retryable, and an attempt is left. Draws nothing.
+    func retries(_ retry: Int, after error: any Error) -> Bool {
+        retry < attempts && UploadFailure(error) != .cancelled && isRetryable(error)
+    }
+
     /// A number in 0..<1 from the policy's generator: the jitter of the
     /// waits an ``Outbox`` adds to the policy's.
     func jitter() -> Double {
@@ -182,7 +190,10 @@ extension RetryPolicy {
         /// Why it failed.
         public var error: any Error
         /// The wait before the next attempt, or `nil` when none follows:
-        /// the error is not retryable, or this was the last attempt.
+        /// the error is not retryable, or this was the last attempt. In an
+        /// ``Outbox`` that holds the request's host, the length of the hold
+        /// (the retry goes when it ends, sooner for an attempt that failed
+        /// after the hold began).
         public var nextRetryIn: Duration?
         /// The request that failed, when the attempt was one request of an
         /// upload whose uploader retries each on its own: "part 2",
@@ -228,10 +239,14 @@ extension Job {
 
     /// `retry(_:onFailedAttempt:)`, telling `onRetry` of each failed
     /// attempt a retry follows, and `givingUp` of the one none follows.
+    /// When `heldFor` says, after a failure, that a gate holds the
+    /// attempts' host, the retry goes to the gate at once, which lets it
+    /// go when the hold ends: the wait told is the hold's.
     func retry(
         _ policy: RetryPolicy,
         onRetry: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?,
-        givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?
+        givingUp: (@Sendable (RetryPolicy.FailedAttempt) -> Void)?,
+        heldFor: (@Sendable () -> Duration?)? = nil
     ) -> Job<Success> {
         Job { controller in
             let started = Lock(0)
@@ -240,6 +255,10 @@ extension Job {
                 attempt.perform(self) { attempt.complete(with: $0) }
             }
             let retried = counted.retry(attempts: policy.attempts) { retry, error in
+                if let hold = heldFor?(), policy.retries(retry, after: error) {
+                    onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: hold))
+                    return .zero
+                }
                 let wait = policy.delay(beforeRetry: retry, after: error)
                 if let wait {
                     onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait))

@@ -163,7 +163,14 @@ public struct UploadAttempts: Sendable {
                 }
             }
         }
-        return limited.retry(policy, onRetry: onRetry, givingUp: givingUp)
+        // A failure that left the host held: the gate lets the retry go
+        // when the hold ends, not the policy's wait, which would send it
+        // before a long hold's end, or after a short one's.
+        var held: (@Sendable () -> Duration?)?
+        if let gate {
+            held = { gate.holdLength(toward: destination) }
+        }
+        return limited.retry(policy, onRetry: onRetry, givingUp: givingUp, heldFor: held)
     }
 
     /// Whether a request toward `url`, sent now, asks the server before it
@@ -203,6 +210,11 @@ protocol RequestGate: Sendable {
     /// before it sends its body (`Expect: 100-continue`): the host turned
     /// the outbox away lately, or the phone's network failed.
     func asksFirst(toward url: URL) -> Bool
+
+    /// How long `url`'s host is held now, if it is: no request goes
+    /// toward it until the hold ends, when the gate lets the waiting ones
+    /// go. `nil` when it takes requests.
+    func holdLength(toward url: URL) -> Duration?
 }
 
 /// What carries the requests of an upload in place of its uploader's own

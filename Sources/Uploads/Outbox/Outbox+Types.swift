@@ -173,7 +173,7 @@ extension Outbox {
         /// ``pushbackDelay``, the ceiling does not grow.
         public var maxPushbackDelay: Duration
         /// The longest `Retry-After` the outbox obeys: a longer one counts
-        /// as this long (before the fifth drawn on top of it).
+        /// as this long (before the jitter drawn on top of it).
         public var maxRetryAfter: Duration
 
         /// Creates options.

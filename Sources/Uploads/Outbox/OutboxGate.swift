@@ -62,6 +62,14 @@ struct OutboxGate: RequestGate {
         return outbox.machine.read { $0.pacer.asksFirst(OutboxPacer.host(of: url)) }
     }
 
+    /// How long the pacer holds `url`'s host now, if it does
+    /// (``OutboxPacer/holdLength(_:)``): a request retried toward it waits
+    /// in the pacer, which lets it go when the hold ends.
+    func holdLength(toward url: URL) -> Duration? {
+        guard let outbox else { return nil }
+        return outbox.machine.read { $0.pacer.holdLength(OutboxPacer.host(of: url)) }
+    }
+
     /// Tells the pacer that a request toward `key`, admitted in `epoch`,
     /// ended as `failure` says (`nil`: it succeeded).
     private func ended(_ key: String, failure: UploadFailure?, epoch: Int) {

@@ -61,9 +61,11 @@ struct OutboxPacer: Sendable {
         /// Whether the host is probed: after a pushback, or a failure of
         /// the phone's network, until it takes a request.
         var isProbed = false
-        /// The end of the hold, and which hold it ends.
+        /// The end of the hold, which hold it ends, and how long the hold
+        /// was armed to last.
         var release: DelayedWork?
         var holdID = 0
+        var holdLength: Duration?
         /// The pushbacks since its window was last full.
         var streak: Streak?
         /// Whether its last hold was for its `Retry-After`, its slot.
@@ -262,6 +264,14 @@ struct OutboxPacer: Sendable {
         hosts[key]?.isHeld == true
     }
 
+    /// How long the hold of the host `key` names was armed to last, when
+    /// the host is held (zero until it is armed); `nil` when it takes
+    /// requests.
+    func holdLength(_ key: String) -> Duration? {
+        guard let host = hosts[key], host.isHeld else { return nil }
+        return host.holdLength ?? .zero
+    }
+
     // MARK: - Events
 
     /// A request toward `key`, sending `bytes`: admitted now, or queued
@@ -344,6 +354,7 @@ struct OutboxPacer: Sendable {
     mutating func armed(_ hold: Hold, lasting duration: Duration, until release: DelayedWork) -> Bool {
         guard !isClosed, hosts[hold.key]?.isHeld == true, hosts[hold.key]?.holdID == hold.id else { return false }
         hosts[hold.key]?.release = release
+        hosts[hold.key]?.holdLength = duration
         let held = min(hold.streak.held + duration, Streak.mostHeld)
         hosts[hold.key]?.streak = Streak(pushbacks: hold.streak.pushbacks, held: held)
         return true
@@ -358,6 +369,7 @@ struct OutboxPacer: Sendable {
         if let timer = hosts[key]?.release { actions.timers.append(timer) }
         hosts[key]?.isHeld = false
         hosts[key]?.release = nil
+        hosts[key]?.holdLength = nil
         actions.requests = admitWaiting(key)
         actions.opened = [key]
         return actions
@@ -397,6 +409,7 @@ struct OutboxPacer: Sendable {
         host.isHeld = true
         host.isHeldForFailures = forFailures
         host.holdID += 1
+        host.holdLength = nil
         // Counted now; its duration once drawn and armed.
         let streak = Streak(
             pushbacks: min((host.streak?.pushbacks ?? 0) + 1, Streak.mostPushbacks), held: host.streak?.held ?? .zero)

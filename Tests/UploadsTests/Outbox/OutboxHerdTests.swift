@@ -18,11 +18,11 @@ struct OutboxHerdTests {
         #expect(report.peakRatio <= 2, "peak load after the first minute: \(report.line)")
         // In the first minute, the wake window spreads the outboxes' first
         // tries, one request each: 500 over some 12 s, some 42 a second
-        // against a capacity of 8.
-        #expect(report.peakInFirstMinute <= 10, "the busiest 10 s of the first minute: \(report.peakInFirstMinute)")
+        // against a capacity of 8; the server's 5 s later, most try again.
+        #expect(report.peakInFirstMinute <= 12, "the busiest 10 s of the first minute: \(report.peakInFirstMinute)")
         #expect(report.timeRatio <= 2.5, "time to publish every post: \(report.line)")
         // Issue 56's goal: a few phones turned away late wait past it.
-        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.28×)") {
+        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.27×)") {
             #expect(report.timeRatio <= 2, "time to publish every post: \(report.line)")
         }
         #expect(report.rejectedRatio <= 1, "rejected requests per useful one: \(report.line)")
@@ -45,6 +45,11 @@ struct OutboxHerdTests {
         let report = try Herd.run(configuration, in: folder)
         #expect(report.publishedCount == 300 && report.useful == 300 * Herd.requestsPerPost)
         #expect(report.timeRatio <= 1.3, "\(report.line)")
+        // Issue 56's goal: the busiest 10 s after the first minute at most
+        // 1.5× the capacity. Each hold ends within the second its slot
+        // names: with up to a fifth more, chance bunched phones the server
+        // had spread, 1.9× (D = 25 min, 1,000 phones).
+        #expect(report.peakRatio <= 1.5, "peak load after the first minute: \(report.line)")
         #expect(report.rejectedPerPhone <= 1.5, "rejected per phone: \(report.rejectedPerPhone)")
         // Turned away, mostly at its first request after the network came
         // back, which asks first: no body goes (0.11 of the bytes stored

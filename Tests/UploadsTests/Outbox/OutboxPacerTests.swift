@@ -322,10 +322,11 @@ struct OutboxPacerTests {
             abs(duration / .seconds(1) - expected) < 1e-9
         }
         let first = Streak(pushbacks: 1, held: .zero)
-        let jitter = Outbox.Options.retryAfterJitter
-        // The server's slot, with up to a fifth more.
+        // The server's slot, ending within the second it names.
+        let slotJitter = Outbox.Options.slotJitter / .seconds(1)
         #expect(seconds(delay(first, asked: .seconds(100), AtTheFloor()), 100))
-        #expect(seconds(delay(first, asked: .seconds(100), Halfway()), 100 * (1 + jitter / 2)))
+        #expect(seconds(delay(first, asked: .seconds(100), Halfway()), 100 + slotJitter / 2))
+        #expect(seconds(delay(first, asked: .seconds(3000), Halfway()), 3000 + slotJitter / 2), "not a fifth more")
         // Without one: drawn between a tenth of the pushback delay and it.
         let floor = Outbox.Options.holdFloor
         #expect(seconds(delay(first, asked: .zero, AtTheFloor()), 240 * floor))
@@ -335,6 +336,9 @@ struct OutboxPacerTests {
         let second = Streak(pushbacks: 2, held: .seconds(60))
         #expect(seconds(delay(second, asked: .seconds(5), AtTheFloor()), 240 * floor))
         #expect(seconds(delay(second, asked: .seconds(100), AtTheFloor()), 100))
+        // A Retry-After that is no slot gets up to a fifth more.
+        let jitter = Outbox.Options.retryAfterJitter
+        #expect(seconds(delay(second, asked: .seconds(300), Halfway()), 300 * (1 + jitter / 2)))
         // A first pushback of a server that broke its slot before.
         let broken = Outbox.Options(publishing: PublishOptions(retry: RetryPolicy(random: AtTheFloor())))
             .holdDelay(OutboxPacer.Hold(key: Self.host, asked: .seconds(5), streak: first, breaksSlots: true, id: 1))

@@ -136,8 +136,8 @@ struct OutboxPushbackTests {
         let c = try outbox.add(post("c", photos: 2, host: "cdn.example.net"))
         try queue.advance(by: .seconds(2))
         // t = 1: a/0.jpg answered 503 while a's three others were stored.
-        // Its host takes nothing for the server's 5 s and a tenth more (its
-        // jitter, drawn at half); another host goes.
+        // Its host takes nothing for the server's 5 s and half a second more
+        // (its jitter, drawn at half); another host goes.
         #expect(server.times(toward: "media.example.com") == Array(repeating: .zero, count: 4))
         #expect(server.times(toward: "cdn.example.net") == [.seconds(1), .seconds(1)])
         #expect(outbox.entry(b)?.state == .queued)
@@ -145,18 +145,18 @@ struct OutboxPushbackTests {
         #expect(server.times(toward: "media.example.com").count == 4, "nothing until 6.5 s, retries included")
         try queue.advance(by: .seconds(0.2))
         // At 6.5 s the hold ended, and the host is probed: one request at a
-        // time. a/0.jpg's upload waits for its retry (5 s and half as much
-        // again): one of b's photos goes alone.
-        #expect(server.times(toward: "media.example.com").dropFirst(4) == [.seconds(6.5)])
+        // time. a/0.jpg's retry, which waited in the outbox for the hold
+        // rather than for its retry policy's own wait, goes alone.
+        var media: [ScriptedServer.Request] { server.requests.filter { $0.destination.host == "media.example.com" } }
+        #expect(media.dropFirst(4).map(\.at) == [.seconds(6.5)])
+        #expect(media.dropFirst(4).map(\.destination.path) == ["/a/0.jpg"], "the retry")
         try queue.advance(by: .seconds(1))
         // Stored at 7.5 s: the window, halved to 2 at the 503 and not again
         // by the three photos sent before it and stored after, opens by
-        // one, to 3 (a/0.jpg's upload, waiting, and two of b's photos).
-        #expect(server.times(toward: "media.example.com").dropFirst(5) == [.seconds(7.5), .seconds(7.5)])
+        // one, to 3: three of b's photos.
+        #expect(media.dropFirst(5).map(\.at) == [.seconds(7.5), .seconds(7.5), .seconds(7.5)])
         try queue.advance(by: .seconds(1))
-        let media = server.requests.filter { $0.destination.host == "media.example.com" }
-        #expect(media.dropFirst(7).map(\.at) == [.seconds(8.5), .seconds(8.5)])
-        #expect(media.dropFirst(7).contains { $0.destination.path == "/a/0.jpg" }, "the retry")
+        #expect(media.dropFirst(8).map(\.at) == [.seconds(8.5)], "b's last photo")
         try queue.advance(by: .seconds(10))
         #expect([a, b, c].map { outbox.entry($0)?.state } == [.published, .published, .published])
         #expect(server.requests.filter { $0.status == 503 }.count == 1)
@@ -218,19 +218,52 @@ struct OutboxPushbackTests {
                 publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 2, random: Halfway())),
                 networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .seconds(4)))
         let id = try outbox.add(post("a", photos: 1))
-        // 503 at 1 s: held for its slot, 2 s and a tenth of it; the retry
-        // (after 2 + 1 s) goes at 4 s, and meets another 503 at 5 s: the
-        // slot did not hold, and the second hold is drawn.
-        let second = Self.drawnHalfway(
-            pushbackDelay: .seconds(4), held: .seconds(2 * (1 + Outbox.Options.retryAfterJitter / 2)))
+        // 503 at 1 s: held for its slot, 2 s and half a second (its jitter,
+        // drawn at half); the retry waits for the hold, not for the retry
+        // policy's own wait, goes at 3.5 s, and meets another 503 at 4.5 s:
+        // the slot did not hold, and the second hold is drawn.
+        let slot = Duration.seconds(2) + Outbox.Options.slotJitter / 2
+        let second = Self.drawnHalfway(pushbackDelay: .seconds(4), held: slot)
         try queue.advance(by: .seconds(7))
-        #expect(server.requests.map(\.at) == [.zero, .seconds(4)])
+        #expect(server.requests.map(\.at) == [.zero, .seconds(1) + slot])
         #expect(outbox.entry(id)?.state == .waitingForNetwork)
         #expect(outbox.entry(id)?.error.map { UploadFailure($0) } == .pushback(retryAfter: .seconds(2)))
         server.answer { _, _ in .status(201) }
         try queue.advance(by: .seconds(5))
         #expect(
-            server.requests.map(\.at).dropFirst(2).first == .seconds(5) + second, "when the host takes requests again")
+            server.requests.map(\.at).dropFirst(2).first == .seconds(2) + slot + second,
+            "when the host takes requests again")
+        #expect(outbox.entry(id)?.state == .published)
+        outbox.close()
+    }
+
+    /// The retry of a request turned away goes when the slot ends: not
+    /// after the retry policy's own wait (at most 2 minutes, and up to as
+    /// much again), which sent it 30 s late after a slot of 150 s, and
+    /// 2 s late after one of 5 s.
+    @Test(arguments: [5, 150])
+    func aRetryGoesWhenItsSlotEndsNotAfterTheRetryPolicysOwnWait(slot: Int) throws {
+        defer { folder.remove() }
+        let server = ScriptedServer(queue: queue) { destination, before in
+            destination.pathExtension == "jpg" && before == 0 ? .status(503, retryAfter: slot) : .status(201)
+        }
+        let told = LockedValue<[Duration?]>([])
+        let outbox = try open(
+            server,
+            Outbox.Options(
+                publishing: PublishOptions(
+                    maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 2, random: Halfway()),
+                    onFailedAttempt: { _, attempt in told.withValue { $0.append(attempt.nextRetryIn) } })))
+        let id = try outbox.add(post("a", photos: 1))
+        // Answered at 1 s; held until the second the slot names, drawn at
+        // half of it.
+        let held = Duration.seconds(slot) + Outbox.Options.slotJitter / 2
+        try queue.advance(by: .seconds(1) + held - .milliseconds(1))
+        #expect(server.requests.count == 1, "nothing before the slot")
+        try queue.advance(by: .milliseconds(1))
+        #expect(server.requests.map(\.at) == [.zero, .seconds(1) + held])
+        #expect(told.value == [held], "the wait told is the hold's")
+        try queue.advance(by: .seconds(3))
         #expect(outbox.entry(id)?.state == .published)
         outbox.close()
     }
@@ -294,12 +327,10 @@ struct OutboxPushbackTests {
                 networkWakeWindow: .zero, pushbackDelay: .seconds(20)))
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(5))
-        #expect(server.requests.count == 3, "held from 4.5 s until 14.5 s")
+        #expect(server.requests.count == 3, "held from 4.5 s until 14.5 s, the retry waiting for it")
         outbox.networkDidChange()
         try queue.run()
-        #expect(server.requests.count == 3, "its retry waits 2 s after the failure")
-        try queue.advance(by: .seconds(2))
-        #expect(server.requests.map(\.at).last == .seconds(6.5), "the hold ended with the network")
+        #expect(server.requests.map(\.at).last == .seconds(5), "the hold ended with the network, and the retry went")
         try queue.advance(by: .seconds(2))
         #expect(outbox.entry(id)?.state == .published)
         outbox.close()

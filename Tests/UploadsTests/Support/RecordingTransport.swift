@@ -177,4 +177,8 @@ final class RecordingGate: RequestGate {
     func asksFirst(toward url: URL) -> Bool {
         asks
     }
+
+    func holdLength(toward url: URL) -> Duration? {
+        nil
+    }
 }
