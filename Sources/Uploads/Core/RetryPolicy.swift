@@ -190,10 +190,12 @@ extension RetryPolicy {
         /// Why it failed.
         public var error: any Error
         /// The wait before the next attempt, or `nil` when none follows:
-        /// the error is not retryable, or this was the last attempt. In an
-        /// ``Outbox`` that holds the request's host, the length of the hold
-        /// (the retry goes when it ends, sooner for an attempt that failed
-        /// after the hold began).
+        /// the error is not retryable, or this was the last attempt. When an
+        /// ``Outbox`` holds the host of the upload's destination, the
+        /// length the hold was armed for: the retry waits in the outbox
+        /// until the hold ends (less than that for an attempt that failed
+        /// after the hold began; zero while the hold is being armed), and
+        /// while the host is probed, until its turn.
         public var nextRetryIn: Duration?
         /// The request that failed, when the attempt was one request of an
         /// upload whose uploader retries each on its own: "part 2",
@@ -255,7 +257,8 @@ extension Job {
                 attempt.perform(self) { attempt.complete(with: $0) }
             }
             let retried = counted.retry(attempts: policy.attempts) { retry, error in
-                if let hold = heldFor?(), policy.retries(retry, after: error) {
+                guard policy.retries(retry, after: error) else { return nil }
+                if let hold = heldFor?() {
                     onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: hold))
                     return .zero
                 }

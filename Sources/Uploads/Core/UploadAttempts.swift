@@ -164,8 +164,8 @@ public struct UploadAttempts: Sendable {
             }
         }
         // A failure that left the host held: the gate lets the retry go
-        // when the hold ends, not the policy's wait, which would send it
-        // before a long hold's end, or after a short one's.
+        // when the hold ends; the policy's wait on top would send it up to
+        // twice the slot late.
         var held: (@Sendable () -> Duration?)?
         if let gate {
             held = { gate.holdLength(toward: destination) }

@@ -268,7 +268,7 @@ struct OutboxPacer: Sendable {
     /// the host is held (zero until it is armed); `nil` when it takes
     /// requests.
     func holdLength(_ key: String) -> Duration? {
-        guard let host = hosts[key], host.isHeld else { return nil }
+        guard !isClosed, let host = hosts[key], host.isHeld else { return nil }
         return host.holdLength ?? .zero
     }
 

@@ -129,8 +129,9 @@ extension Outbox.Options {
         guard pushbackDelay > .zero else { return hold.asked }
         // Phones that the server told to come back one after another come
         // back one after another: a wider draw would bunch them as chance
-        // does (the herd's slot server: 1.9 to 2.9 times its capacity in
-        // its busiest ten seconds with a fifth, 1.1 without).
+        // does (the herd's slot server, in its busiest ten seconds after
+        // the first minute: up to 2.9 times its capacity with a fifth, at
+        // most 1.3 within the second).
         guard !hold.isSlot else { return hold.asked + Self.slotJitter * publishing.retry.jitter() }
         let asked = hold.asked * (1 + Self.retryAfterJitter * publishing.retry.jitter())
         let ceiling = max(pushbackDelay, min(maxPushbackDelay, hold.streak.held * Self.holdGrowth))

@@ -168,7 +168,7 @@ struct OutboxPushbackTests {
         #expect(outbox.posts.last?.state == .uploading, "its retry waits for the hold")
         outbox.close()
         try queue.run()  // the cancellations, without moving the clock
-        #expect(queue.isIdle, "closing cancelled the hold and the retry's wait")
+        #expect(queue.isIdle, "closing cancelled the hold and withdrew the retry waiting for it")
     }
 
     @Test func aHostsStreakOfPushbacksSurvivesARelaunchAndEndsWhenItsWindowIsFullAgain() throws {
@@ -239,8 +239,8 @@ struct OutboxPushbackTests {
 
     /// The retry of a request turned away goes when the slot ends: not
     /// after the retry policy's own wait (at most 2 minutes, and up to as
-    /// much again), which sent it 30 s late after a slot of 150 s, and
-    /// 2 s late after one of 5 s.
+    /// much again), which, drawn at half, sent it at 180 s after a slot of
+    /// 150 s (the hold: 150.5 s), and at 7.5 s after one of 5 s (5.5 s).
     @Test(arguments: [5, 150])
     func aRetryGoesWhenItsSlotEndsNotAfterTheRetryPolicysOwnWait(slot: Int) throws {
         defer { folder.remove() }
@@ -327,7 +327,7 @@ struct OutboxPushbackTests {
                 networkWakeWindow: .zero, pushbackDelay: .seconds(20)))
         let id = try outbox.add(post("a", photos: 1))
         try queue.advance(by: .seconds(5))
-        #expect(server.requests.count == 3, "held from 4.5 s until 14.5 s, the retry waiting for it")
+        #expect(server.requests.count == 3, "held from 4.5 s until 15.5 s, the retry waiting for it")
         outbox.networkDidChange()
         try queue.run()
         #expect(server.requests.map(\.at).last == .seconds(5), "the hold ended with the network, and the retry went")
