@@ -331,10 +331,18 @@ class State:
                 return dict(rule)
         return None
 
-    def add_record(self, record):
+    def add_record(self, record, query):
+        """Record `record`, a request with `query`, unless it was presigned
+        before the last clean only (an earlier test's, sent late): then
+        False. Checked and recorded under one lock, so that a clean comes
+        either before the check (the request is refused) or after the
+        record (the clean sees it in flight), never between."""
         with self.changed:
+            if self.is_earlier_tests_locked(query):
+                return False
             self.records.append(record)
             self.changed.notify_all()
+            return True
 
     def add_bytes(self, record, count, more_to_come):
         """Count `count` more body bytes of `record`; an Event to wait on
@@ -412,12 +420,12 @@ class State:
         with self.changed:
             self.signatures.add(signature)
 
-    def is_earlier_tests(self, query):
+    def is_earlier_tests_locked(self, query):
         """Whether a request with `query` was presigned before the last clean
-        only (the same URL presigned in the same second since is this test's)."""
+        only (the same URL presigned in the same second since is this test's).
+        The caller holds `changed`."""
         signature = signature_of(query)
-        with self.changed:
-            return signature in self.earlier_signatures and signature not in self.signatures
+        return signature in self.earlier_signatures and signature not in self.signatures
 
     def snapshot(self):
         with self.changed:
@@ -628,11 +636,6 @@ class Handler(BaseHTTPRequestHandler):
     def handle_proxy(self):
         """Record a request for the bucket, then handle it (see proxy())."""
         split = urllib.parse.urlsplit(self.path)
-        if self.server.state.is_earlier_tests(split.query):
-            # Sent late by an earlier test's uploader: not this test's.
-            self.send_body(410, s3_error_xml("Gone", "presigned for an earlier test"),
-                           "application/xml", close=True)
-            return
         query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
         prefix = f"/{BUCKET}/"
         key = urllib.parse.unquote(split.path[len(prefix):]) if split.path.startswith(prefix) else None
@@ -653,7 +656,11 @@ class Handler(BaseHTTPRequestHandler):
             "expect": self.headers.get("Expect"),
             "bodyMD5": None,
         }
-        self.server.state.add_record(record)
+        if not self.server.state.add_record(record, split.query):
+            # Sent late by an earlier test's uploader: not this test's.
+            self.send_body(410, s3_error_xml("Gone", "presigned for an earlier test"),
+                           "application/xml", close=True)
+            return
         try:
             self.proxy(record, length or 0)
         except Exception as error:  # a fixture bug: answer it, never leave it pending
