@@ -61,11 +61,10 @@ struct OutboxPacer: Sendable {
         /// Whether the host is probed: after a pushback, or a failure of
         /// the phone's network, until it takes a request.
         var isProbed = false
-        /// The end of the hold, which hold it ends, and how long the hold
-        /// was armed to last.
-        var release: DelayedWork?
+        /// The end of the hold and how long it was armed to last, once
+        /// armed; which hold it is.
+        var release: (timer: DelayedWork, length: Duration)?
         var holdID = 0
-        var holdLength: Duration?
         /// The pushbacks since its window was last full.
         var streak: Streak?
         /// Whether its last hold was for its `Retry-After`, its slot.
@@ -269,7 +268,7 @@ struct OutboxPacer: Sendable {
     /// requests.
     func holdLength(_ key: String) -> Duration? {
         guard !isClosed, let host = hosts[key], host.isHeld else { return nil }
-        return host.holdLength ?? .zero
+        return host.release?.length ?? .zero
     }
 
     // MARK: - Events
@@ -353,8 +352,7 @@ struct OutboxPacer: Sendable {
     /// `release`. The host's streak counts the hold's duration.
     mutating func armed(_ hold: Hold, lasting duration: Duration, until release: DelayedWork) -> Bool {
         guard !isClosed, hosts[hold.key]?.isHeld == true, hosts[hold.key]?.holdID == hold.id else { return false }
-        hosts[hold.key]?.release = release
-        hosts[hold.key]?.holdLength = duration
+        hosts[hold.key]?.release = (release, duration)
         let held = min(hold.streak.held + duration, Streak.mostHeld)
         hosts[hold.key]?.streak = Streak(pushbacks: hold.streak.pushbacks, held: held)
         return true
@@ -366,10 +364,9 @@ struct OutboxPacer: Sendable {
         guard !isClosed, hosts[key]?.isHeld == true, hosts[key]?.holdID == id else { return Actions() }
         var actions = Actions()
         // Ended early, by a new network: its timer goes.
-        if let timer = hosts[key]?.release { actions.timers.append(timer) }
+        if let timer = hosts[key]?.release?.timer { actions.timers.append(timer) }
         hosts[key]?.isHeld = false
         hosts[key]?.release = nil
-        hosts[key]?.holdLength = nil
         actions.requests = admitWaiting(key)
         actions.opened = [key]
         return actions
@@ -389,7 +386,7 @@ struct OutboxPacer: Sendable {
     /// timer is to cancel.
     mutating func close() -> Actions {
         isClosed = true
-        return Actions(timers: hosts.values.compactMap(\.release))
+        return Actions(timers: hosts.values.compactMap(\.release?.timer))
     }
 
     // MARK: - Decisions
@@ -409,7 +406,6 @@ struct OutboxPacer: Sendable {
         host.isHeld = true
         host.isHeldForFailures = forFailures
         host.holdID += 1
-        host.holdLength = nil
         // Counted now; its duration once drawn and armed.
         let streak = Streak(
             pushbacks: min((host.streak?.pushbacks ?? 0) + 1, Streak.mostPushbacks), held: host.streak?.held ?? .zero)
