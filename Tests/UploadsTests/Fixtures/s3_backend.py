@@ -33,11 +33,12 @@ Endpoints (all on the one port)
                                   abortMultipartUpload, listParts, headObject
     POST /_control/rules          a JSON list of rules, replacing the current ones
     POST /_control/reset          clear the rules and the request records
-    POST /_control/clean          as new for the next test: clear the rules and
+    POST /_control/clean?wait=S   as new for the next test: clear the rules and
                                   records and empty moto (the bucket stays,
                                   empty) -> {"ok": true, "generation": G},
                                   G counting the cleans; refused with 409
-                                  {"inFlight": N} while requests are in flight.
+                                  {"inFlight": N} while requests are in flight
+                                  after S seconds (0 by default).
                                   A request to a URL presigned before only is
                                   then an earlier test's, sent late (an abort
                                   in the background): answered 410 and not
@@ -397,13 +398,18 @@ class State:
             record["status"] = status
             self.changed.notify_all()
 
-    def clean(self, empty_storage):
+    def clean(self, empty_storage, wait=0):
         """Clear the rules and records and empty the storage, unless a request
-        is in flight; the count in flight."""
+        is in flight after up to `wait` seconds; the count in flight."""
+
+        def in_flight():
+            return sum(1 for record in self.records if record.get("status") is None)
+
         with self.changed:
-            in_flight = sum(1 for record in self.records if record.get("status") is None)
-            if in_flight:
-                return in_flight
+            self.changed.wait_for(lambda: in_flight() == 0, wait)
+            count = in_flight()
+            if count:
+                return count
             empty_storage()
             self.rules = []
             self.records = []
@@ -532,7 +538,7 @@ class Handler(BaseHTTPRequestHandler):
             state.reset()
             self.send_json(200, {"ok": True})
         elif route == ("POST", "/_control/clean"):
-            in_flight = state.clean(self.server.empty_storage)
+            in_flight = state.clean(self.server.empty_storage, float(query.get("wait", 0)))
             if in_flight:
                 self.send_json(409, {"inFlight": in_flight})
             else:

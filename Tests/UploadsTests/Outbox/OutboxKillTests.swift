@@ -339,7 +339,8 @@ struct S3Server: OutboxKillTests.Server {
     }
 
     func startEpisode() async throws {
-        try await fixture.clean()
+        // The killed run's last request may still be in flight.
+        try await fixture.clean(waitingUpTo: 10)
     }
 
     func progress() async throws -> (bytes: Int, ended: Int) {

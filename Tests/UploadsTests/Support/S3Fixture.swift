@@ -141,13 +141,15 @@ struct S3Fixture: Sendable {
     /// Empties the storage too, as for a new test: a bucket that holds an
     /// earlier post's objects answers an upload that asks first that they
     /// are stored. Returns the backend as the new test has it: its
-    /// presigner's URLs are the new test's.
+    /// presigner's URLs are the new test's. A request in flight (an
+    /// earlier test's, sent late) is waited for up to `wait` seconds, then
+    /// the backend refuses.
     @discardableResult
-    func clean() async throws -> S3Fixture {
+    func clean(waitingUpTo wait: Int = 0) async throws -> S3Fixture {
         struct Cleaned: Decodable { let generation: Int }
         var cleaned = self
         cleaned.generation = try JSONDecoder().decode(
-            Cleaned.self, from: try await send("_control/clean", method: "POST")
+            Cleaned.self, from: try await send("_control/clean", method: "POST", query: ["wait": "\(wait)"])
         ).generation
         return cleaned
     }
