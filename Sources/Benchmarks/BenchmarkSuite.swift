@@ -54,6 +54,8 @@ enum BenchmarkSuite {
         /// The herd's outboxes' pushback delay, in seconds; the default
         /// when `nil`.
         var herdPushback: Int?
+        /// Where case 19 writes each herd's requests, one CSV file a herd.
+        var herdRequests: URL?
         var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -124,6 +126,7 @@ enum BenchmarkSuite {
                         }
                     }
                 case "--herd-pushback": herdPushback = try count(for: argument, minimum: 0)
+                case "--herd-requests": herdRequests = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
                 case "--case":
@@ -176,6 +179,7 @@ enum BenchmarkSuite {
           --herd-server S,...   what each herd's server answers past its capacity: retry-after (Retry-After: 5)
                                 or slots (a slot each) (default retry-after,slots)
           --herd-pushback S  the herd's outboxes' pushbackDelay, in seconds (default: the option's, 240)
+          --herd-requests DIR  writes every request each herd's server saw to DIR, a CSV file a herd
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
           --only TEXT        only the variants whose name contains TEXT (for profiling)
@@ -251,7 +255,7 @@ enum BenchmarkSuite {
         case .herd:
             try HerdCase.run(
                 counts: options.herdCounts, minutes: options.herdMinutes, servers: options.herdServers,
-                pushbackDelay: options.herdPushback.map { .seconds($0) })
+                pushbackDelay: options.herdPushback.map { .seconds($0) }, requestsFolder: options.herdRequests)
         }
     }
 

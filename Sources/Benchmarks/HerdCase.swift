@@ -10,8 +10,12 @@ import UploadsTesting
 enum HerdCase {
     static func run(
         counts: [Int], minutes: [Int], servers: [Herd.Server] = [.retryAfter(.seconds(5)), .slots],
-        pushbackDelay: Duration? = nil
+        pushbackDelay: Duration? = nil, requestsFolder: URL? = nil
     ) throws -> CaseReport {
+        if let requestsFolder {
+            try FileManager.default.createDirectory(at: requestsFolder, withIntermediateDirectories: true)
+        }
+        var written: [String] = []
         var lines = [
             "| server | D | outboxes | capacity | busiest 10 s, first minute | busiest 10 s, after a tenth of D "
                 + "| busiest 10 s, after the first minute | last post ÷ D | rejected per useful | rejected per phone "
@@ -26,6 +30,7 @@ enum HerdCase {
                     let started = now()
                     var configuration = Herd.Configuration(outboxes: count, drainingIn: minutes)
                     configuration.server = server
+                    configuration.recordsRequests = requestsFolder != nil
                     if let pushbackDelay {
                         configuration.options = { index in
                             var options = Herd.Configuration.defaultOptions(index)
@@ -37,6 +42,12 @@ enum HerdCase {
                     let took = Double(now() - started) / 1e9
                     lines.append(row(report, minutes: minutes, took: took))
                     summary.append(report.line)
+                    if let requestsFolder {
+                        let file = requestsFolder.appendingPathComponent(
+                            fileName(server, count: count, minutes: minutes))
+                        try Data(report.requestsCSV.utf8).write(to: file)
+                        written.append(file.path)
+                    }
                 }
             }
         }
@@ -51,7 +62,19 @@ enum HerdCase {
                     + "\(Herd.Report.peakWindow) seconds in a row. A figure past its goal (`Herd.Report.goals`) is "
                     + "marked MISSED; a figure without a goal for its server is in brackets.", "",
             ] + summary
+            + (written.isEmpty ? [] : ["", "Every request each server saw: " + written.joined(separator: ", ")])
         return report
+    }
+
+    /// The file of a herd's requests: `herd-1000-retry-after-5min.csv`,
+    /// `herd-1000-slots-60min.csv`.
+    static func fileName(_ server: Herd.Server, count: Int, minutes: Int) -> String {
+        let name =
+            switch server {
+            case .retryAfter: "retry-after"
+            case .slots: "slots"
+            }
+        return "herd-\(count)-\(name)-\(minutes)min.csv"
     }
 
     /// The herd's row: each figure marked against its goal for the server,

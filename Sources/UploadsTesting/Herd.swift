@@ -67,6 +67,10 @@ package enum Herd {
         package var answerTime: Duration = .milliseconds(50)
         /// The longest the run goes on after the outage, in virtual time.
         package var limit: Duration = .seconds(48 * 3600)
+        /// Whether the report lists every request the server saw
+        /// (``Report/requests``): off unless asked for, as a herd of
+        /// 10,000 sends some hundred thousand.
+        package var recordsRequests = false
         /// The options of outbox number `index`: seed its retry policy's
         /// generator with it, for a run that is the same each time.
         package var options: @Sendable (_ index: Int) -> Outbox.Options = defaultOptions
@@ -127,6 +131,36 @@ package enum Herd {
         /// The most requests of one phone answered `503` in the first
         /// minute.
         package var mostRejectedOfOnePhoneInFirstMinute: Int
+        /// Every request the server saw, in the order it saw them, when
+        /// the configuration asked for them (``Configuration/recordsRequests``);
+        /// else none.
+        package var requests: [Request] = []
+
+        /// One request as the server saw it.
+        package struct Request: Sendable, Equatable {
+            /// When it came, in virtual seconds since the outage ended.
+            package var second: Double
+            /// The phone that sent it: its outbox's number.
+            package var phone: Int
+            /// How many of that phone's requests the server had taken
+            /// before this one: 0 for a phone not yet in, up to 4.
+            package var takenBefore: Int
+            /// Whether the server took it, rather than answering `503`.
+            package var taken: Bool
+            /// Whether it asked first (`Expect: 100-continue`).
+            package var askedFirst: Bool
+        }
+
+        /// ``requests`` as CSV, for a spreadsheet or a script: a header,
+        /// then a line a request.
+        package var requestsCSV: String {
+            "second,phone,taken_before,answer,asked_first\n"
+                + requests.map { request in
+                    let second = String(format: "%.3f", request.second)
+                    return "\(second),\(request.phone),\(request.takenBefore),\(request.taken ? "taken" : "503"),"
+                        + "\(request.askedFirst)\n"
+                }.joined()
+        }
 
         /// The time the backlog takes at full capacity.
         package var ideal: Duration {
@@ -325,6 +359,9 @@ package enum Herd {
             var usefulBytes: Int64 = 0
             /// Rejected requests per phone in the first minute.
             var rejectedInFirstMinute: [String: Int] = [:]
+            /// Requests taken per phone, and every request, when recorded.
+            var takenOfPhone: [String: Int] = [:]
+            var requests: [Report.Request] = []
             var published = 0
             var lastPublished: Duration?
         }
@@ -402,8 +439,16 @@ package enum Herd {
                         state.slots[phone] = nil
                         state.served.insert(phone)
                     }
-                    guard state.tokens < 1 && !state.served.contains(phone) else {
+                    let takes = state.tokens >= 1 || state.served.contains(phone)
+                    if configuration.recordsRequests {
+                        state.requests.append(
+                            Report.Request(
+                                second: since / .seconds(1), phone: Int(phone) ?? -1,
+                                takenBefore: state.takenOfPhone[phone] ?? 0, taken: takes, askedFirst: asks))
+                    }
+                    guard !takes else {
                         state.tokens -= 1
+                        if configuration.recordsRequests { state.takenOfPhone[phone, default: 0] += 1 }
                         return .stored
                     }
                     state.rejected += 1
@@ -478,7 +523,8 @@ package enum Herd {
                     published: state.published == outboxes ? state.lastPublished : nil,
                     publishedCount: state.published, rejected: state.rejected, rejectedBytes: state.rejectedBytes,
                     useful: state.useful, usefulBytes: state.usefulBytes,
-                    mostRejectedOfOnePhoneInFirstMinute: state.rejectedInFirstMinute.values.max() ?? 0)
+                    mostRejectedOfOnePhoneInFirstMinute: state.rejectedInFirstMinute.values.max() ?? 0,
+                    requests: state.requests)
             }
         }
     }

@@ -55,6 +55,19 @@ struct BenchmarkSmokeTests {
         #expect(report.markdown.contains("| outboxes |"))
     }
 
+    @Test func theHerdCaseWritesEachHerdsRequestsWhenAsked() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("BenchmarksTests-herd-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let report = try await onOwnThread {
+            try HerdCase.run(counts: [20], minutes: [1], servers: [.slots], requestsFolder: folder)
+        }
+        let file = folder.appendingPathComponent("herd-20-slots-1min.csv")
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.first == "second,phone,taken_before,answer,asked_first")
+        #expect(lines.dropFirst().filter { $0.contains(",taken,") }.count == 20 * 5, "every phone's post, taken")
+        #expect(report.notes.last == "Every request each server saw: \(file.path)")
+    }
+
     @Test func goalsAreCheckedAgainstTheHandWrittenBaselines() async throws {
         let report = try await onOwnThread { try TimingCases.group(n: 32, schedule: Self.tiny) }
         let goals = report.rows.compactMap(\.goal)

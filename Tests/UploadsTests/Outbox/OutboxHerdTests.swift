@@ -59,6 +59,42 @@ struct OutboxHerdTests {
         #expect(report.rejectedBytesRatio <= 0.01, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
     }
 
+    /// Asked to, the server double lists every request it saw, and the
+    /// list agrees with its counts: what a study of a herd's requests
+    /// (`Benchmarks --case herd --herd-requests DIR`) reads is what the
+    /// figures were made of.
+    @Test func theServerListsEveryRequestItSawWhenAsked() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("UploadsTests-herd-\(UUID())")
+        var configuration = Herd.Configuration(outboxes: 40, drainingIn: 1)
+        configuration.recordsRequests = true
+        let report = try Herd.run(configuration, in: folder)
+        let requests = report.requests
+        #expect(report.publishedCount == 40)
+        #expect(requests.count == report.rejected + report.useful)
+        #expect(requests.filter(\.taken).count == report.useful)
+        #expect(requests.map(\.second) == requests.map(\.second).sorted(), "in the order the server saw them")
+        let arrivals = Dictionary(grouping: requests) { Int($0.second) }.mapValues(\.count)
+        #expect(arrivals == report.arrivals)
+        let firstMinute = Dictionary(grouping: requests.filter { !$0.taken && $0.second < 60 }, by: \.phone)
+        #expect(firstMinute.values.map(\.count).max() ?? 0 == report.mostRejectedOfOnePhoneInFirstMinute)
+        // Each phone's requests count up what it had taken, to its post.
+        for (phone, sent) in Dictionary(grouping: requests, by: \.phone) {
+            var taken = 0
+            for request in sent {
+                #expect(request.takenBefore == taken, "phone \(phone)")
+                if request.taken { taken += 1 }
+            }
+            #expect(taken == Herd.requestsPerPost, "phone \(phone)")
+        }
+        #expect(Set(requests.map(\.phone)) == Set(0..<40))
+        #expect(report.requestsCSV.hasPrefix("second,phone,taken_before,answer,asked_first\n"))
+        #expect(report.requestsCSV.split(separator: "\n").count == requests.count + 1)
+
+        configuration.recordsRequests = false
+        let unrecorded = try Herd.run(configuration, in: folder)
+        #expect(unrecorded.requests.isEmpty && unrecorded.rejected + unrecorded.useful == requests.count)
+    }
+
     /// A herd with every wait in step (each jitter drawn at its ceiling, no
     /// wake window, no pushback delay) misses the goals: the test above
     /// measures something. Smaller, as in-step requests are many; stopped
