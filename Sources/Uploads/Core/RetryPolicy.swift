@@ -136,15 +136,7 @@ public struct RetryPolicy: Sendable {
     ///
     /// Each call draws a new jitter from the policy's generator.
     public func delay(beforeRetry retry: Int, after error: any Error) -> Duration? {
-        guard retries(retry, after: error) else { return nil }
-        let failure = UploadFailure(error)
-        if case .pushback(let asked?) = failure {
-            let wait = min(asked, maximumRetryAfter)
-            return wait + wait * random.fraction()
-        }
-        let ceiling = RetryDelay.exponential(initial: initialDelay, multiplier: multiplier, maximum: maximumDelay)
-            .delay(beforeRetry: retry)
-        return ceiling * random.fraction()
+        retries(retry, after: error) ? wait(beforeRetry: retry, after: error) : nil
     }
 }
 
@@ -153,6 +145,18 @@ extension RetryPolicy {
     /// retryable, and an attempt is left. Draws nothing.
     func retries(_ retry: Int, after error: any Error) -> Bool {
         retry < attempts && UploadFailure(error) != .cancelled && isRetryable(error)
+    }
+
+    /// The wait before retry number `retry` after `error`, which
+    /// ``retries(_:after:)`` said is retried. Draws a new jitter.
+    func wait(beforeRetry retry: Int, after error: any Error) -> Duration {
+        if case .pushback(let asked?) = UploadFailure(error) {
+            let wait = min(asked, maximumRetryAfter)
+            return wait + wait * random.fraction()
+        }
+        let ceiling = RetryDelay.exponential(initial: initialDelay, multiplier: multiplier, maximum: maximumDelay)
+            .delay(beforeRetry: retry)
+        return ceiling * random.fraction()
     }
 
     /// A number in 0..<1 from the policy's generator: the jitter of the
@@ -258,15 +262,11 @@ extension Job {
             }
             let retried = counted.retry(attempts: policy.attempts) { retry, error in
                 guard policy.retries(retry, after: error) else { return nil }
-                if let hold = heldFor?() {
-                    onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: hold))
-                    return .zero
-                }
-                let wait = policy.delay(beforeRetry: retry, after: error)
-                if let wait {
-                    onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait))
-                }
-                return wait
+                // Held: the gate lets the retry go when the hold ends.
+                let hold = heldFor?()
+                let wait = hold ?? policy.wait(beforeRetry: retry, after: error)
+                onRetry?(RetryPolicy.FailedAttempt(number: retry, error: error, nextRetryIn: wait))
+                return hold == nil ? wait : .zero
             }
             controller.perform(retried) { outcome in
                 // The error no retry follows, whichever attempt it came from.

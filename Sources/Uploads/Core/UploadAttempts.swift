@@ -166,10 +166,7 @@ public struct UploadAttempts: Sendable {
         // A failure that left the host held: the gate lets the retry go
         // when the hold ends; the policy's wait on top would send it up to
         // twice the slot late.
-        var held: (@Sendable () -> Duration?)?
-        if let gate {
-            held = { gate.holdLength(toward: destination) }
-        }
+        let held = gate.map { gate in { @Sendable in gate.holdLength(toward: destination) } }
         return limited.retry(policy, onRetry: onRetry, givingUp: givingUp, heldFor: held)
     }
 
