@@ -56,6 +56,9 @@ enum BenchmarkSuite {
         var herdPushback: Int?
         /// Where case 19 writes each herd's requests, one CSV file a herd.
         var herdRequests: URL?
+        /// How many herds of case 19 run for each figure, differing only in
+        /// their seeds: more than one gives each figure's median and range.
+        var herdSeeds = 1
         var cases = Case.allCases.filter { $0 != .debounce }
         /// Set by the hidden `--memory-child KIND` flag.
         var memoryChild: MemoryCase.Kind?
@@ -126,6 +129,7 @@ enum BenchmarkSuite {
                         }
                     }
                 case "--herd-pushback": herdPushback = try count(for: argument, minimum: 0)
+                case "--herd-seeds": herdSeeds = try count(for: argument, minimum: 1)
                 case "--herd-requests": herdRequests = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
                 case "--only": schedule.only = try value(for: argument)
                 case "--variant": schedule.onlyNamed = try value(for: argument)
@@ -179,6 +183,7 @@ enum BenchmarkSuite {
           --herd-server S,...   what each herd's server answers past its capacity: retry-after (Retry-After: 5)
                                 or slots (a slot each) (default retry-after,slots)
           --herd-pushback S  the herd's outboxes' pushbackDelay, in seconds (default: the option's, 240)
+          --herd-seeds K     runs each herd of case 19 with K seeds: each figure's median, [least–most] (default 1)
           --herd-requests DIR  writes every request each herd's server saw to DIR, a CSV file a herd
           --case NAME,...    only these cases: \(Options.caseNames)
                              (debounce, about two minutes of real time, runs only when named)
@@ -255,7 +260,8 @@ enum BenchmarkSuite {
         case .herd:
             try HerdCase.run(
                 counts: options.herdCounts, minutes: options.herdMinutes, servers: options.herdServers,
-                pushbackDelay: options.herdPushback.map { .seconds($0) }, requestsFolder: options.herdRequests)
+                pushbackDelay: options.herdPushback.map { .seconds($0) }, seeds: options.herdSeeds,
+                requestsFolder: options.herdRequests)
         }
     }
 

@@ -77,6 +77,22 @@ struct OutboxHerdTests {
         #expect(arrivals == report.arrivals)
         let firstMinute = Dictionary(grouping: requests.filter { !$0.taken && $0.second < 60 }, by: \.phone)
         #expect(firstMinute.values.map(\.count).max() ?? 0 == report.mostRejectedOfOnePhoneInFirstMinute)
+        // A request toward a held host: one that came after the phone heard
+        // a request of its turned away, before the server took another.
+        var heard: [Int: Double] = [:]
+        var towardAHeldHost: [Int: Int] = [:]
+        for request in requests {
+            if request.second < 60, let moment = heard[request.phone], moment <= request.second {
+                towardAHeldHost[request.phone, default: 0] += 1
+            }
+            if request.taken {
+                heard[request.phone] = nil
+            } else if heard[request.phone] == nil {
+                heard[request.phone] = request.second + configuration.answerTime / .seconds(1)
+            }
+        }
+        #expect(towardAHeldHost.values.max() ?? 0 == report.mostTowardAHeldHostOfOnePhoneInFirstMinute)
+        #expect(report.mostTowardAHeldHostOfOnePhoneInFirstMinute >= 1, "a herd that holds phones back")
         // Each phone's requests count up what it had taken, to its post.
         for (phone, sent) in Dictionary(grouping: requests, by: \.phone) {
             var taken = 0
