@@ -160,9 +160,10 @@ extension Outbox {
         public var networkWakeWindow: Duration
         /// The most the outbox waits before it sends again to a host that
         /// pushed back once (a `429` or `503`, or three transient failures
-        /// in a row) without a `Retry-After`: the wait is drawn below it,
-        /// from the retry policy's generator. Pushbacks in a row after that
-        /// draw below a ceiling that grows up to ``maxPushbackDelay``; a
+        /// in a row) without a `Retry-After`: the wait is drawn between a
+        /// quarter of it and it, from the retry policy's generator.
+        /// Pushbacks in a row after that draw below a ceiling that grows
+        /// up to ``maxPushbackDelay``; a
         /// server's `Retry-After` is obeyed (<doc:UsingTheOutbox#When-the-server-pushes-back>).
         /// Zero honours `Retry-After` alone. A hold that transient failures started ends when the
         /// outbox tries its waiting posts after

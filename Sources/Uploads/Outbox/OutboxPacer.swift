@@ -25,7 +25,8 @@ import JobKit
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
 /// is over, whichever upload it belongs to. Pushbacks in a row are a
-/// streak (``Streak``), which ends when the window is full again, and is
+/// streak (``Streak``), which ends when the window is full again and the
+/// host took two windows' worth of requests in a row since, and is
 /// kept in the journal. The wait
 /// (``Outbox/Options/holdDelay(_:)``) is the server's `Retry-After` at the
 /// start of a streak, its slot; otherwise a wait drawn below a ceiling
@@ -67,6 +68,8 @@ struct OutboxPacer: Sendable {
         var holdID = 0
         /// The pushbacks since its window was last full.
         var streak: Streak?
+        /// Requests it took since its last pushback.
+        var takenSincePushback = 0
         /// Whether its last hold was for its `Retry-After`, its slot.
         var lastHoldWasSlot = false
         /// Whether the host pushed back again after a hold for its slot:
@@ -86,8 +89,9 @@ struct OutboxPacer: Sendable {
     }
 
     /// The pushbacks a host gave since the outbox's window toward it was
-    /// last full (halved at each pushback, one more for each request it
-    /// takes after it): the longer it has turned the outbox away, the
+    /// last full again (halved at each pushback, one more for each request
+    /// it takes after it) with two windows' worth of requests taken in a
+    /// row since the last one: the longer it has turned the outbox away, the
     /// longer the backlog it is in, and the longer its next hold. Kept in
     /// the outbox's journal, so an app killed and relaunched goes on where
     /// it was.
@@ -189,6 +193,9 @@ struct OutboxPacer: Sendable {
 
     /// Transient failures in a row that count as a pushback.
     static let transientRunLimit = 3
+    /// The windows' worth of requests a host takes in a row, once its
+    /// window is full again, that end its streak.
+    static let streakEndingWindows = 2
 
     private var hosts: [String: Host] = [:]
     private var nextTicket = 0
@@ -214,7 +221,8 @@ struct OutboxPacer: Sendable {
     /// Takes up the streaks the journal kept: the next pushback of each
     /// host goes on from its streak. The host was pushing back when the
     /// app stopped: it is probed, one request goes first, and the streak
-    /// ends once its window is full again.
+    /// ends once its window is full again, two windows' worth of requests
+    /// taken.
     mutating func resume(_ streaks: [String: Streak]) {
         for (key, streak) in streaks {
             hosts[key, default: Host(window: 1)].streak = streak
@@ -310,11 +318,17 @@ struct OutboxPacer: Sendable {
             host.transientRun = 0
             host.isProbed = false
             host.window = min(maxWindow, host.window + 1)
-            // Its window, halved at each pushback, is full again: the
-            // backlog it was in is over.
+            host.takenSincePushback += 1
             if host.window == maxWindow {
-                host.streak = nil
+                // Its window, halved at each pushback, is full again: a
+                // pushback now does not say its slots fail.
                 host.lastHoldWasSlot = false
+                // And it took two windows' worth of requests in a row: the
+                // backlog it was in is over. (One window's worth can be a
+                // burst the server had room for in the middle of it: a
+                // streak ended there starts again at the server's slot, a
+                // second request toward it within the minute.)
+                if host.takenSincePushback >= Self.streakEndingWindows * maxWindow { host.streak = nil }
             }
         case .offline:
             // Says nothing of the server, but the network it comes back
@@ -399,6 +413,7 @@ struct OutboxPacer: Sendable {
     private func pushBack(_ key: String, _ host: inout Host, asking asked: Duration?, forFailures: Bool) -> Hold? {
         guard !host.isHeld else { return nil }
         host.window = max(1, host.window / 2)
+        host.takenSincePushback = 0
         host.epoch += 1
         host.isProbed = true
         let asked = min(asked ?? .zero, maximumRetryAfter)

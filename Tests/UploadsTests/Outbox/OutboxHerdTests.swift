@@ -22,7 +22,7 @@ struct OutboxHerdTests {
         #expect(report.peakInFirstMinute <= 12, "the busiest 10 s of the first minute: \(report.peakInFirstMinute)")
         #expect(report.timeRatio <= 2.5, "time to publish every post: \(report.line)")
         // Issue 56's goal: a few phones turned away late wait past it.
-        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.27×)") {
+        withKnownIssue("issue 56: the last post of a 5-minute backlog waits past 2× its ideal time (2.39×)") {
             #expect(report.timeRatio <= 2, "time to publish every post: \(report.line)")
         }
         #expect(report.rejectedRatio <= 1, "rejected requests per useful one: \(report.line)")
@@ -32,6 +32,13 @@ struct OutboxHerdTests {
         // away sends no body: 0.008. Before, the smallest went first, and
         // 0.57 were turned away; in the post's order, 0.82.
         #expect(report.rejectedBytesRatio <= 0.05, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
+        // Issue 56's goal: in the first minute, at most one request of a
+        // phone toward a held host. Its first contact is turned away, it
+        // obeys the server's 5 s, and turned away again it holds a minute
+        // at least. When the least hold was 24 s, 61 of the 500 phones
+        // sent two.
+        let towardAHeldHost = report.mostTowardAHeldHostOfOnePhoneInFirstMinute
+        #expect(towardAHeldHost == 1, "requests of one phone toward a held host, first minute: \(towardAHeldHost)")
         #expect(!FileManager.default.fileExists(atPath: folder.path))
     }
 
@@ -57,6 +64,9 @@ struct OutboxHerdTests {
         // did when that request was its smallest photo, sent whole; 0.31
         // in the post's order).
         #expect(report.rejectedBytesRatio <= 0.01, "rejected bytes per useful one: \(report.rejectedBytesRatio)")
+        // Issue 56's goal: in the first minute, one request of a phone
+        // toward a held host at most, the one at its slot, which is served.
+        #expect(report.mostTowardAHeldHostOfOnePhoneInFirstMinute == 1)
     }
 
     /// Asked to, the server double lists every request it saw, and the

@@ -183,7 +183,7 @@ struct OutboxPacerTests {
         #expect(admit(1, to: &pacer, requests, from: id) == 1)
     }
 
-    @Test func pushbacksInARowMakeAStreakThatCountsItsHoldsAndASuccessEnds() throws {
+    @Test func pushbacksInARowMakeAStreakThatCountsItsHoldsAndTwoWindowsTakenInARowEnd() throws {
         typealias Streak = OutboxPacer.Streak
         var pacer = pacer(window: 2)
         let requests = Requests()
@@ -202,8 +202,13 @@ struct OutboxPacerTests {
 
         release(pushed, &pacer, requests, id: 2)
         let stored = pacer.ended(Self.host, failure: nil, epoch: 2)
-        #expect(stored.streaksChanged && pacer.streaks.isEmpty, "the host took a request: the backlog is over")
-        _ = admit(1, to: &pacer, requests, from: 3)
+        #expect(!stored.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 2, "full again, one request taken")
+        for id in 3...5 {
+            _ = admit(1, to: &pacer, requests, from: id)
+            let ended = pacer.ended(Self.host, failure: nil, epoch: 2)
+            #expect(ended.streaksChanged == (id == 5) && pacer.streaks.isEmpty == (id == 5), "taken: \(id - 1)")
+        }
+        _ = admit(1, to: &pacer, requests, from: 6)
         #expect(!pacer.ended(Self.host, failure: nil, epoch: 2).streaksChanged, "no streak, nothing to keep")
     }
 
@@ -223,7 +228,7 @@ struct OutboxPacerTests {
         #expect(!old.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 4, "sent before the pushback: old news")
     }
 
-    @Test func aStreakOutlivesASuccessUntilTheWindowIsFullAgain() throws {
+    @Test func aStreakOutlivesSuccessesUntilTheWindowIsFullAndTwoWindowsWereTaken() throws {
         var pacer = pacer(window: 4)
         let requests = Requests()
         _ = admit(1, to: &pacer, requests)
@@ -235,7 +240,37 @@ struct OutboxPacerTests {
         #expect(once.requests.count == 1, "the window, halved to 2, opens to 3")
         #expect(!once.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1, "3 of 4: still in the backlog")
         let full = pacer.ended(Self.host, failure: nil, epoch: 1)
-        #expect(full.streaksChanged && pacer.streaks.isEmpty, "4 of 4")
+        #expect(!full.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1, "4 of 4, 2 taken of 8")
+        for id in 3..<8 {
+            _ = admit(1, to: &pacer, requests, from: id)
+            #expect(!pacer.ended(Self.host, failure: nil, epoch: 1).streaksChanged, "\(id) taken")
+        }
+        _ = admit(1, to: &pacer, requests, from: 8)
+        let over = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(over.streaksChanged && pacer.streaks.isEmpty, "8 taken in a row")
+    }
+
+    /// A host that takes a window of requests in the middle of a backlog,
+    /// then pushes back again, goes on from its streak: the second hold is
+    /// drawn, not the server's slot again (a phone of the herd, turned
+    /// away at the end of its post, came back a second time in the first
+    /// minute when this ended its streak).
+    @Test func aPushbackAfterAWindowTakenInTheMiddleOfABacklogGoesOnFromItsStreak() throws {
+        var pacer = pacer(window: 4)
+        let requests = Requests()
+        _ = admit(1, to: &pacer, requests)
+        let slot = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
+        release(slot, &pacer, requests, id: 1)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(admit(3, to: &pacer, requests, from: 2) == 3, "the window, halved to 2, opens to 3")
+        for _ in 0..<3 { _ = pacer.ended(Self.host, failure: nil, epoch: 1) }
+        #expect(!pacer.asksFirst(Self.host), "4 taken: the window is full")
+        _ = admit(1, to: &pacer, requests, from: 5)
+        let again = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 1).hold)
+        #expect(again.streak.pushbacks == 2 && !again.isSlot && !again.breaksSlots, "its slot was kept")
+        let delay = Outbox.Options(publishing: PublishOptions(retry: RetryPolicy(random: AtTheFloor())))
+            .holdDelay(again)
+        #expect(delay == .seconds(60), "a minute at least")
     }
 
     @Test func requestsAskTheServerFirstFromAPushbackOrANetworkFailureUntilTheWindowIsFull() throws {
@@ -278,8 +313,10 @@ struct OutboxPacerTests {
         _ = pacer.armed(second, lasting: .seconds(50), until: DelayedWork {})
         release(second, &pacer, requests, id: 2)
         _ = pacer.ended(Self.host, failure: nil, epoch: 2)
-        #expect(pacer.streaks.isEmpty)
         _ = admit(1, to: &pacer, requests, from: 3)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 2)
+        #expect(pacer.streaks.isEmpty)
+        _ = admit(1, to: &pacer, requests, from: 4)
         let next = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 2).hold)
         #expect(next.streak.pushbacks == 1 && !next.isSlot, "a new streak; the same server")
 
@@ -327,14 +364,17 @@ struct OutboxPacerTests {
         #expect(seconds(delay(first, asked: .seconds(100), AtTheFloor()), 100))
         #expect(seconds(delay(first, asked: .seconds(100), Halfway()), 100 + slotJitter / 2))
         #expect(seconds(delay(first, asked: .seconds(3000), Halfway()), 3000 + slotJitter / 2), "not a fifth more")
-        // Without one: drawn between a tenth of the pushback delay and it.
-        let floor = Outbox.Options.holdFloor
-        #expect(seconds(delay(first, asked: .zero, AtTheFloor()), 240 * floor))
-        #expect(seconds(delay(first, asked: .zero, Halfway()), 240 * (floor + (1 - floor) / 2)))
+        // Without one: drawn between a quarter of the pushback delay and
+        // it, a minute at least.
+        let least = 240 * Outbox.Options.leastHoldShare
+        #expect(least == 60)
+        #expect(seconds(delay(first, asked: .zero, AtTheFloor()), least))
+        #expect(seconds(delay(first, asked: .zero, Halfway()), least + (240 - least) / 2))
         // The slot did not hold: the ceiling is the pushback delay until the
         // streak's holds make it longer, and the longer of the two counts.
         let second = Streak(pushbacks: 2, held: .seconds(60))
-        #expect(seconds(delay(second, asked: .seconds(5), AtTheFloor()), 240 * floor))
+        #expect(seconds(delay(second, asked: .seconds(5), AtTheFloor()), least))
+        #expect(seconds(delay(second, asked: .seconds(5), Halfway()), least + (240 - least) / 2))
         #expect(seconds(delay(second, asked: .seconds(100), AtTheFloor()), 100))
         // A Retry-After that is no slot gets up to a fifth more.
         let jitter = Outbox.Options.retryAfterJitter
@@ -342,7 +382,9 @@ struct OutboxPacerTests {
         // A first pushback of a server that broke its slot before.
         let broken = Outbox.Options(publishing: PublishOptions(retry: RetryPolicy(random: AtTheFloor())))
             .holdDelay(OutboxPacer.Hold(key: Self.host, asked: .seconds(5), streak: first, breaksSlots: true, id: 1))
-        #expect(seconds(broken, 240 * floor))
+        #expect(seconds(broken, least))
+        // A ceiling of more than ten times that floor: a tenth of it.
+        let floor = Outbox.Options.holdFloor
         let long = Streak(pushbacks: 4, held: .seconds(600))
         let ceiling = 600 * Outbox.Options.holdGrowth
         #expect(seconds(delay(long, asked: .seconds(5), AtTheFloor()), ceiling * floor))
