@@ -133,7 +133,8 @@ package enum Herd {
         package var mostRejectedOfOnePhoneInFirstMinute: Int
         /// The most requests one phone sent toward a held host in the
         /// first minute: after it had heard that a request of its was
-        /// turned away, before the server took another.
+        /// turned away, before the server took another that it sent after
+        /// it heard.
         package var mostTowardAHeldHostOfOnePhoneInFirstMinute: Int
         /// Every request the server saw, in the order it saw them, when
         /// the configuration asked for them (``Configuration/recordsRequests``);
@@ -243,9 +244,9 @@ package enum Herd {
         /// first minute ≤ 1.5×, every post within 1.3× the ideal time,
         /// ≤ 1.5 rejected requests per phone; and in the first minute, at
         /// most one request of a phone toward a held host (sent after the
-        /// phone heard it was turned away, before the server took another:
-        /// its first contact may be turned away, and the server's word
-        /// obeyed once).
+        /// phone heard it was turned away, before the server took one it
+        /// sent after that: its first contact may be turned away, and the
+        /// server's word obeyed once).
         package var goals: [Goal] {
             let firstMinute = Goal(
                 name: "toward a held host, of one phone, first minute",
@@ -370,7 +371,8 @@ package enum Herd {
             /// server last took a request of its.
             var heardTurnedAway: [String: Duration] = [:]
             /// Requests per phone sent toward a held host in the first
-            /// minute: after its `503` came, before a request was taken.
+            /// minute: after its `503` came, before a request it sent
+            /// after that was taken.
             var towardAHeldHostInFirstMinute: [String: Int] = [:]
             /// Requests taken per phone, and every request, when recorded.
             var takenOfPhone: [String: Int] = [:]
@@ -456,8 +458,12 @@ package enum Herd {
                     if since < .seconds(60), let heard = state.heardTurnedAway[phone], heard <= since {
                         state.towardAHeldHostInFirstMinute[phone, default: 0] += 1
                     }
+                    // Taken, if sent after the phone heard its `503`: sent
+                    // before, it says nothing of the hold the phone knows.
                     if takes {
-                        state.heardTurnedAway[phone] = nil
+                        if state.heardTurnedAway[phone].map({ $0 <= since }) == true {
+                            state.heardTurnedAway[phone] = nil
+                        }
                     } else if state.heardTurnedAway[phone] == nil {
                         state.heardTurnedAway[phone] = since + configuration.answerTime
                     }

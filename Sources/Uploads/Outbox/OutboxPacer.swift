@@ -25,9 +25,9 @@ import JobKit
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
 /// is over, whichever upload it belongs to. Pushbacks in a row are a
-/// streak (``Streak``), which ends when the window is full again and the
-/// host took two windows' worth of requests in a row since, and is
-/// kept in the journal. The wait
+/// streak (``Streak``), which ends when the window has been full again
+/// for a grace of a quarter of the pushback delay (a pushback in it goes
+/// on from the streak), and is kept in the journal. The wait
 /// (``Outbox/Options/holdDelay(_:)``) is the server's `Retry-After` at the
 /// start of a streak, its slot; otherwise a wait drawn below a ceiling
 /// that grows with the time the streak has held the outbox: the phones a
@@ -66,10 +66,12 @@ struct OutboxPacer: Sendable {
         /// armed; which hold it is.
         var release: (timer: DelayedWork, length: Duration)?
         var holdID = 0
-        /// The pushbacks since its window was last full.
+        /// The pushbacks since its window was last full for a grace.
         var streak: Streak?
-        /// Requests it took since its last pushback.
-        var takenSincePushback = 0
+        /// The end of its streak, once its window is full again: which end
+        /// it is, and the timer that ends it once armed. A pushback before
+        /// it goes on from the streak.
+        var streakEnd: (id: Int, timer: DelayedWork?)?
         /// Whether its last hold was for its `Retry-After`, its slot.
         var lastHoldWasSlot = false
         /// Whether the host pushed back again after a hold for its slot:
@@ -89,9 +91,9 @@ struct OutboxPacer: Sendable {
     }
 
     /// The pushbacks a host gave since the outbox's window toward it was
-    /// last full again (halved at each pushback, one more for each request
-    /// it takes after it) with two windows' worth of requests taken in a
-    /// row since the last one: the longer it has turned the outbox away, the
+    /// last full for a while (halved at each pushback, one more for each
+    /// request it takes after it; a grace of a quarter of the pushback
+    /// delay after it is full again): the longer it has turned the outbox away, the
     /// longer the backlog it is in, and the longer its next hold. Kept in
     /// the outbox's journal, so an app killed and relaunched goes on where
     /// it was.
@@ -158,12 +160,23 @@ struct OutboxPacer: Sendable {
         let id: Int
     }
 
+    /// The end of a host's streak, once its window has been full again for
+    /// a grace (``Outbox/Options/streakGrace``).
+    struct StreakEnd: Sendable, Equatable {
+        let key: String
+        /// Tells this end from a later one of the host.
+        let id: Int
+    }
+
     /// What is left to do once the lock is released, in this order.
     struct Actions: Sendable {
-        /// The ends of holds that ended early, to cancel.
+        /// The ends of holds that ended early, and of streaks a pushback
+        /// went on from, to cancel.
         var timers: [DelayedWork] = []
         /// A hold to arm.
         var hold: Hold?
+        /// The end of a streak to arm, after its grace.
+        var streakEnd: StreakEnd?
         /// Requests admitted now, to perform.
         var requests: [@Sendable () -> Void] = []
         /// The hosts that take requests again, or more of them: the outbox
@@ -175,6 +188,7 @@ struct OutboxPacer: Sendable {
         mutating func append(_ other: Actions) {
             timers += other.timers
             hold = hold ?? other.hold
+            streakEnd = streakEnd ?? other.streakEnd
             requests += other.requests
             opened += other.opened
             streaksChanged = streaksChanged || other.streaksChanged
@@ -193,12 +207,10 @@ struct OutboxPacer: Sendable {
 
     /// Transient failures in a row that count as a pushback.
     static let transientRunLimit = 3
-    /// The windows' worth of requests a host takes in a row, once its
-    /// window is full again, that end its streak.
-    static let streakEndingWindows = 2
 
     private var hosts: [String: Host] = [:]
     private var nextTicket = 0
+    private var nextStreakEnd = 0
     private(set) var isClosed = false
     private let maxWindow: Int
     /// The longest `Retry-After` the outbox obeys.
@@ -221,8 +233,7 @@ struct OutboxPacer: Sendable {
     /// Takes up the streaks the journal kept: the next pushback of each
     /// host goes on from its streak. The host was pushing back when the
     /// app stopped: it is probed, one request goes first, and the streak
-    /// ends once its window is full again, two windows' worth of requests
-    /// taken.
+    /// ends once its window has been full again for the grace.
     mutating func resume(_ streaks: [String: Streak]) {
         for (key, streak) in streaks {
             hosts[key, default: Host(window: 1)].streak = streak
@@ -310,6 +321,7 @@ struct OutboxPacer: Sendable {
         host.inFlight -= 1
         let window = host.window
         var hold: Hold?
+        var streakEnd: StreakEnd?
         let streak = host.streak
         // Sent before the last pushback: old news, its slot aside.
         let heard = epoch == host.epoch ? failure : .cancelled
@@ -318,17 +330,24 @@ struct OutboxPacer: Sendable {
             host.transientRun = 0
             host.isProbed = false
             host.window = min(maxWindow, host.window + 1)
-            host.takenSincePushback += 1
             if host.window == maxWindow {
                 // Its window, halved at each pushback, is full again: a
-                // pushback now does not say its slots fail.
+                // pushback now does not say its slots fail, and once the
+                // grace is over, the backlog it was in is. (Ended at once,
+                // a full window taken in the middle of a backlog, a burst
+                // the server had room for, started the next pushback's
+                // streak over, at the server's word: a phone came back
+                // twice within the minute.)
                 host.lastHoldWasSlot = false
-                // And it took two windows' worth of requests in a row: the
-                // backlog it was in is over. (One window's worth can be a
-                // burst the server had room for in the middle of it: a
-                // streak ended there starts again at the server's slot, a
-                // second request toward it within the minute.)
-                if host.takenSincePushback >= Self.streakEndingWindows * maxWindow { host.streak = nil }
+                if host.streak != nil && host.streakEnd == nil {
+                    if holdsWithoutRetryAfter {
+                        nextStreakEnd += 1
+                        host.streakEnd = (nextStreakEnd, nil)
+                        streakEnd = StreakEnd(key: key, id: nextStreakEnd)
+                    } else {
+                        host.streak = nil
+                    }
+                }
             }
         case .offline:
             // Says nothing of the server, but the network it comes back
@@ -352,13 +371,37 @@ struct OutboxPacer: Sendable {
         case .cancelled:
             break
         }
+        // A pushback in the grace goes on from the streak: the end goes.
+        var timers: [DelayedWork] = []
+        if hold != nil, let end = host.streakEnd {
+            host.streakEnd = nil
+            if let timer = end.timer { timers.append(timer) }
+        }
         hosts[key] = host
         // A window that opened takes an upload the outbox held back.
         let opens = host.window > window && !host.isHeld
         // A hold is kept once armed, with its length.
         return Actions(
-            hold: hold, requests: admitWaiting(key), opened: opens ? [key] : [],
+            timers: timers, hold: hold, streakEnd: streakEnd, requests: admitWaiting(key), opened: opens ? [key] : [],
             streaksChanged: hold == nil && host.streak != streak)
+    }
+
+    /// The end of `end`'s streak was armed: `timer` ends it. `false` when
+    /// it is not wanted any more (a pushback went on from the streak, or
+    /// the outbox closed): cancel `timer`.
+    mutating func armed(_ end: StreakEnd, until timer: DelayedWork) -> Bool {
+        guard !isClosed, hosts[end.key]?.streakEnd?.id == end.id else { return false }
+        hosts[end.key]?.streakEnd?.timer = timer
+        return true
+    }
+
+    /// The grace of `end` is over, if it is still the one: the host's
+    /// streak ends.
+    mutating func streakEnded(_ end: StreakEnd) -> Actions {
+        guard !isClosed, hosts[end.key]?.streakEnd?.id == end.id else { return Actions() }
+        hosts[end.key]?.streakEnd = nil
+        hosts[end.key]?.streak = nil
+        return Actions(streaksChanged: true)
     }
 
     /// `hold` was armed, to last `duration`: `release` ends it. `false`
@@ -400,7 +443,8 @@ struct OutboxPacer: Sendable {
     /// timer is to cancel.
     mutating func close() -> Actions {
         isClosed = true
-        return Actions(timers: hosts.values.compactMap(\.release?.timer))
+        return Actions(
+            timers: hosts.values.compactMap(\.release?.timer) + hosts.values.compactMap { $0.streakEnd?.timer })
     }
 
     // MARK: - Decisions
@@ -413,7 +457,6 @@ struct OutboxPacer: Sendable {
     private func pushBack(_ key: String, _ host: inout Host, asking asked: Duration?, forFailures: Bool) -> Hold? {
         guard !host.isHeld else { return nil }
         host.window = max(1, host.window / 2)
-        host.takenSincePushback = 0
         host.epoch += 1
         host.isProbed = true
         let asked = min(asked ?? .zero, maximumRetryAfter)

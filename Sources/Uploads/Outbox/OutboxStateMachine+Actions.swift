@@ -44,6 +44,8 @@ extension OutboxStateMachine {
         case notice(generation: Int)
         /// The end of a host's hold.
         case hold(OutboxPacer.Hold)
+        /// The end of a host's streak, its window full again.
+        case streakEnd(OutboxPacer.StreakEnd)
 
         /// How long it waits, drawn from the retry policy's generator:
         /// outside the lock, since the generator is the app's.
@@ -52,6 +54,7 @@ extension OutboxStateMachine {
             case .wake(_, let waits): options.delayBeforeTry(afterWaits: waits)
             case .notice: options.networkWakeWindow * options.publishing.retry.jitter()
             case .hold(let hold): options.holdDelay(hold)
+            case .streakEnd: options.streakGrace
             }
         }
     }
@@ -121,6 +124,12 @@ extension Outbox.Options {
     /// The most a hold adds to a server's slot: a `Retry-After` counts
     /// whole seconds, so the hold ends within the second it names.
     static let slotJitter = Duration.seconds(1)
+
+    /// How long a host's window stays full again before its streak ends:
+    /// the least hold, so that a pushback soon after a window taken in the
+    /// middle of a backlog goes on from its streak rather than at the
+    /// server's word again.
+    var streakGrace: Duration { pushbackDelay * Self.leastHoldShare }
 
     /// How long `hold` lasts. A server's `Retry-After` is its slot: the
     /// first pushback in a row that names one is held for it, ending

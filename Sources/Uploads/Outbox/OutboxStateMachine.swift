@@ -265,6 +265,8 @@ struct OutboxStateMachine: Sendable {
         case .hold(let hold):
             guard pacer.armed(hold, lasting: delay, until: work) else { return false }
             streaksChanged = true
+        case .streakEnd(let end):
+            return pacer.armed(end, until: work)
         }
         return true
     }
@@ -281,6 +283,8 @@ struct OutboxStateMachine: Sendable {
             return wakeEveryWaitingPost()
         case .hold(let hold):
             return paced(pacer.holdEnded(hold.key, id: hold.id))
+        case .streakEnd(let end):
+            return paced(pacer.streakEnded(end))
         }
     }
 
@@ -317,7 +321,8 @@ struct OutboxStateMachine: Sendable {
     /// posts that waited out its pushback go on.
     private mutating func paced(_ paced: OutboxPacer.Actions) -> Actions {
         var actions = Actions(
-            cancels: paced.timers.map { timer in { timer.cancel() } }, timers: paced.hold.map { [.hold($0)] } ?? [],
+            cancels: paced.timers.map { timer in { timer.cancel() } },
+            timers: (paced.hold.map { [.hold($0)] } ?? []) + (paced.streakEnd.map { [.streakEnd($0)] } ?? []),
             requests: paced.requests)
         if paced.streaksChanged { streaksChanged = true }
         for host in paced.opened {

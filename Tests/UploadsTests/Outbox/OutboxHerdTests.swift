@@ -88,7 +88,8 @@ struct OutboxHerdTests {
         let firstMinute = Dictionary(grouping: requests.filter { !$0.taken && $0.second < 60 }, by: \.phone)
         #expect(firstMinute.values.map(\.count).max() ?? 0 == report.mostRejectedOfOnePhoneInFirstMinute)
         // A request toward a held host: one that came after the phone heard
-        // a request of its turned away, before the server took another.
+        // a request of its turned away, before the server took another it
+        // sent after it heard.
         var heard: [Int: Double] = [:]
         var towardAHeldHost: [Int: Int] = [:]
         for request in requests {
@@ -96,7 +97,7 @@ struct OutboxHerdTests {
                 towardAHeldHost[request.phone, default: 0] += 1
             }
             if request.taken {
-                heard[request.phone] = nil
+                if let moment = heard[request.phone], moment <= request.second { heard[request.phone] = nil }
             } else if heard[request.phone] == nil {
                 heard[request.phone] = request.second + configuration.answerTime / .seconds(1)
             }

@@ -183,7 +183,7 @@ struct OutboxPacerTests {
         #expect(admit(1, to: &pacer, requests, from: id) == 1)
     }
 
-    @Test func pushbacksInARowMakeAStreakThatCountsItsHoldsAndTwoWindowsTakenInARowEnd() throws {
+    @Test func pushbacksInARowMakeAStreakThatCountsItsHoldsAndEndsAGraceAfterItsWindowIsFull() throws {
         typealias Streak = OutboxPacer.Streak
         var pacer = pacer(window: 2)
         let requests = Requests()
@@ -202,13 +202,17 @@ struct OutboxPacerTests {
 
         release(pushed, &pacer, requests, id: 2)
         let stored = pacer.ended(Self.host, failure: nil, epoch: 2)
-        #expect(!stored.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 2, "full again, one request taken")
-        for id in 3...5 {
-            _ = admit(1, to: &pacer, requests, from: id)
-            let ended = pacer.ended(Self.host, failure: nil, epoch: 2)
-            #expect(ended.streaksChanged == (id == 5) && pacer.streaks.isEmpty == (id == 5), "taken: \(id - 1)")
-        }
-        _ = admit(1, to: &pacer, requests, from: 6)
+        let end = try #require(stored.streakEnd, "the window is full again: the streak ends after a grace")
+        #expect(!stored.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 2)
+        let graceArmed = pacer.armed(end, until: DelayedWork {})
+        #expect(graceArmed)
+        _ = admit(1, to: &pacer, requests, from: 3)
+        #expect(pacer.ended(Self.host, failure: nil, epoch: 2).streakEnd == nil, "one end at a time")
+        let over = pacer.streakEnded(end)
+        #expect(over.streaksChanged && pacer.streaks.isEmpty, "the grace is over: so is the backlog")
+        let again = pacer.streakEnded(end)
+        #expect(!again.streaksChanged, "once")
+        _ = admit(1, to: &pacer, requests, from: 4)
         #expect(!pacer.ended(Self.host, failure: nil, epoch: 2).streaksChanged, "no streak, nothing to keep")
     }
 
@@ -228,7 +232,7 @@ struct OutboxPacerTests {
         #expect(!old.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 4, "sent before the pushback: old news")
     }
 
-    @Test func aStreakOutlivesSuccessesUntilTheWindowIsFullAndTwoWindowsWereTaken() throws {
+    @Test func aStreakOutlivesASuccessUntilTheWindowIsFullAgainAndItsGraceIsOver() throws {
         var pacer = pacer(window: 4)
         let requests = Requests()
         _ = admit(1, to: &pacer, requests)
@@ -239,15 +243,21 @@ struct OutboxPacerTests {
         let once = pacer.ended(Self.host, failure: nil, epoch: 1)
         #expect(once.requests.count == 1, "the window, halved to 2, opens to 3")
         #expect(!once.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1, "3 of 4: still in the backlog")
+        #expect(once.streakEnd == nil)
         let full = pacer.ended(Self.host, failure: nil, epoch: 1)
-        #expect(!full.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1, "4 of 4, 2 taken of 8")
-        for id in 3..<8 {
-            _ = admit(1, to: &pacer, requests, from: id)
-            #expect(!pacer.ended(Self.host, failure: nil, epoch: 1).streaksChanged, "\(id) taken")
-        }
-        _ = admit(1, to: &pacer, requests, from: 8)
-        let over = pacer.ended(Self.host, failure: nil, epoch: 1)
-        #expect(over.streaksChanged && pacer.streaks.isEmpty, "8 taken in a row")
+        let end = try #require(full.streakEnd, "4 of 4: the grace starts")
+        #expect(!full.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 1)
+        let over = pacer.streakEnded(end)
+        #expect(over.streaksChanged && pacer.streaks.isEmpty, "its grace over")
+
+        // With no pushback delay, there is no grace: the streak ends with
+        // the full window, as the server's word alone holds the outbox.
+        var wordOnly = self.pacer(window: 1, pushbackDelay: .zero)
+        _ = admit(1, to: &wordOnly, requests, from: 10)
+        let slot = try #require(wordOnly.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
+        release(slot, &wordOnly, requests, id: 11)
+        let taken = wordOnly.ended(Self.host, failure: nil, epoch: 1)
+        #expect(taken.streakEnd == nil && taken.streaksChanged && wordOnly.streaks.isEmpty)
     }
 
     /// A host that takes a window of requests in the middle of a backlog,
@@ -256,21 +266,40 @@ struct OutboxPacerTests {
     /// away at the end of its post, came back a second time in the first
     /// minute when this ended its streak).
     @Test func aPushbackAfterAWindowTakenInTheMiddleOfABacklogGoesOnFromItsStreak() throws {
-        var pacer = pacer(window: 4)
+        var pacer = pacer(window: 4, pushbackDelay: .seconds(240))
         let requests = Requests()
         _ = admit(1, to: &pacer, requests)
         let slot = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 0).hold)
         release(slot, &pacer, requests, id: 1)
         _ = pacer.ended(Self.host, failure: nil, epoch: 1)
         #expect(admit(3, to: &pacer, requests, from: 2) == 3, "the window, halved to 2, opens to 3")
-        for _ in 0..<3 { _ = pacer.ended(Self.host, failure: nil, epoch: 1) }
-        #expect(!pacer.asksFirst(Self.host), "4 taken: the window is full")
+        let ends = (0..<3).compactMap { _ in pacer.ended(Self.host, failure: nil, epoch: 1).streakEnd }
+        #expect(!pacer.asksFirst(Self.host) && ends.count == 1, "4 taken: the window is full, its grace starts")
+        let cancelled = Lock(0)
+        let grace = DelayedWork { cancelled.withLock { $0 += 1 } }
+        let graceArmed = pacer.armed(ends[0], until: grace)
+        #expect(graceArmed)
         _ = admit(1, to: &pacer, requests, from: 5)
-        let again = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 1).hold)
+        let pushed = pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 1)
+        let again = try #require(pushed.hold)
         #expect(again.streak.pushbacks == 2 && !again.isSlot && !again.breaksSlots, "its slot was kept")
-        let delay = Outbox.Options(publishing: PublishOptions(retry: RetryPolicy(random: AtTheFloor())))
-            .holdDelay(again)
+        for timer in pushed.timers { timer.cancel() }
+        #expect(pushed.timers.count == 1 && cancelled.withLock { $0 } == 1, "the grace's end is cancelled")
+        let late = pacer.streakEnded(ends[0])
+        #expect(!late.streaksChanged && pacer.streaks[Self.host]?.pushbacks == 2, "a grace a pushback ended")
+        let delay = Outbox.Options(
+            publishing: PublishOptions(retry: RetryPolicy(random: AtTheFloor())), pushbackDelay: .seconds(240)
+        ).holdDelay(again)
         #expect(delay == .seconds(60), "a minute at least")
+        // Closing cancels a grace armed.
+        release(again, &pacer, requests, id: 6)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 2)
+        #expect(admit(1, to: &pacer, requests, from: 7) == 1)
+        let last = try #require(pacer.ended(Self.host, failure: nil, epoch: 2).streakEnd, "full again")
+        let lastArmed = pacer.armed(last, until: DelayedWork { cancelled.withLock { $0 += 1 } })
+        #expect(lastArmed)
+        for timer in pacer.close().timers { timer.cancel() }
+        #expect(cancelled.withLock { $0 } == 2)
     }
 
     @Test func requestsAskTheServerFirstFromAPushbackOrANetworkFailureUntilTheWindowIsFull() throws {
@@ -312,11 +341,10 @@ struct OutboxPacerTests {
         #expect(!second.isSlot && second.streak.pushbacks == 2)
         _ = pacer.armed(second, lasting: .seconds(50), until: DelayedWork {})
         release(second, &pacer, requests, id: 2)
-        _ = pacer.ended(Self.host, failure: nil, epoch: 2)
-        _ = admit(1, to: &pacer, requests, from: 3)
-        _ = pacer.ended(Self.host, failure: nil, epoch: 2)
+        let full = try #require(pacer.ended(Self.host, failure: nil, epoch: 2).streakEnd)
+        _ = pacer.streakEnded(full)
         #expect(pacer.streaks.isEmpty)
-        _ = admit(1, to: &pacer, requests, from: 4)
+        _ = admit(1, to: &pacer, requests, from: 3)
         let next = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: .seconds(5)), epoch: 2).hold)
         #expect(next.streak.pushbacks == 1 && !next.isSlot, "a new streak; the same server")
 

@@ -172,14 +172,14 @@ struct OutboxPushbackTests {
         #expect(queue.isIdle, "closing cancelled the hold and withdrew the retry waiting for it")
     }
 
-    @Test func aHostsStreakOfPushbacksSurvivesARelaunchAndEndsWhenItTakesTwoWindowsInARow() throws {
+    @Test func aHostsStreakOfPushbacksSurvivesARelaunchAndEndsAGraceAfterItsWindowIsFullAgain() throws {
         defer { folder.remove() }
         let server = ScriptedServer(queue: queue) { _, _ in .status(503) }
         let options = Outbox.Options(
             publishing: PublishOptions(maxConcurrentUploads: 1, retry: RetryPolicy(attempts: 1, random: Halfway())),
             networkRetryDelay: .seconds(3600), maxNetworkRetryDelay: .seconds(3600), pushbackDelay: .seconds(10))
         let outbox = try open(server, options)
-        let id = try outbox.add(post("a", photos: 2))
+        let id = try outbox.add(post("a", photos: 1))
         // 503 at 1 s: held for a wait drawn below 10 s; tried again, 503
         // again: held for a wait drawn below a ceiling that grew.
         let first = Self.drawnHalfway(pushbackDelay: .seconds(10), held: .zero)
@@ -204,12 +204,14 @@ struct OutboxPushbackTests {
         let after = server.requests.map(\.at).dropFirst(2)
         #expect(
             after.count == 2 && zip(after, [relaunched, relaunched + .seconds(1) + third]).allSatisfy(Self.isAbout))
-        #expect(FileManager.default.fileExists(atPath: file.path), "one request taken: the streak goes on")
-        try queue.advance(by: .seconds(4))
+        // Taken half a second from now: the window of one is full again,
+        // and the streak ends a grace of a quarter of the pushback delay
+        // (2.5 s) after.
+        try queue.advance(by: .seconds(0.5) + .seconds(2.5) - .milliseconds(100))
         #expect(reopened.entry(id)?.state == .published)
-        #expect(
-            !FileManager.default.fileExists(atPath: file.path),
-            "its window of one full again, and two requests taken in a row: the streak is over")
+        #expect(FileManager.default.fileExists(atPath: file.path), "in the grace: the streak goes on")
+        try queue.advance(by: .milliseconds(200))
+        #expect(!FileManager.default.fileExists(atPath: file.path), "its window full again for the grace: it is over")
         reopened.close()
     }
 
