@@ -139,7 +139,7 @@ extension Outbox.Options {
     /// more if that is longer. The floor is a quarter of
     /// ``pushbackDelay``, or a tenth of the ceiling once that is more: a
     /// phone the server turned away again after its slot does not come
-    /// back within the minute. The ceiling is
+    /// back within the minute (by default). The ceiling is
     /// ``pushbackDelay`` at first; then twice as long as the host has held
     /// the outbox in this streak, once that is longer, up to
     /// ``maxPushbackDelay``. With no pushback delay, the `Retry-After`
