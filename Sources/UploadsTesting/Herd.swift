@@ -368,7 +368,7 @@ package enum Herd {
             /// Rejected requests per phone in the first minute.
             var rejectedInFirstMinute: [String: Int] = [:]
             /// When each phone held back heard its first `503` since the
-            /// server last took a request of its.
+            /// server last took a request it sent after hearing one.
             var heardTurnedAway: [String: Duration] = [:]
             /// Requests per phone sent toward a held host in the first
             /// minute: after its `503` came, before a request it sent
@@ -455,15 +455,15 @@ package enum Herd {
                         state.served.insert(phone)
                     }
                     let takes = state.tokens >= 1 || state.served.contains(phone)
-                    if since < .seconds(60), let heard = state.heardTurnedAway[phone], heard <= since {
+                    // Sent after the phone heard its `503`: toward a held
+                    // host, which a request taken ends (one sent before
+                    // says nothing of the hold the phone knows).
+                    let towardAHeldHost = state.heardTurnedAway[phone].map { $0 <= since } ?? false
+                    if towardAHeldHost && since < .seconds(60) {
                         state.towardAHeldHostInFirstMinute[phone, default: 0] += 1
                     }
-                    // Taken, if sent after the phone heard its `503`: sent
-                    // before, it says nothing of the hold the phone knows.
                     if takes {
-                        if state.heardTurnedAway[phone].map({ $0 <= since }) == true {
-                            state.heardTurnedAway[phone] = nil
-                        }
+                        if towardAHeldHost { state.heardTurnedAway[phone] = nil }
                     } else if state.heardTurnedAway[phone] == nil {
                         state.heardTurnedAway[phone] = since + configuration.answerTime
                     }

@@ -91,10 +91,10 @@ struct OutboxPacer: Sendable {
     }
 
     /// The pushbacks a host gave since the outbox's window toward it was
-    /// last full for a while (halved at each pushback, one more for each
-    /// request it takes after it; a grace of a quarter of the pushback
-    /// delay after it is full again): the longer it has turned the outbox away, the
-    /// longer the backlog it is in, and the longer its next hold. Kept in
+    /// last full for a grace (halved at each pushback, one more for each
+    /// request it takes after it; the grace is a quarter of the pushback
+    /// delay): the longer it has turned the outbox away, the longer the
+    /// backlog it is in, and the longer its next hold. Kept in
     /// the outbox's journal, so an app killed and relaunched goes on where
     /// it was.
     struct Streak: Sendable, Equatable, Codable {
