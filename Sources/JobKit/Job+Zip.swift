@@ -31,45 +31,40 @@ extension Job {
         var boxed: [Job<any Sendable>] = []
         for job in repeat each jobs { boxed.append(job.boxingItsValue()) }
         let inner = Inner(boxed)
+        // Made once, with the zip: a closure made in the body, which is
+        // generic over the pack of types, would be allocated at each
+        // performance, to capture them.
+        let report: @Sendable (ControllerToken, Result<ZipRun, any Error>) -> Void = { owner, outcome in
+            let controller = Job<(repeat each T)>.Controller(owner)
+            switch outcome {
+            case .success(let run):
+                var unboxing = Unboxing(run)
+                controller.finish(with: (repeat unboxing.next((each T).self)))
+            case .failure(let error):
+                controller.fail(with: error)
+            }
+        }
         return Job<(repeat each T)> { controller in
-            GroupRun(
-                jobs: inner.value,
-                maxConcurrent: .max,
-                role: .zip,
-                queue: controller.queue,
-                owner: controller.shared,
-                report: { owner, outcome in
-                    let controller = Job<(repeat each T)>.Controller(owner)
-                    switch outcome {
-                    case .success(.collected(let values)):
-                        var unboxing = Unboxing(values)
-                        controller.finish(with: (repeat unboxing.next((each T).self)))
-                    case .failure(let error):
-                        controller.fail(with: error)
-                    case .success(let other):
-                        preconditionFailure("Internal inconsistency: a zip ended with \(other)")
-                    }
-                }
-            ).start { controller.token.attach($0) }
+            // The controller's token, untyped: asked as a controller of the
+            // tuple, it would look up the tuple type's metadata.
+            ZipRun(jobs: inner.value, owner: controller.shared, report: report).start()
         }
     }
 }
 
-/// Takes a zip's boxed values out, in order, as the types of its jobs.
+/// Takes a zip's values out of its run, in order, as the types of its
+/// jobs.
 private struct Unboxing {
-    private let values: [(any Sendable)?]
+    private let run: ZipRun
     private var index = 0
 
-    init(_ values: [(any Sendable)?]) {
-        self.values = values
+    init(_ run: ZipRun) {
+        self.run = run
     }
 
     /// The next value, which the zip's job of type `Value` reported.
     mutating func next<Value: Sendable>(_: Value.Type) -> Value {
         defer { index += 1 }
-        guard let boxed = values[index] else {
-            preconditionFailure("Internal inconsistency: a zip's value \(index) is missing")
-        }
-        return unboxed(boxed)
+        return run.takeValue(at: index, as: Value.self)
     }
 }

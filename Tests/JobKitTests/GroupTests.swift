@@ -413,8 +413,8 @@ struct GroupTests {
         #expect(recorder.last?.failure as? TestError == TestError(id: 2))
     }
 
-    @Test(arguments: ["group", "sequence"])
-    func aCompletedGroupOrSequenceReleasesItsJobsWhileAChildsControllerIsKept(combinator: String) throws {
+    @Test(arguments: ["group", "sequence", "zip"])
+    func aCompletedRunReleasesItsJobsWhileAChildsControllerIsKept(combinator: String) throws {
         let kept = LockedValue<[Job<Void>.Controller]>([])
         weak var weakTracked: Tracked?
         do {
@@ -429,7 +429,7 @@ struct GroupTests {
                 controller.finish()
             }
             let jobs = [keeper, capturing]
-            #expect(outcome(of: combinator == "group" ? Job.group(jobs) : Job.sequence(jobs))?.isSuccess == true)
+            #expect(outcome(of: combined(jobs, by: combinator))?.isSuccess == true)
         }
         // It completed: the jobs it was given are released, though a child's
         // controller (which refers to the run) lives on.
@@ -469,17 +469,26 @@ struct GroupTests {
         #expect(snapshotsTaken.value == 1)
     }
 
-    /// A group or a sequence (`combinator`) of one child that parks,
+    /// A group, a sequence or a zip (`combinator`) of `jobs`, one or two.
+    private func combined(_ jobs: [Job<Void>], by combinator: String) -> Job<Void> {
+        switch combinator {
+        case "group": Job.group(jobs)
+        case "sequence": Job.sequence(jobs)
+        default: jobs.count == 1 ? Job.zip(jobs[0]) : Job.zip(jobs[0], jobs[1]).discardingValue()
+        }
+    }
+
+    /// A group, a sequence or a zip (`combinator`) of one child that parks,
     /// performed on an `ImmediateQueue`, and the child's controller.
     private func parkedChild(of combinator: String) throws -> (JobHandle, Job<Void>.Controller) {
         let kept = LockedValue<Job<Void>.Controller?>(nil)
         let jobs = [Job<Void> { kept.setValue($0) }]
-        let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+        let run = combined(jobs, by: combinator)
         let handle = run.perform(on: ImmediateQueue()) { _ in }
         return (handle, try #require(kept.value))
     }
 
-    @Test(arguments: ["group", "sequence"])
+    @Test(arguments: ["group", "sequence", "zip"])
     func aChildsFirstOnCancelRacingWithTheCancelOfItsRunRunsOnce(combinator: String) throws {
         // The child makes its attachment table and hands it to its run while
         // another thread cancels the run: the block is cancelled with the
@@ -490,7 +499,7 @@ struct GroupTests {
         }
     }
 
-    @Test(arguments: ["group", "sequence"])
+    @Test(arguments: ["group", "sequence", "zip"])
     func twoFirstOnCancelsOfAChildRacingWithTheCancelOfItsRunEachRunOnce(combinator: String) throws {
         // Two threads attach while the table is being made and handed to the
         // run, a third cancels the run: the one that finds the table made
@@ -509,13 +518,13 @@ struct GroupTests {
         }
     }
 
-    @Test(arguments: ["group", "sequence"])
+    @Test(arguments: ["group", "sequence", "zip"])
     func aChildsOnCancelRacingWithItsOwnCompletionIsReleasedAndNeverRuns(combinator: String) throws {
         for _ in 0..<500 {
             let kept = LockedValue<Job<Void>.Controller?>(nil)
             let other = ManualJob<Void>()
             let jobs = [Job<Void> { kept.setValue($0) }, other.job]
-            let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+            let run = combined(jobs, by: combinator)
             let handle = run.perform(on: ImmediateQueue()) { _ in }
             let controller = try #require(kept.value)
             let runs = LockedValue(0)
@@ -541,7 +550,7 @@ struct GroupTests {
         }
     }
 
-    @Test(arguments: ["group", "sequence"])
+    @Test(arguments: ["group", "sequence", "zip"])
     func whatAChildAttachedIsReleasedWhenItCompletesThoughItsControllerIsKept(combinator: String) throws {
         let kept = LockedValue<Job<Void>.Controller?>(nil)
         let other = ManualJob<Void>()
@@ -556,10 +565,10 @@ struct GroupTests {
             controller.perform(ManualJob<Void>().job.named("grandchild")) { _ in }
         }
         let jobs = [child.named("child"), other.job]
-        let run = combinator == "group" ? Job.group(jobs) : Job.sequence(jobs)
+        let run = combined(jobs, by: combinator)
         let handle = run.perform(on: ImmediateQueue()) { _ in }
         let running = handle.snapshot()
-        #expect(running.children.map(\.title) == (combinator == "group" ? ["child", "job"] : ["child"]))
+        #expect(running.children.map(\.title) == (combinator == "sequence" ? ["child"] : ["child", "job"]))
         #expect(running.children.first?.children.map(\.line) == ["grandchild (running)"])
         #expect(weakTracked != nil)
         try #require(kept.value).finish()

@@ -117,6 +117,35 @@ struct ZipTests {
         #expect(recorder.count == 1)
     }
 
+    @Test func theValuesOfAFailedZipAreReleasedOutsideItsLock() {
+        // A value whose deinit takes a snapshot of the zip: released under
+        // the zip's lock, it would take that lock again.
+        let handle = LockedValue<JobHandle?>(nil)
+        let snapshotsTaken = LockedValue(0)
+        let probe = Job<Probe> { controller in
+            controller.finish(with: Probe.snapshotting(handle, counting: snapshotsTaken))
+        }
+        let failing = ManualJob<Void>()
+        handle.setValue(Job.zip(probe, failing.job).perform(on: ImmediateQueue()) { _ in })
+        #expect(snapshotsTaken.value == 0)
+        failing.fail(with: TestError(id: 1))
+        #expect(snapshotsTaken.value == 1)
+    }
+
+    @Test func theValuesOfACancelledZipAreReleasedOutsideItsLock() {
+        let handle = LockedValue<JobHandle?>(nil)
+        let snapshotsTaken = LockedValue(0)
+        let probe = Job<Probe> { controller in
+            controller.finish(with: Probe.snapshotting(handle, counting: snapshotsTaken))
+        }
+        let waiting = ManualJob<Void>()
+        handle.setValue(Job.zip(probe, waiting.job).perform(on: ImmediateQueue()) { _ in })
+        #expect(snapshotsTaken.value == 0)
+        handle.value?.cancel()
+        #expect(snapshotsTaken.value == 1)
+        #expect(waiting.cancelCount == 1)
+    }
+
     @Test func aJobThatDropsItsControllerFailsItAsAbandoned() {
         let dropping = Job<String> { _ in }
         #expect(outcome(of: Job.zip(Job.succeeded(1), dropping))?.failure as? JobError == .abandoned)

@@ -1,9 +1,9 @@
 // MARK: - Boxed values
 
 // A zip's jobs are of any types, and a race's of a generic one: each runs
-// as a child of a group of `any Sendable` (specialized in this module),
-// whose controllers box the value the job reports, and the combinator
-// unboxes it as its job's type.
+// as a child of a run of `any Sendable` (a ``ZipRun``, a group: specialized
+// in this module), whose controllers box the value the job reports, and
+// the combinator unboxes it as its job's type.
 
 extension Job {
     /// This job as a job of `any Sendable`, for a zip or a race: its body

@@ -44,6 +44,23 @@ protocol ChildRunning<Element>: AnyObject, Sendable {
     func uninstall(_ table: AttachmentTable, forChild index: Int)
 }
 
+extension ChildRunning {
+    /// A table of its own for each child (a group's, a zip's).
+    func makeTable(forChild index: Int) -> AttachmentTable {
+        AttachmentTable()
+    }
+}
+
+extension [AttachmentTable] {
+    /// Cancels what the running children whose tables these are attached:
+    /// their run is over.
+    func cancelAttachments() {
+        for table in self {
+            for (_, attachment) in table.takeAll() { attachment.cancelWithOwner() }
+        }
+    }
+}
+
 /// What became of a child's outcome.
 enum ChildCompletion: Sendable {
     /// It was recorded.
@@ -92,16 +109,30 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
 
     override var kind: Kind { childKind }
 
+    override var queue: any JobQueue { run.queue }
+
+    override func attach(node: any JobNode) {
+        attach(.node(node))
+    }
+
     /// The child's index in its run.
     var index: Int { Int(storedIndex) }
 
-    /// A group's child; a zip's or a race's, if `boxesValue`: then the run
+    /// A group's child; a race's, if `boxesValue`: then the run
     /// is a group of `any Sendable`, and the child's controllers, typed as
     /// its own job, box the value they report.
     init<Element>(run: GroupRun<Element>, index: Int, boxesValue: Bool) where Run == GroupRun<Element> {
         self.run = run
         self.storedIndex = UInt32(truncatingIfNeeded: index)
         self.childKind = boxesValue ? .boxingChild : .groupChild
+    }
+
+    /// A zip's child: its controllers, typed as its own job, box the value
+    /// they report.
+    init(run: ZipRun, index: Int) where Run == ZipRun {
+        self.run = run
+        self.storedIndex = UInt32(truncatingIfNeeded: index)
+        self.childKind = .zipChild
     }
 
     /// A sequence's step.

@@ -10,12 +10,12 @@
 ///
 ///   (The job a `then` or a `recover` builds runs in its job's place, with
 ///   its job's token, whichever subclass that is.)
-/// - ``ChildToken``: a group's running child or a sequence's step, whose
-///   state is the token itself and its place in its run's state machine,
-///   so that a parked child costs one small object;
-///   A zip's or a race's child is a ``ChildToken`` of a group of
-///   `any Sendable` whose controllers are typed as the child's own job:
-///   they box its value.
+/// - ``ChildToken``: a group's running child, a zip's or a sequence's
+///   step, whose state is the token itself and its place in its run, so
+///   that a parked child costs one small object.
+///   A race's child is a ``ChildToken`` of a group of `any Sendable`, and
+///   a zip's one of a ``ZipRun``, whose controllers are typed as the
+///   child's own job: they box its value.
 ///
 /// A controller holds the token as one class reference, so that a closure
 /// that captures a controller (`other.async { controller.finish() }`) has
@@ -23,8 +23,10 @@
 /// the subclasses through the class's table, which is never specialized (a
 /// `Job<Void>`'s controller would build and inspect its `Result` in
 /// unspecialized code, looking up type metadata on every call): they ask
-/// the token's ``kind`` (the one overridden member, which returns a
-/// constant) and switch over the subclass it names (``TypedToken``). The
+/// the token's ``kind`` (overridden to return a constant) and switch over
+/// the subclass it names (``TypedToken``). Only ``queue`` and
+/// ``attach(node:)``, which build nothing of the job's type, go through
+/// the table, for code that does not know that type (a zip's start). The
 /// base class stores nothing, so that a token is no larger than its
 /// subclass's fields make it.
 ///
@@ -34,7 +36,7 @@
 @usableFromInline class ControllerToken: @unchecked Sendable {
     /// Which subclass a token is.
     enum Kind: UInt8, Sendable {
-        case state, groupChild, sequenceStep, boxingChild
+        case state, groupChild, sequenceStep, boxingChild, zipChild
     }
 
     @usableFromInline
@@ -45,6 +47,19 @@
         preconditionFailure("Internal inconsistency: \(type(of: self)) does not say its kind")
     }
 
+    /// The queue the job runs on, for code that does not know the job's
+    /// value type (a zip's start, generic over a pack of types, would look
+    /// up that tuple type's metadata to ask ``typed(as:)``).
+    var queue: any JobQueue {
+        preconditionFailure("Internal inconsistency: \(type(of: self)) does not say its queue")
+    }
+
+    /// Holds `node` while the job runs, for code that does not know the
+    /// job's value type, as ``queue``: see ``TypedToken/attach(_:)-(JobNode)``.
+    func attach(node: any JobNode) {
+        preconditionFailure("Internal inconsistency: \(type(of: self)) does not hold nodes")
+    }
+
     /// This token with its subclass, for `Success`.
     @inline(__always)
     func typed<Success>(as _: Success.Type) -> TypedToken<Success> {
@@ -53,6 +68,7 @@
         case .groupChild: .groupChild(unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self))
         case .sequenceStep: .sequenceStep(unsafeDowncast(self, to: ChildToken<SequenceRun>.self))
         case .boxingChild: .boxingChild(unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self))
+        case .zipChild: .zipChild(unsafeDowncast(self, to: ChildToken<ZipRun>.self))
         }
     }
 }
@@ -69,9 +85,11 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// A sequence's step: only a `Job<Void>`'s controller holds one, so
     /// the value it reports is `()`.
     case sequenceStep(ChildToken<SequenceRun>)
-    /// A zip's or a race's child: a child of a group of `any Sendable`,
-    /// whatever its own value type, which it boxes.
+    /// A race's child: a child of a group of `any Sendable`, whatever its
+    /// own value type, which it boxes.
     case boxingChild(ChildToken<GroupRun<any Sendable>>)
+    /// A zip's child, whatever its own value type, which it boxes.
+    case zipChild(ChildToken<ZipRun>)
 
     /// The queue the job runs on; children run on it too.
     var queue: any JobQueue {
@@ -80,6 +98,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.run.queue
         case .sequenceStep(let step): step.run.queue
         case .boxingChild(let child): child.run.queue
+        case .zipChild(let child): child.run.queue
         }
     }
 
@@ -90,6 +109,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.isCancelled
         case .sequenceStep(let step): step.isCancelled
         case .boxingChild(let child): child.isCancelled
+        case .zipChild(let child): child.isCancelled
         }
     }
 
@@ -100,6 +120,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.isCompleted
         case .sequenceStep(let step): step.isCompleted
         case .boxingChild(let child): child.isCompleted
+        case .zipChild(let child): child.isCompleted
         }
     }
 
@@ -111,6 +132,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.succeed(with: value)
         case .sequenceStep(let step): step.report(.success(()))
         case .boxingChild(let child): child.report(.success(value))
+        case .zipChild(let child): child.report(.success(value))
         }
     }
 
@@ -122,6 +144,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.report(.failure(error))
         case .sequenceStep(let step): step.report(.failure(error))
         case .boxingChild(let child): child.report(.failure(error))
+        case .zipChild(let child): child.report(.failure(error))
         }
     }
 
@@ -133,6 +156,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.report(outcome)
         case .sequenceStep(let step): step.report(outcome.map { _ in () })
         case .boxingChild(let child): child.report(outcome.map { $0 as any Sendable })
+        case .zipChild(let child): child.report(outcome.map { $0 as any Sendable })
         }
     }
 
@@ -146,6 +170,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.attach(attachment)
         case .sequenceStep(let step): step.attach(attachment)
         case .boxingChild(let child): child.attach(attachment)
+        case .zipChild(let child): child.attach(attachment)
         }
     }
 
@@ -158,6 +183,7 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .groupChild(let child): child.startStep()
         case .sequenceStep(let step): step.startStep()
         case .boxingChild(let child): child.startStep()
+        case .zipChild(let child): child.startStep()
         }
     }
 
@@ -188,6 +214,8 @@ enum TypedToken<Success: Sendable>: Sendable {
             step.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         case .boxingChild(let boxingChild):
             boxingChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+        case .zipChild(let zipChild):
+            zipChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
         }
     }
 }
@@ -204,6 +232,12 @@ enum TypedToken<Success: Sendable>: Sendable {
     }
 
     override var kind: Kind { .state }
+
+    override var queue: any JobQueue { state.queue }
+
+    override func attach(node: any JobNode) {
+        state.attach(.node(node))
+    }
 
     deinit {
         state.abandon()

@@ -159,7 +159,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         case .enqueueTickets(let count):
             attach(self)
             switch role {
-            case .race, .zip:
+            case .race:
                 // Each child's body starts its work and returns: they start
                 // here, one after another, without a queue hop each (later
                 // on this thread, if the child is itself a race's, a
@@ -246,7 +246,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         case .enqueueTicket:
             return .startsNext
         case .finish(let result, _):
-            cancelAttachments(in: cancelling)
+            cancelling.cancelAttachments()
             deliver(result)
             return .recorded
         case .lost:
@@ -264,20 +264,9 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         return tables.takeAll().compactMap { machine.hasCompleted($0.index) ? nil : $0.table }
     }
 
-    /// Cancels what the running children attached: the group is over.
-    private func cancelAttachments(in tables: [AttachmentTable]) {
-        for table in tables {
-            for (_, attachment) in table.takeAll() { attachment.cancelWithOwner() }
-        }
-    }
-
     /// A ticket that a child freed goes to a block of its own.
     func continueAfterChild() {
         enqueueBlock()
-    }
-
-    func makeTable(forChild index: Int) -> AttachmentTable {
-        AttachmentTable()
     }
 
     func install(_ table: AttachmentTable, forChild index: Int) -> Bool {
@@ -296,7 +285,7 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
             return (cancelsRunning ? runningTables(storage.machine) : [], storage.jobsToRelease())
         }
         _ = released  // released here, outside the lock
-        cancelAttachments(in: cancelling)
+        cancelling.cancelAttachments()
     }
 
     /// Says which combinator the job is and how far it is, and adds its
@@ -311,7 +300,6 @@ final class GroupRun<Element: Sendable>: JobNode, ChildRunning {
         owner.kind =
             switch role {
             case .group, .collect, .collectOutcomes: .group(done: done, running: running.count, count: count)
-            case .zip: .zip(done: done, running: running.count, count: count)
             case .race: .race(running: running.count, count: count)
             case .firstSuccess: .firstSuccess(failed: done, running: running.count, count: count)
             }
@@ -332,9 +320,6 @@ enum GroupRole: Sendable, Equatable {
     case group(FailurePolicy)
     /// `collect`: every child's value, in input order.
     case collect(FailurePolicy)
-    /// `zip`: every child's value, failing fast. Its children start one
-    /// after another on the thread that starts it.
-    case zip
     /// `collectOutcomes`: every child's outcome.
     case collectOutcomes
     /// `race`: the first outcome. Its children start one after another on
@@ -346,7 +331,6 @@ enum GroupRole: Sendable, Equatable {
     var goal: GroupGoal {
         switch self {
         case .group(let policy), .collect(let policy): .everySuccess(policy)
-        case .zip: .everyValue
         case .collectOutcomes: .everyOutcome
         case .race: .firstOutcome
         case .firstSuccess: .firstSuccess
@@ -354,19 +338,19 @@ enum GroupRole: Sendable, Equatable {
     }
 
     /// Whether the group is one of `any Sendable`, whose children box the
-    /// values of their own jobs: a zip's jobs are of any types, and a
-    /// race's boxed run specialized (a group of a generic value type runs
-    /// unspecialized, looking up type metadata at each step).
+    /// values of their own jobs: a race's boxed run is specialized (a group
+    /// of a generic value type runs unspecialized, looking up type
+    /// metadata at each step).
     var boxesValues: Bool {
         switch self {
-        case .zip, .race: true
+        case .race: true
         case .group, .collect, .collectOutcomes, .firstSuccess: false
         }
     }
 
     var collectsValues: Bool {
         switch self {
-        case .collect, .zip, .collectOutcomes: true
+        case .collect, .collectOutcomes: true
         case .group, .race, .firstSuccess: false
         }
     }

@@ -3,9 +3,6 @@ enum GroupGoal: Sendable, Equatable {
     /// Every child's success (`group`, `collect`); a failure does what
     /// the policy says.
     case everySuccess(FailurePolicy)
-    /// Every child's value, failing fast (`zip`): reported as collected,
-    /// for the reader to unwrap.
-    case everyValue
     /// Every child's outcome (`collectOutcomes`): a failure is recorded
     /// and never ends the group.
     case everyOutcome
@@ -131,7 +128,6 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
                 state = .finished
                 switch goal {
                 case .everySuccess: return .finish(.success(.values([])))
-                case .everyValue: return .finish(.success(.collected([])))
                 case .everyOutcome: return .finish(.success(.outcomes([])))
                 case .firstOutcome:
                     return .finish(.failure(JobError.invalidArgument("race needs at least one job, got none")))
@@ -186,7 +182,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
             switch outcome {
             case .success(let value):
                 switch goal {
-                case .everySuccess, .everyValue, .everyOutcome:
+                case .everySuccess, .everyOutcome:
                     if collectsValues { running.values[index] = value }
                 case .firstOutcome, .firstSuccess:
                     let done = finish()
@@ -194,7 +190,7 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
                 }
             case .failure(let error):
                 switch goal {
-                case .everySuccess(.failFast), .everyValue, .firstOutcome:
+                case .everySuccess(.failFast), .firstOutcome:
                     let done = finish()
                     return .finish(.failure(error), cancelsRunning: done.activeCount > 0)
                 case .everySuccess(.waitForAll):
@@ -225,8 +221,6 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
         case .everySuccess:
             if let error = done.firstError { return .failure(error) }
             return .success(.values(collectsValues ? done.values.map { $0! } : []))
-        case .everyValue:
-            return .success(.collected(done.values))
         case .everyOutcome:
             return .success(
                 .outcomes(
@@ -301,9 +295,6 @@ struct GroupStateMachine<Element: Sendable>: Sendable {
 enum GroupValue<Element: Sendable>: Sendable {
     /// Every child succeeded, and the group does not collect their values.
     case values([Element])
-    /// Every child of a zip succeeded: their values in input order, each
-    /// there, unwrapped by the reader.
-    case collected([Element?])
     /// Every child completed: their outcomes, in input order.
     case outcomes([Result<Element, any Error>])
     /// The first child to succeed (or to complete, in a race) and its value.
@@ -329,7 +320,7 @@ enum GroupValue<Element: Sendable>: Sendable {
 }
 
 /// A set of children's input indices, one bit each: the first 64 in a word
-/// of their own, so that a small group (a race, a zip) allocates nothing
+/// of their own, so that a small group (a race) allocates nothing
 /// for it.
 private struct CompletionBits: Sendable {
     private var first: UInt64 = 0
