@@ -75,7 +75,7 @@ enum Attachment: Sendable {
 /// job's `Success` makes the (unspecialized) generic deinit of its owner
 /// look up type metadata at run time.
 struct AttachmentList: Sendable {
-    var attachments: [(key: Int, attachment: Attachment)] = []
+    var attachments = AttachmentEntries()
     var nextKey = 0
     /// The first key of the job's current step, once a `then` or a
     /// `recover` went on to the job that finishes it in its place
@@ -99,7 +99,7 @@ extension AttachmentList {
     mutating func append(_ attachment: Attachment, key: Int?) {
         let key = key ?? nextKey
         if key == nextKey { nextKey += 1 }
-        attachments.append((key, attachment))
+        attachments.append((key: key, attachment: attachment))
     }
 
     /// A key for an attachment to be kept later.
@@ -112,8 +112,7 @@ extension AttachmentList {
     /// finish mostly in the order they started, so the search starts from
     /// the end.
     mutating func remove(_ key: Int) -> Attachment? {
-        guard let index = attachments.lastIndex(where: { $0.key == key }) else { return nil }
-        return attachments.remove(at: index).attachment
+        attachments.removeLast(key: key)
     }
 
     /// The job goes on to the job that finishes it in its place (a `then`'s
@@ -147,16 +146,96 @@ extension AttachmentList {
     /// Takes every attachment out, for the job has completed, and keeps
     /// what snapshots of the completed job still show: its names, and
     /// `failure`, the error it failed with, if any.
-    mutating func takeAttachments(keeping failure: (any Error)?) -> [(key: Int, attachment: Attachment)] {
+    mutating func takeAttachments(keeping failure: (any Error)?) -> AttachmentEntries {
+        // Most jobs that attach anything attach one thing, not a name.
+        if failure == nil && attachments.isOneThatIsNotAName { return attachments.takeAll() }
         let taken = attachments
-        let isName = { (entry: (key: Int, attachment: Attachment)) in
+        let isName = { (entry: AttachmentEntries.Element) in
             if case .name = entry.attachment { true } else { false }
         }
         // A named job that holds nothing else keeps its list as it is.
-        if failure == nil && taken.allSatisfy(isName) { return [] }
-        attachments = taken.filter(isName)
+        if failure == nil && taken.allSatisfy(isName) { return AttachmentEntries() }
+        attachments = AttachmentEntries(taken.filter(isName))
         // Under a key of its own, which no child's detach can name.
-        if let failure { attachments.append((reserveKey(), .failure(failure))) }
+        if let failure { attachments.append((key: reserveKey(), attachment: .failure(failure))) }
         return taken
+    }
+}
+
+/// A job's attachments with their keys, in the order they were attached:
+/// the first inline, the others in an array made for the second, as most
+/// jobs that attach anything attach one thing (a combinator its run, a
+/// leaf its `onCancel` block).
+struct AttachmentEntries: Sequence, Sendable {
+    typealias Element = (key: Int, attachment: Attachment)
+
+    /// The first entry; `nil` only when there are none.
+    private var first: Element?
+    /// The entries after the first.
+    private var rest: [Element] = []
+
+    init() {}
+
+    init(_ entries: [Element]) {
+        first = entries.first
+        rest = Array(entries.dropFirst())
+    }
+
+    /// Whether there is one entry, and not a name.
+    var isOneThatIsNotAName: Bool {
+        switch first {
+        case .none, (_, .name)?: false
+        case .some: rest.isEmpty
+        }
+    }
+
+    /// Takes every entry out, leaving none.
+    mutating func takeAll() -> AttachmentEntries {
+        var taken = AttachmentEntries()
+        swap(&self, &taken)
+        return taken
+    }
+
+    mutating func append(_ entry: Element) {
+        if first == nil { first = entry } else { rest.append(entry) }
+    }
+
+    /// Removes the last entry under `key` and returns its attachment.
+    /// Children finish mostly in the order they started, so the search
+    /// starts from the end.
+    mutating func removeLast(key: Int) -> Attachment? {
+        if let index = rest.lastIndex(where: { $0.key == key }) { return rest.remove(at: index).attachment }
+        guard let entry = first, entry.key == key else { return nil }
+        removeFirst()
+        return entry.attachment
+    }
+
+    /// Removes every entry `shouldBeRemoved` says so of.
+    mutating func removeAll(where shouldBeRemoved: (Element) -> Bool) {
+        rest.removeAll(where: shouldBeRemoved)
+        if let entry = first, shouldBeRemoved(entry) { removeFirst() }
+    }
+
+    /// The second entry, if any, becomes the first.
+    private mutating func removeFirst() {
+        first = rest.isEmpty ? nil : rest.removeFirst()
+    }
+
+    func makeIterator() -> Iterator {
+        Iterator(first: first, rest: rest.makeIterator())
+    }
+
+    /// The entries, first to last.
+    struct Iterator: IteratorProtocol {
+        fileprivate var first: Element?
+        fileprivate var rest: IndexingIterator<[Element]>
+
+        mutating func next() -> Element? {
+            if let entry = first {
+                first = nil
+                return entry
+            }
+            return rest.next()
+        }
     }
 }

@@ -33,21 +33,18 @@ final class AttachmentTable: Sendable {
 
     /// Takes every attachment out, for the job completed, keeping what its
     /// snapshots still show: its names, and `failure`, if it failed.
-    func takeOnCompletion(keeping failure: (any Error)?) -> [(key: Int, attachment: Attachment)] {
+    func takeOnCompletion(keeping failure: (any Error)?) -> AttachmentEntries {
         lock.withLock { $0.takeAttachments(keeping: failure) }
     }
 
     /// Takes every attachment out, keeping none: a group's child or a
     /// sequence's step completed, or its run is over. To be cancelled or
     /// released by the caller, outside the lock.
-    func takeAll() -> [(key: Int, attachment: Attachment)] {
+    func takeAll() -> AttachmentEntries {
         lock.withLock { list in
-            defer {
-                list.attachments = []
-                // A sequence's next step, in the same table, starts afresh.
-                list.stepStart = nil
-            }
-            return list.attachments
+            // A sequence's next step, in the same table, starts afresh.
+            list.stepStart = nil
+            return list.attachments.takeAll()
         }
     }
 
@@ -94,6 +91,6 @@ final class AttachmentTable: Sendable {
 
     /// The attachments as they are now, for a snapshot.
     var entries: Entries {
-        lock.withLock { Entries(attachments: $0.attachments, stepStart: $0.stepStart) }
+        lock.withLock { Entries(attachments: Array($0.attachments), stepStart: $0.stepStart) }
     }
 }

@@ -265,7 +265,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     private func finish(with outcome: Outcome, as phase: OutcomeLatch.Phase) -> Bool {
         guard latch.win(phase) else { return false }
         // A failure's error is kept for snapshots, so it makes the table.
-        var taken: [(key: Int, attachment: Attachment)] = []
+        var taken = AttachmentEntries()
         if phase == .failed, case .failure(let error) = outcome {
             taken = table.takeOnCompletion(keeping: error)
         } else if let table = attachments.existing {

@@ -192,8 +192,8 @@ final class SequenceRun: JobNode, ChildRunning {
         let (cancelling, released) = lock.withLock { storage in
             let action = storage.machine.cancel()
             over.store(true, ordering: .sequentiallyConsistent)
-            var cancelling: [(key: Int, attachment: Attachment)] = []
-            if case .cancelStep = action { cancelling = stepTable.existing?.takeAll() ?? [] }
+            var cancelling = AttachmentEntries()
+            if case .cancelStep = action { cancelling = stepTable.existing?.takeAll() ?? AttachmentEntries() }
             return (cancelling, storage.jobsToRelease())
         }
         _ = released  // released here, outside the lock
