@@ -31,6 +31,11 @@ final class JobState<Success: Sendable>: JobCancelling {
     @usableFromInline typealias Outcome = Result<Success, any Error>
     @usableFromInline typealias Handler = @Sendable (Outcome) -> Void
     @usableFromInline typealias Body = @Sendable (Job<Success>.Controller) -> Void
+    /// Calls a handler with a value, as a success: made where `Success` is
+    /// known (in ``Job/perform(on:then:)``, inlinable, a closure that
+    /// captures nothing), as in unspecialized code building the `Result`
+    /// looks up its type's metadata, at each call.
+    @usableFromInline typealias SuccessCall = @Sendable (Handler, Success) -> Void
 
     /// Where the outcome goes.
     enum Delivery {
@@ -78,12 +83,17 @@ final class JobState<Success: Sendable>: JobCancelling {
     private nonisolated(unsafe) var delivery: Delivery  // owned by the latch's winner
     private nonisolated(unsafe) var continuation: UnsafeContinuation<Success, any Error>?  // handed over
     private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
+    /// How a handler is called with a success, if the maker knew `Success`.
+    private let callsWithSuccess: SuccessCall?
 
-    /// A performance whose handler is called through `queue` or inline.
+    /// A performance whose handler is called through `queue` or inline;
+    /// `callsWithSuccess`, made where `Success` is known, calls it with a
+    /// success.
     @usableFromInline
-    init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
+    init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler, callsWithSuccess: SuccessCall? = nil) {
         self.queue = queue
         self.delivery = hopsToQueue ? .throughQueue(handler) : .inline(handler)
+        self.callsWithSuccess = callsWithSuccess
     }
 
     /// A performance awaited by a task, which hands over its continuation
@@ -92,6 +102,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     init(awaitingOn queue: any JobQueue) {
         self.queue = queue
         self.delivery = .awaiting
+        self.callsWithSuccess = nil
     }
 
     var isCompleted: Bool {
@@ -210,7 +221,11 @@ final class JobState<Success: Sendable>: JobCancelling {
         // captured does not.
         switch takeDelivery() {
         case .throughQueue(let handler):
-            Trampoline.enqueue({ handler(.success(value)) }, on: queue)
+            if let callsWithSuccess {
+                Trampoline.enqueue({ callsWithSuccess(handler, value) }, on: queue)
+            } else {
+                Trampoline.enqueue({ handler(.success(value)) }, on: queue)
+            }
         case .inline(let handler):
             deliverInline(value, to: handler)
         case .awaiting:
