@@ -87,11 +87,9 @@ public struct Job<Success: Sendable>: Sendable {
         // Inlinable, so that the caller's module, which knows `Success`,
         // makes the state and its token: made in generic code, each looks
         // up its type's metadata at run time.
-        let state = JobState<Success>(
-            queue: queue, hopsToQueue: true, handler: handler,
-            callsWithSuccess: { handler, value in handler(.success(value)) }
-        )
-        return state.performance(of: body, controlledBy: StateToken(state))
+        let state = JobState<Success>(queue: queue, hopsToQueue: true, handler: handler)
+        let token = StateToken(state, callsWithSuccess: { handler, value in handler(.success(value)) })
+        return state.performance(of: body, controlledBy: token)
     }
 }
 

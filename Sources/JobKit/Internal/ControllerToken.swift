@@ -128,7 +128,7 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// - Returns: `true` if this outcome won.
     func succeed(with value: Success) -> Bool {
         switch self {
-        case .state(let token): token.state.succeed(with: value)
+        case .state(let token): token.state.succeed(with: value, calling: token.callsWithSuccess)
         case .groupChild(let child): child.succeed(with: value)
         case .sequenceStep(let step): step.report(.success(()))
         case .boxingChild(let child): child.report(.success(value))
@@ -222,13 +222,18 @@ enum TypedToken<Success: Sendable>: Sendable {
 
 /// The token of a performance whose state is a ``JobState``.
 ///
-/// Unchecked, as its base class: it holds one immutable reference.
+/// Unchecked, as its base class: it holds an immutable reference and an
+/// immutable `Sendable` closure.
 @usableFromInline final class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable {
     let state: JobState<Success>
+    /// How the state's handler is called with a success, if the token's
+    /// maker knew `Success` (``JobState/SuccessCall``).
+    let callsWithSuccess: JobState<Success>.SuccessCall?
 
     @usableFromInline
-    init(_ state: JobState<Success>) {
+    init(_ state: JobState<Success>, callsWithSuccess: JobState<Success>.SuccessCall? = nil) {
         self.state = state
+        self.callsWithSuccess = callsWithSuccess
     }
 
     override var kind: Kind { .state }
