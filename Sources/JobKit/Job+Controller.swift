@@ -37,7 +37,7 @@ extension Job {
         ///   job had already completed.
         @discardableResult
         public func finish(with value: Success) -> Bool {
-            token.succeed(with: value)
+            shared.succeed(with: value)
         }
 
         /// Fails the job with `error`.

@@ -60,6 +60,27 @@
         preconditionFailure("Internal inconsistency: \(type(of: self)) does not hold nodes")
     }
 
+    /// ``TypedToken/succeed(with:)``, without making the typed token: the
+    /// path of every child's success, where the token made and handed on
+    /// is retained and released around the call.
+    /// - Returns: `true` if this outcome won.
+    @inline(__always)
+    func succeed<Success: Sendable>(with value: Success) -> Bool {
+        switch kind {
+        case .state:
+            let token = unsafeDowncast(self, to: StateToken<Success>.self)
+            return token.state.succeed(with: value, calling: token.callsWithSuccess)
+        case .groupChild:
+            return unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self).succeed(with: value)
+        case .sequenceStep:
+            return unsafeDowncast(self, to: ChildToken<SequenceRun>.self).report(.success(()))
+        case .boxingChild:
+            return unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self).report(.success(value))
+        case .zipChild:
+            return unsafeDowncast(self, to: ChildToken<ZipRun>.self).report(.success(value))
+        }
+    }
+
     /// This token with its subclass, for `Success`.
     @inline(__always)
     func typed<Success>(as _: Success.Type) -> TypedToken<Success> {
@@ -121,18 +142,6 @@ enum TypedToken<Success: Sendable>: Sendable {
         case .sequenceStep(let step): step.isCompleted
         case .boxingChild(let child): child.isCompleted
         case .zipChild(let child): child.isCompleted
-        }
-    }
-
-    /// Reports `value` unless the job already completed.
-    /// - Returns: `true` if this outcome won.
-    func succeed(with value: Success) -> Bool {
-        switch self {
-        case .state(let token): token.state.succeed(with: value, calling: token.callsWithSuccess)
-        case .groupChild(let child): child.succeed(with: value)
-        case .sequenceStep(let step): step.report(.success(()))
-        case .boxingChild(let child): child.report(.success(value))
-        case .zipChild(let child): child.report(.success(value))
         }
     }
 
