@@ -8,7 +8,7 @@ import Testing
 /// passes through it unchanged.
 enum Wrapper: String, CaseIterable, Sendable {
     case then, map, recover, mapError, always, timeout, retry, group, collect, zip, race, firstSuccess, sequence, named
-    case repeated, collectPages, shared
+    case repeated, collectPages, shared, zipOfOne
 
     /// `job` inside this combinator.
     func around(_ job: Job<Void>) -> Job<Void> {
@@ -31,6 +31,9 @@ enum Wrapper: String, CaseIterable, Sendable {
         case .repeated: job.repeated(while: { _ in false })
         case .collectPages: Job.collectPages(from: 0) { _ in job.map { JobPage<Int, Int>.last([]) } }.discardingValue()
         case .shared: job.shared()
+        // A zip's run right inside a zip's: nothing between them keeps
+        // the queue, the leaf asks for it.
+        case .zipOfOne: Job.zip(job)
         }
     }
 

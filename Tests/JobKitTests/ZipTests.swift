@@ -133,17 +133,44 @@ struct ZipTests {
     }
 
     @Test func theValuesOfACancelledZipAreReleasedOutsideItsLock() {
-        let handle = LockedValue<JobHandle?>(nil)
-        let snapshotsTaken = LockedValue(0)
-        let probe = Job<Probe> { controller in
-            controller.finish(with: Probe.snapshotting(handle, counting: snapshotsTaken))
-        }
+        // A value whose deinit reports through the zip's other job, which
+        // takes the zip's lock (a snapshot would not reach the zip: its job
+        // let go of it as it was cancelled): released under the lock, it
+        // would take it again.
         let waiting = ManualJob<Void>()
-        handle.setValue(Job.zip(probe, waiting.job).perform(on: ImmediateQueue()) { _ in })
-        #expect(snapshotsTaken.value == 0)
-        handle.value?.cancel()
-        #expect(snapshotsTaken.value == 1)
+        let reported = LockedValue<Bool?>(nil)
+        let probe = Job<Probe> { controller in
+            controller.finish(with: Probe { reported.setValue(waiting.finish()) })
+        }
+        let handle = Job.zip(probe, waiting.job).perform(on: ImmediateQueue()) { _ in }
+        #expect(reported.value == nil)
+        handle.cancel()
+        // Dropped: the zip was over.
+        #expect(reported.value == false)
         #expect(waiting.cancelCount == 1)
+    }
+
+    @Test func aJobThatFailsInItsBodyKeepsTheJobsAfterItFromStarting() {
+        let later = ManualJob<Int>()
+        let failing = Job<String>.failed(TestError(id: 1))
+        #expect(outcome(of: Job.zip(Job.succeeded(0), failing, later.job))?.failure as? TestError == TestError(id: 1))
+        #expect(later.startCount == 0)
+    }
+
+    @Test func aCancelWhileTheJobsStartKeepsTheRestFromStarting() throws {
+        let handle = LockedValue<JobHandle?>(nil)
+        let later = ManualJob<Int>()
+        let cancelling = Job<Int> { controller in
+            handle.value?.cancel()
+            controller.finish(with: 1)
+        }
+        let queue = TestQueue()
+        let recorder = Recorder<(Int, Int)>()
+        handle.setValue(Job.zip(cancelling, later.job).perform(on: queue, then: recorder.handler))
+        try queue.run()
+        #expect(later.startCount == 0)
+        #expect(isCancellation(recorder.last?.failure))
+        #expect(recorder.count == 1)
     }
 
     @Test func aJobThatDropsItsControllerFailsItAsAbandoned() {

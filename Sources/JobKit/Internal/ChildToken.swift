@@ -1,7 +1,8 @@
 import Synchronization
 
 /// A combinator's run that keeps its running children's state itself (a
-/// group, a sequence), so that each child costs only its ``ChildToken``.
+/// group, a zip, a sequence), so that each child costs only its
+/// ``ChildToken``.
 protocol ChildRunning<Element>: AnyObject, Sendable {
     /// What each child produces.
     associatedtype Element: Sendable
@@ -74,7 +75,7 @@ enum ChildCompletion: Sendable {
     case lost
 }
 
-/// A running child of a group or a step of a sequence: what its
+/// A running child of a group or a zip, or a step of a sequence: what its
 /// controllers share, and the only state of its own the child has: its
 /// outcome latch, and what it attached, in a table made on first use (most
 /// children attach nothing). Whether it completed is kept by its run, which
@@ -84,8 +85,8 @@ enum ChildCompletion: Sendable {
 /// `true`, what the child reports is dropped, and what it attaches is
 /// cancelled at once. What it attached is released when it completes.
 ///
-/// The thread that runs the child's body (a group's block, a sequence's
-/// loop) calls ``bodyReturned()`` after it. A child that completes before
+/// The thread that runs the child's body (a group's block, a zip's start,
+/// a sequence's loop) calls ``bodyReturned()`` after it. A child that completes before
 /// that, and so lets the next child start, leaves the next child to that
 /// thread, which starts it at once, without a queue hop or a nested call:
 /// the latch says so, as ``ChildPhase/grantedToRunner``.
@@ -101,7 +102,7 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     /// ``ChildPhase``: whether the body runs, and whether an outcome of the
     /// child's own went through.
     private let phase = Atomic<UInt8>(ChildPhase.inBody)
-    /// A group's child or a sequence's step.
+    /// A group's child, a race's, a zip's or a sequence's step.
     private let childKind: Kind
     /// What the child attached (`onCancel` blocks, grandchildren, names),
     /// made on first use (``ChildRunning/makeTable(forChild:)``).
@@ -186,7 +187,7 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     }
 
     /// ``report(_:)`` of `value`. Apart, so that unspecialized code that
-    /// calls it (``TypedToken/succeed(with:)``) looks up the metadata of
+    /// calls it (``ControllerToken/succeed(with:)``) looks up the metadata of
     /// the `Result` it builds only on this path.
     @inline(never)
     func succeed(with value: Run.Element) -> Bool {

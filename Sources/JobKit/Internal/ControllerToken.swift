@@ -48,8 +48,8 @@
     }
 
     /// The queue the job runs on, for code that does not know the job's
-    /// value type (a zip's start, generic over a pack of types, would look
-    /// up that tuple type's metadata to ask ``typed(as:)``).
+    /// value type (a zip's run, made in code generic over a pack of types,
+    /// would look up that tuple type's metadata to ask ``typed(as:)``).
     var queue: any JobQueue {
         preconditionFailure("Internal inconsistency: \(type(of: self)) does not say its queue")
     }
@@ -60,9 +60,10 @@
         preconditionFailure("Internal inconsistency: \(type(of: self)) does not hold nodes")
     }
 
-    /// ``TypedToken/succeed(with:)``, without making the typed token: the
-    /// path of every child's success, where the token made and handed on
-    /// is retained and released around the call.
+    /// Reports `value` unless the job already completed, switching over
+    /// ``kind`` here rather than making a ``TypedToken`` and calling it:
+    /// the path of every child's success, where a typed token made and
+    /// handed on is retained and released around the call.
     /// - Returns: `true` if this outcome won.
     @inline(__always)
     func succeed<Success: Sendable>(with value: Success) -> Bool {

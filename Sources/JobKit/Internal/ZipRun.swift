@@ -25,6 +25,10 @@ import Synchronization
 final class ZipRun: JobNode, ChildRunning, @unchecked Sendable {
     typealias Element = any Sendable
 
+    /// The queue the zip's job runs on, and its children: kept, as asking
+    /// the owner would climb a chain of zips nested in zips, one level at
+    /// a time, for every read.
+    let queue: any JobQueue
     /// The children's jobs (the zip's own, shared by its performances),
     /// until they started: read by the thread that starts them alone,
     /// which then lets them go, so that a child's controller kept after
@@ -67,6 +71,7 @@ final class ZipRun: JobNode, ChildRunning, @unchecked Sendable {
     ) {
         self.jobs = jobs
         self.count = jobs.count
+        self.queue = owner.queue
         self.owner = owner
         self.report = report
         self.lock = Lock(Progress(remaining: count))
@@ -78,12 +83,6 @@ final class ZipRun: JobNode, ChildRunning, @unchecked Sendable {
         slots.deinitialize(count: count)
         slots.deallocate()
         if !Trampoline.releasing({ owner = nil }) { Trampoline.holdRelease { [owner] in _ = owner } }
-    }
-
-    /// The queue the zip's job runs on, and its children: asked of the
-    /// owner, which the run holds to its end, rather than kept beside it.
-    var queue: any JobQueue {
-        owner.unsafelyUnwrapped.queue
     }
 
     /// Whether the zip is over: its running children count as cancelled.

@@ -48,6 +48,12 @@ struct AttachmentListTests {
         #expect(keys(list.attachments).isEmpty)
     }
 
+    @Test func aJobThatAttachedOneThingAndFailedKeepsItsFailure() {
+        var list = list([.onCancel {}])
+        #expect(keys(list.takeAttachments(keeping: TestFailure())) == ["0c"])
+        #expect(keys(list.attachments) == ["1f"])
+    }
+
     @Test func aCompletedJobKeepsItsNamesAndItsFailure() {
         var named = list([.name("a")])
         #expect(keys(named.takeAttachments(keeping: nil)).isEmpty)
