@@ -86,10 +86,10 @@ enum ChildCompletion: Sendable {
 /// cancelled at once. What it attached is released when it completes.
 ///
 /// The thread that runs the child's body (a group's block, a zip's start,
-/// a sequence's loop) calls ``bodyReturned()`` after it. A child that completes before
-/// that, and so lets the next child start, leaves the next child to that
-/// thread, which starts it at once, without a queue hop or a nested call:
-/// the latch says so, as ``ChildPhase/grantedToRunner``.
+/// a sequence's loop) calls ``bodyReturned()`` after it. A child that
+/// completes before that, and so lets the next child start, leaves the
+/// next child to that thread, which starts it at once, without a queue hop
+/// or a nested call: the latch says so, as ``ChildPhase/grantedToRunner``.
 ///
 /// Unchecked, as its base class: it holds an immutable reference, an
 /// integer and atomics.

@@ -24,9 +24,10 @@
 /// `Job<Void>`'s controller would build and inspect its `Result` in
 /// unspecialized code, looking up type metadata on every call): they ask
 /// the token's ``kind`` (overridden to return a constant) and switch over
-/// the subclass it names (``TypedToken``). Only ``queue`` and
+/// the subclass it names (``TypedToken``; ``succeed(with:)``, the path of
+/// every child's success, switches in place). Only ``queue`` and
 /// ``attach(node:)``, which build nothing of the job's type, go through
-/// the table, for code that does not know that type (a zip's start). The
+/// the table, for code that does not know that type (a zip's run). The
 /// base class stores nothing, so that a token is no larger than its
 /// subclass's fields make it.
 ///

@@ -206,7 +206,7 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// without looking into the outcome, which unspecialized code pays for.
     /// `callsWithSuccess`, if any, calls a handler through the queue.
     /// - Returns: `true` if this outcome won.
-    func succeed(with value: Success, calling callsWithSuccess: SuccessCall? = nil) -> Bool {
+    func succeed(with value: Success, calling callsWithSuccess: SuccessCall?) -> Bool {
         guard latch.win(.completed) else { return false }
         // What the job attached goes with its completion, after the
         // delivery, as a failure's does.

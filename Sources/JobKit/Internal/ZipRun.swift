@@ -105,12 +105,8 @@ final class ZipRun: JobNode, ChildRunning, @unchecked Sendable {
     /// after another (later on this thread, if the zip is itself a child
     /// of a zip or a race, a million deep).
     func start() {
-        guard count > 0 else {
-            lock.withLock { $0.isOver = true }
-            over.store(true, ordering: .sequentiallyConsistent)
-            deliver(.success(self))
-            return
-        }
+        // No jobs: nothing to hold, start or wait for.
+        guard count > 0 else { return deliver(.success(self)) }
         owner.unsafelyUnwrapped.attach(node: self)
         if let level = Trampoline.Level.enter() {
             startChildren()
@@ -134,7 +130,9 @@ final class ZipRun: JobNode, ChildRunning, @unchecked Sendable {
     }
 
     /// Reports `result` to the zip's job, which may be another zip's
-    /// child, a million deep (``Trampoline/Level``).
+    /// child, a million deep (``Trampoline/Level``). Written out, as a
+    /// group's is: a generic helper taking the report and its arguments
+    /// measured 360 instructions a zip more.
     private func deliver(_ result: Result<ZipRun, any Error>) {
         let owner = owner.unsafelyUnwrapped
         if let level = Trampoline.Level.enter() {
