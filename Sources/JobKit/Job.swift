@@ -67,7 +67,14 @@ public struct Job<Success: Sendable>: Sendable {
     ///
     /// The job's closure is enqueued on `queue`; `handler` is called on
     /// `queue` too, exactly once, whatever thread the outcome is reported
-    /// from. Cancelling the returned handle completes the job at once with
+    /// from, and never before the closure returns. A job that completes
+    /// in its closure (a cached value, a `zip` of jobs that finish at once)
+    /// has `handler` called as soon as the closure returns, in the same
+    /// turn of `queue` rather than a turn of its own: on a `DispatchQueue`
+    /// or a `TestQueue`, before work the closure enqueued there. A job that
+    /// completes later has `handler` called in a turn of its own.
+    ///
+    /// Cancelling the returned handle completes the job at once with
     /// `CancellationError`; if the closure had not started yet, it never
     /// starts. A queue that drops the closure without running it (one torn
     /// down first) fails the job with ``JobError/abandoned``, and the

@@ -204,6 +204,48 @@ public enum Trampoline {
         thread.pointee.runsEnqueuedWorkInline = false
     }
 
+    /// Runs `body`, the body of the performance `owner`, on this thread;
+    /// then the call ``callAfterBody(of:_:)`` kept for it, if its job
+    /// completed meanwhile: its handler's call, in the same turn of the
+    /// queue rather than in one of its own.
+    ///
+    /// Only a body that a queue runs in a work item of its own, outside
+    /// any call of JobKit's on this thread, keeps calls so: a body run
+    /// inline (an `ImmediateQueue`'s, or one held back) leaves its
+    /// handler's call to the line of held work, in first-in, first-out
+    /// order with the work the body enqueued.
+    @inline(__always)
+    static func runBody(of owner: AnyObject, _ body: () -> Void) {
+        let thread = ThreadState.current
+        // A body run inside another's (a shared job's first run) keeps
+        // its own call, and leaves the other's for that body's end.
+        let outer = thread.pointee.bodyRunning
+        let outerCall = thread.pointee.afterBody.take()
+        thread.pointee.bodyRunning = thread.pointee.isInsideCall ? nil : identity(of: owner)
+        body()
+        thread.pointee.bodyRunning = outer
+        let call = thread.pointee.afterBody
+        thread.pointee.afterBody = outerCall
+        call?()
+    }
+
+    /// Keeps `call`, a completed job's handler call, to make as soon as
+    /// the body of `owner` returns, if this thread runs that body now
+    /// (``runBody(of:_:)``).
+    /// - Returns: `false` if it does not: the caller enqueues `call`.
+    @inline(__always)
+    static func callAfterBody(of owner: AnyObject, _ call: @escaping @Sendable () -> Void) -> Bool {
+        let thread = ThreadState.current
+        guard thread.pointee.bodyRunning == identity(of: owner) else { return false }
+        thread.pointee.afterBody = call
+        return true
+    }
+
+    @inline(__always)
+    private static func identity(of owner: AnyObject) -> UnsafeRawPointer {
+        UnsafeRawPointer(Unmanaged.passUnretained(owner).toOpaque())
+    }
+
     /// Whether this thread is inside one of JobKit's calls: work it
     /// enqueues now waits until that call returns.
     static var isInsideCall: Bool {
@@ -267,6 +309,12 @@ public enum Trampoline {
         var head = 0
         /// The snapshot this thread is taking, if any.
         var snapshotWalk = SnapshotWalk()
+        /// The performance whose body a queue runs on this thread now,
+        /// if any (``Trampoline/runBody(of:_:)``): only compared, never
+        /// dereferenced.
+        var bodyRunning: UnsafeRawPointer? = nil
+        /// Its handler's call, once its job completed in the body.
+        var afterBody: (@Sendable () -> Void)? = nil
 
         /// The thread enters its outermost call: nesting counts from 0
         /// in it (work held back runs at its depth).

@@ -41,7 +41,9 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     /// Where the outcome goes.
     enum Delivery {
-        /// To a handler called through the job's queue: a public performance.
+        /// To a handler called on the job's queue: a public performance.
+        /// In the body's turn of the queue, once the body returned, if it
+        /// completed the job; in a work item of its own otherwise.
         case throughQueue(Handler)
         /// To a handler called on the thread that completes the job: a
         /// combinator's own child.
@@ -187,7 +189,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         pendingBody = nil
         guard let body, !isCompleted else { return }
         hasStarted.store(true, ordering: .relaxed)
-        body(Job<Success>.Controller(token ?? StateToken(self)))
+        Trampoline.runBody(of: self) { body(Job<Success>.Controller(token ?? StateToken(self))) }
     }
 
     // MARK: Completing
@@ -204,7 +206,7 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     /// Reports `value` unless the job already completed: ``complete(with:)``
     /// without looking into the outcome, which unspecialized code pays for.
-    /// `callsWithSuccess`, if any, calls a handler through the queue.
+    /// `callsWithSuccess`, if any, calls a handler on the queue.
     /// - Returns: `true` if this outcome won.
     func succeed(with value: Success, calling callsWithSuccess: SuccessCall?) -> Bool {
         guard latch.win(.completed) else { return false }
@@ -219,9 +221,9 @@ final class JobState<Success: Sendable>: JobCancelling {
         switch takeDelivery() {
         case .throughQueue(let handler):
             if let callsWithSuccess {
-                Trampoline.enqueue({ callsWithSuccess(handler, value) }, on: queue)
+                callOnQueue { callsWithSuccess(handler, value) }
             } else {
-                Trampoline.enqueue({ handler(.success(value)) }, on: queue)
+                callOnQueue { handler(.success(value)) }
             }
         case .inline(let handler):
             deliverInline(value, to: handler)
@@ -229,6 +231,17 @@ final class JobState<Success: Sendable>: JobCancelling {
             if outcomeArrives() { continuation.take()?.resume(returning: value) }
         }
         return true
+    }
+
+    /// Makes `call`, the handler's, on the queue: as soon as the body
+    /// returns, if the job completed in the body a queue runs on this
+    /// thread (the same turn of the queue: one hop fewer), or else in a
+    /// work item of its own.
+    @inline(__always)
+    private func callOnQueue(_ call: @escaping @Sendable () -> Void) {
+        if !Trampoline.callAfterBody(of: self, call) {
+            Trampoline.enqueue(call, on: queue)
+        }
     }
 
     /// Calls `handler` with `value` (``succeed(with:)``), on this thread.
@@ -288,7 +301,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         }
         switch takeDelivery() {
         case .throughQueue(let handler):
-            Trampoline.enqueue({ handler(outcome) }, on: queue)
+            callOnQueue { handler(outcome) }
         case .inline(let handler):
             // To a combinator that holds this job, which may be held by
             // another, a million deep (``Trampoline/Level``).
