@@ -98,7 +98,7 @@ struct CollectOutcomesTests {
         #expect(try summary(#require(outcome(of: job)).get()) == [3, -4])
     }
 
-    @Test func threeHundredThousandSynchronousJobsFinishWithAFlatStack() throws {
+    @Test(.onThreadOfItsOwn) func threeHundredThousandSynchronousJobsFinishWithAFlatStack() throws {
         // Fewer under Thread Sanitizer, where they take 30 times longer: the
         // flat stack holds for any number.
         let count = isThreadSanitized ? 30_000 : 300_000

@@ -89,7 +89,7 @@ struct FirstSuccessTests {
         handle.cancel()
     }
 
-    @Test(arguments: [1, .max])
+    @Test(.onThreadOfItsOwn, arguments: [1, .max])
     func threeHundredThousandSynchronousFailuresBeforeASuccessKeepAFlatStack(maxConcurrent: Int) throws {
         let count = isThreadSanitized ? 30_000 : 300_000
         let top = currentStackAddress()

@@ -189,7 +189,7 @@ struct GroupTests {
         #expect(order.value == ["a", "b", "post"])
     }
 
-    @Test func millionSynchronousChildrenOnAnImmediateQueueFinishWithAFlatStack() throws {
+    @Test(.onThreadOfItsOwn) func millionSynchronousChildrenOnAnImmediateQueueFinishWithAFlatStack() throws {
         let top = currentStackAddress()
         let deepest = LockedValue(top)
         let count = LockedValue(0)

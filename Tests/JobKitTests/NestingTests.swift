@@ -59,7 +59,12 @@ private func sleeping(cancels: LockedValue<Int>) -> Job<Void> {
     }
 }
 
-@Suite("Jobs nested deep", .timeLimit(.minutes(1)))
+/// Each test is seconds of work for one thread (some 40 in all, in a debug
+/// build), on threads of its own: one at a time, so that the suite does not
+/// take two dozen threads' share of the machine from the tests beside it,
+/// with a limit that allows a busy machine (the work is bounded: a
+/// `TestQueue` throws past its steps).
+@Suite("Jobs nested deep", .serialized, .timeLimit(.minutes(3)))
 struct NestingTests {
     /// How deep the jobs nest: ten times as deep as crashed a thread of
     /// 512 KiB, as a dispatch worker's is, before outcomes, cancels and

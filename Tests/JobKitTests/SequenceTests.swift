@@ -89,7 +89,7 @@ struct SequenceTests {
         #expect(secondRuns.value == 3)
     }
 
-    @Test func aMillionSynchronousStepsOnAnImmediateQueueKeepAFlatStack() throws {
+    @Test(.onThreadOfItsOwn) func aMillionSynchronousStepsOnAnImmediateQueueKeepAFlatStack() throws {
         let top = currentStackAddress()
         let deepest = LockedValue(top)
         let count = LockedValue(0)

@@ -1,5 +1,6 @@
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 /// JobKit's own enqueues never nest without bound, even on a queue that
@@ -7,7 +8,7 @@ import Testing
 /// `JobQueue`'s advice on purpose).
 @Suite("No recursion on inline queues", .timeLimit(.minutes(1)))
 struct TrampolineTests {
-    @Test func aHundredThousandRetriesKeepAFlatStack() {
+    @Test(.onThreadOfItsOwn) func aHundredThousandRetriesKeepAFlatStack() {
         let top = currentStackAddress()
         let deepest = LockedValue(top)
         let attempts = LockedValue(0)
