@@ -91,12 +91,16 @@ struct ChildProcessTests {
 /// The slots that bound the suites that start processes (``ProcessSlots``).
 @Suite("Process slots", .timeLimit(.minutes(1)))
 struct ProcessSlotsTests {
-    /// Holders that each wait inside their slot until the test lets them go.
+    /// Holders that each wait inside their slot until the test lets them go,
+    /// or its task is cancelled (a test past its time limit ends, rather
+    /// than waiting for holders that nothing will let go).
     final class Holders: Sendable {
         let inside = LockedValue((now: 0, most: 0))
         let entered: AsyncStream<Int>
         let enter: AsyncStream<Int>.Continuation
-        let releases = LockedValue<[Int: CheckedContinuation<Void, Never>]>([:])
+        /// The holders waiting to be let go, and those let go before they
+        /// waited.
+        let releases = LockedValue((waiting: [Int: CheckedContinuation<Void, Never>](), early: Set<Int>()))
 
         init() {
             (entered, enter) = AsyncStream.makeStream()
@@ -108,16 +112,30 @@ struct ProcessSlotsTests {
                     $0.now += 1
                     $0.most = max($0.most, $0.now)
                 }
-                await withCheckedContinuation { continuation in
-                    releases.withValue { $0[index] = continuation }
-                    enter.yield(index)
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in
+                        let early = releases.withValue { state -> Bool in
+                            if state.early.remove(index) != nil { return true }
+                            state.waiting[index] = continuation
+                            return false
+                        }
+                        if early { continuation.resume() } else { enter.yield(index) }
+                    }
+                } onCancel: {
+                    release(index)
                 }
                 inside.withValue { $0.now -= 1 }
             }
         }
 
         func release(_ index: Int) {
-            releases.withValue { $0.removeValue(forKey: index) }?.resume()
+            releases.withValue { state -> CheckedContinuation<Void, Never>? in
+                guard let waiting = state.waiting.removeValue(forKey: index) else {
+                    state.early.insert(index)
+                    return nil
+                }
+                return waiting
+            }?.resume()
         }
     }
 
