@@ -95,7 +95,12 @@ function startChild(port) {
     : ['-m', 'resumable_upload', 'serve', '--host', '127.0.0.1', '--port', String(port),
       '--upload-dir', path.join(folder, 'uploads'), '--db-path', path.join(folder, 'uploads.db'),
       '--enable-downloads', '--log-level', 'ERROR', ...(maxSize ? ['--max-size', maxSize] : [])];
-  const started = spawn('python3', args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  // Its errors come through the proxy rather than on the test's own
+  // stream: a server left behind by a proxy killed with SIGKILL (whose
+  // exit handler then never runs) would otherwise hold that stream open,
+  // and `swift test` waited for its end for ever.
+  const started = spawn('python3', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  started.stderr.on('data', (chunk) => process.stderr.write(chunk));
   child = started;
   started.on('exit', (code) => {
     if (child === started) process.stderr.write(`tus_proxy: ${kind} exited with ${code}\n`);

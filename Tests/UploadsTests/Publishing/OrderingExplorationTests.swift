@@ -1,6 +1,7 @@
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 import Uploads
 import UploadsTesting
@@ -8,7 +9,11 @@ import UploadsTesting
 /// The publishing pipeline in the orders a concurrent queue allows: every
 /// upload takes the same latency, so the media finish at the same instant of
 /// virtual time and each seed runs them in another order.
-@Suite("Publishing in explored orders", .timeLimit(.minutes(1)))
+///
+/// On a thread of its own: its explorations are seconds of synchronous
+/// work, which on one of Swift's cooperative threads kept the other
+/// suites' tests waiting.
+@Suite("Publishing in explored orders", .onThreadOfItsOwn, .timeLimit(.minutes(1)))
 struct OrderingExplorationTests {
     private struct Mismatch: Error, CustomStringConvertible {
         let description: String

@@ -311,11 +311,18 @@ final class FixtureProcess: Sendable {
     /// The first line `process` printed, trimmed, read off Swift's
     /// cooperative threads; if none came within `seconds`, the process is
     /// killed (which ends its output) and what it printed is returned.
+    ///
+    /// The watchdog is called off by the thread that read the line, as it
+    /// reads it: a test that resumes late (a busy machine keeps Swift's
+    /// threads) does not have a server that started in time killed under
+    /// it.
     static func firstLine(of process: ChildProcess, seconds: Int) async -> String {
-        let watchdog = DispatchWorkItem { process.kill() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: watchdog)  // allowed: watchdog
-        defer { watchdog.cancel() }
-        let line = await process.output?.read(until: "\n") ?? Data()
+        let lineRead = LockedValue(false)
+        // allowed: a watchdog against a child that never prints; no verdict waits for its time
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) {
+            lineRead.withValue { read in if !read { process.kill() } }
+        }
+        let line = await process.output?.read(until: "\n", then: { lineRead.withValue { $0 = true } }) ?? Data()
         return String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
