@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 /// A poll written as recursion, the way apps loop with jobs: `step(i)`,

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import JobKit
 import JobKitTesting
+import TestSupport
 import Testing
 
 /// A combinator, wrapped around a job as an app would: the job's outcome

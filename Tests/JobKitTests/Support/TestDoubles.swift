@@ -1,6 +1,7 @@
 import Dispatch
 import JobKit
 import JobKitTesting
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -236,11 +237,6 @@ func gapsBetweenOtherWork(
     queue.enqueue(otherWork)
     return gaps
 }
-
-/// Whether this test process runs under Thread Sanitizer, which makes
-/// every memory access many times slower: million-job tests use fewer jobs
-/// there (the flat-stack assertion holds for any size).
-let isThreadSanitized: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
 
 /// A million, or a hundred thousand under Thread Sanitizer.
 let aMillion = isThreadSanitized ? 100_000 : 1_000_000

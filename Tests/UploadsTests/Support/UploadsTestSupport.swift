@@ -230,11 +230,6 @@ func writePatternedFile(_ file: URL, size: Int) throws {
     }
 }
 
-/// Whether this test process runs under Thread Sanitizer, whose allocator
-/// keeps freed memory back (its quarantine) and maps shadow memory, so the
-/// resident memory it shows grows with the load of the machine.
-let isThreadSanitized: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
-
 /// The process's resident anonymous memory (`RssAnon`): heap and buffers,
 /// not the file-backed pages of a file being read, which the kernel can drop
 /// and which are not the cost of reading a file whole into memory.
