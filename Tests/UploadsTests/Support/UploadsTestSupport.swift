@@ -313,8 +313,8 @@ final class FixtureProcess: Sendable {
     /// it.
     static func firstLine(of process: ChildProcess, seconds: Int) async -> String {
         let lineRead = LockedValue(false)
-        // allowed: a watchdog against a child that never prints; no verdict waits for its time
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) {
+        // A watchdog against a child that never prints; no verdict waits for its time.
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) {  // allowed: watchdog
             lineRead.withValue { read in if !read { process.kill() } }
         }
         let line = await process.output?.read(until: "\n", then: { lineRead.withValue { $0 = true } }) ?? Data()
