@@ -50,6 +50,7 @@ enum HerdCase {
                 }
             }
         }
+        let lone = try lonePhoneLines()
         var report = CaseReport(
             title: "19. Herds of outboxes back online at once, in virtual time"
                 + (pushbackDelay.map { " (pushbackDelay \($0))" } ?? "")
@@ -68,8 +69,25 @@ enum HerdCase {
                         + "hears of the network, and each outbox's generator), then [the least, the most] of them; "
                         + "MISSED when the median is past its goal. \"run took\" is all of them."
                 ] : []) + [""] + summary
+            + [""] + lone
             + (written.isEmpty ? [] : ["", "Every request each server saw: " + written.joined(separator: ", ")])
         return report
+    }
+
+    /// A lone phone back online to an idle server (`Herd.lonePhone`), with
+    /// no wake window and with the default one: when its first request
+    /// went, and how long its post took from then, against the requests'
+    /// own time (MISSED when longer).
+    static func lonePhoneLines() throws -> [String] {
+        try [Duration.zero, .seconds(10)].map { window in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("JobKitHerd-\(UUID())")
+            let phone = try Herd.lonePhone(wakeWindow: window, in: folder)
+            let seconds = { (duration: Duration) in String(format: "%.2f s", duration / .seconds(1)) }
+            let missed = phone.publishing > phone.requestsOwnTime ? " MISSED" : ""
+            return "A lone phone, idle server, wake window \(seconds(window)): first request "
+                + "\(seconds(phone.firstRequest)) after the network came back, published \(seconds(phone.publishing)) after it\(missed) (the requests' "
+                + "own time: \(seconds(phone.requestsOwnTime)))."
+        }
     }
 
     /// The herd of `count` outboxes whose backlog takes `minutes` against

@@ -327,6 +327,46 @@ package enum Herd {
         return server.report(outboxes: configuration.outboxes)
     }
 
+    /// A lone phone back online to an idle server: what the goal of a phone
+    /// alone asks of it.
+    package struct LonePhone: Sendable {
+        /// From the outage's end to the phone's first request.
+        package var firstRequest: Duration
+        /// From its first request to its post published.
+        package var publishing: Duration
+        /// The requests' own time, the most `publishing` may take: a
+        /// photo's and then the document's, the four photos at once, each
+        /// with the round trip of asking the server first (a phone back
+        /// online cannot know the server is idle before it asks).
+        package var requestsOwnTime: Duration
+    }
+
+    /// Runs one outbox, its wake window `wakeWindow` (its default of 10 s,
+    /// or zero) and told of the network at once, against a server with
+    /// room for 1,000 requests a second; kept in `folder`, which it
+    /// empties.
+    package static func lonePhone(wakeWindow: Duration, in folder: URL) throws -> LonePhone {
+        var configuration = Configuration(outboxes: 1, capacity: 1_000)
+        configuration.noticeSpread = .zero
+        configuration.recordsRequests = true
+        configuration.options = { index in
+            var options = Configuration.defaultOptions(index)
+            options.networkWakeWindow = wakeWindow
+            return options
+        }
+        let report = try run(configuration, in: folder)
+        guard let published = report.published, let first = report.requests.first else {
+            throw LonePhoneFailure()
+        }
+        let firstRequest = Duration.seconds(first.second)
+        return LonePhone(
+            firstRequest: firstRequest, publishing: published - firstRequest,
+            requestsOwnTime: (configuration.serviceTime + configuration.answerTime) * 2)
+    }
+
+    /// The lone phone's post was not published within the run's limit.
+    package struct LonePhoneFailure: Error {}
+
     /// Raises the soft limit of open files to `count`, or to the hard limit
     /// when that is lower; an outbox that then cannot open its lock says
     /// so with its own error.
@@ -418,7 +458,7 @@ package enum Herd {
         }
 
         func upload(_ media: Media, progress: @escaping @Sendable (UploadProgress) -> Void) -> Job<UploadReceipt> {
-            answer(media, asksFirst: { false })
+            answer(media, asksFirst: { false }, continued: {})
         }
 
         /// Each attempt asks the server first when the outbox says so
@@ -426,14 +466,21 @@ package enum Herd {
         func upload(
             _ media: Media, attempts: UploadAttempts, progress: @escaping @Sendable (UploadProgress) -> Void
         ) -> Job<UploadReceipt> {
-            attempts.retrying(answer(media, asksFirst: { attempts.asksFirst(toward: media.destination) }), for: media)
+            attempts.retrying(
+                answer(
+                    media, asksFirst: { attempts.asksFirst(toward: media.destination) },
+                    continued: { attempts.continued(toward: media.destination) }),
+                for: media)
         }
 
         /// One request that stores `media`, or is turned away. One that
         /// asks first (`asksFirst`, read as it is sent) is turned away
         /// before its body goes, and waits a round trip more for the
-        /// server's `100 Continue` when it is taken.
-        private func answer(_ media: Media, asksFirst: @escaping @Sendable () -> Bool) -> Job<UploadReceipt> {
+        /// server's `100 Continue` when it is taken, which `continued`
+        /// hears as its body starts.
+        private func answer(
+            _ media: Media, asksFirst: @escaping @Sendable () -> Bool, continued: @escaping @Sendable () -> Void
+        ) -> Job<UploadReceipt> {
             Job { [self] controller in
                 let now = queue.now
                 let asks = asksFirst()
@@ -506,6 +553,10 @@ package enum Herd {
                 } else {
                     delay = configuration.answerTime
                 }
+                let continues =
+                    if case .stored = answer, asks { queue.enqueue(after: configuration.answerTime, continued) } else {
+                        DelayedWork?.none
+                    }
                 let timer = queue.enqueue(after: delay) { [self] in
                     switch answer {
                     case .noNetwork:
@@ -529,7 +580,10 @@ package enum Herd {
                         controller.finish(with: UploadReceipt(destination: destination, status: 201))
                     }
                 }
-                controller.onCancel { timer.cancel() }
+                controller.onCancel {
+                    timer.cancel()
+                    continues?.cancel()
+                }
             }
         }
 

@@ -66,6 +66,7 @@ struct BenchmarkSmokeTests {
         #expect(lines.first == "second,phone,taken_before,answer,asked_first")
         #expect(lines.dropFirst().filter { $0.contains(",taken,") }.count == 20 * 5, "every phone's post, taken")
         #expect(report.notes.last == "Every request each server saw: \(file.path)")
+        #expect(report.notes.filter { $0.hasPrefix("A lone phone, idle server") }.count == 2, "\(report.notes)")
     }
 
     @Test func goalsAreCheckedAgainstTheHandWrittenBaselines() async throws {

@@ -177,6 +177,14 @@ public struct UploadAttempts: Sendable {
         gate?.asksFirst(toward: url) ?? false
     }
 
+    /// Tells the ``Outbox`` that made these attempts that a request toward
+    /// `url` that asked first was let send its body (the server's `100
+    /// Continue`): a server that takes requests again. Nothing outside an
+    /// outbox.
+    package func continued(toward url: URL) {
+        gate?.continued(toward: url)
+    }
+
     /// Throws when these attempts cannot be made: fewer than one, or a
     /// time limit that is not above zero.
     func validate() throws(InvalidOptionError) {
@@ -207,6 +215,11 @@ protocol RequestGate: Sendable {
     /// before it sends its body (`Expect: 100-continue`): the host turned
     /// the outbox away lately, or the phone's network failed.
     func asksFirst(toward url: URL) -> Bool
+
+    /// Told that a request toward `url`'s host that asked first was let
+    /// send its body: the server's `100 Continue`, seen as its first body
+    /// bytes going.
+    func continued(toward url: URL)
 
     /// How long `url`'s host is held now, if it is: no request goes
     /// toward it until the hold ends, when the gate lets the waiting ones

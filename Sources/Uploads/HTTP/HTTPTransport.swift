@@ -1,5 +1,6 @@
 import Foundation
 import JobKit
+import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -142,6 +143,16 @@ private struct AskingFirstTransport: HTTPTransport {
         // of the media (a tus `PATCH` may go to another).
         if request.body.count > 0, gate.asksFirst(toward: request.destination) {
             asking.urlRequest.setValue("100-continue", forHTTPHeaderField: "Expect")
+            // Its first body bytes go once the server said `100 Continue`
+            // (or, from libcurl, after a second without an answer).
+            let told = Atomic(false)
+            let progress = request.progress
+            asking.progress = { [gate, destination = request.destination] sent in
+                if sent.bytesSent > 0, !told.exchange(true, ordering: .relaxed) {
+                    gate.continued(toward: destination)
+                }
+                progress(sent)
+            }
         }
         return transport.send(asking).recover(with: { [transport] error in
             guard case UploadError.httpStatus(let receipt) = error, receipt.status == 417 else { return .failed(error) }

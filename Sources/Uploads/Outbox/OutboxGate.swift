@@ -62,6 +62,13 @@ struct OutboxGate: RequestGate {
         return outbox.machine.read { $0.pacer.asksFirst(OutboxPacer.host(of: url)) }
     }
 
+    /// Tells the pacer that a request toward `url`'s host that asked first
+    /// was let send its body (``OutboxPacer/continued(_:)``).
+    func continued(toward url: URL) {
+        guard let outbox else { return }
+        outbox.perform(outbox.changing { $0.requestContinued(OutboxPacer.host(of: url)) })
+    }
+
     /// How long the pacer holds `url`'s host now, if it does
     /// (``OutboxPacer/holdLength(_:)``): a request retried toward it waits
     /// in the pacer, which lets it go when the hold ends.

@@ -20,7 +20,12 @@ import JobKit
 /// turning the outbox away then costs a small request, not a large one.
 /// Until the window is full again, each request with a body asks the
 /// server before it sends it (`Expect: 100-continue`,
-/// ``asksFirst(_:)``): one turned away costs its headers alone.
+/// ``asksFirst(_:)``): one turned away costs its headers alone. After a
+/// failure of the phone's network, which said nothing of the server, the
+/// window opens again to what it was as soon as the server lets the probe
+/// send its body (``continued(_:)``), or stores it; its requests still ask
+/// first until one is stored. A phone alone on an idle server then sends
+/// its uploads at once, a round trip after the first.
 ///
 /// A pushback (a `429` or `503`, or ``transientRunLimit`` transient
 /// failures in a row) also holds the host: no request goes until the wait
@@ -62,6 +67,14 @@ struct OutboxPacer: Sendable {
         /// Whether the host is probed: after a pushback, or a failure of
         /// the phone's network, until it takes a request.
         var isProbed = false
+        /// After a failure of the phone's network, until the host takes a
+        /// request: the window it had then, to open to again once the
+        /// server shows it takes requests (the failure said nothing of the
+        /// server). A pushback ends it: its window is the pushback's.
+        var windowBeforeOffline: Int?
+        /// Whether the phone's network failed and the host has stored no
+        /// request since: its requests ask first, even in a full window.
+        var isUnconfirmed = false
         /// The end of the hold and how long it was armed to last, once
         /// armed; which hold it is.
         var release: (timer: DelayedWork, length: Duration)?
@@ -268,7 +281,7 @@ struct OutboxPacer: Sendable {
     /// away then costs it its headers, not its body.
     func asksFirst(_ key: String) -> Bool {
         guard let host = hosts[key] else { return false }
-        return host.isProbed || host.window < maxWindow
+        return host.isProbed || host.window < maxWindow || host.isUnconfirmed
     }
 
     /// Whether some host is probed.
@@ -329,7 +342,9 @@ struct OutboxPacer: Sendable {
         case nil:
             host.transientRun = 0
             host.isProbed = false
-            host.window = min(maxWindow, host.window + 1)
+            host.isUnconfirmed = false
+            host.window = min(maxWindow, max(host.window + 1, host.windowBeforeOffline ?? 0))
+            host.windowBeforeOffline = nil
             if host.window == maxWindow {
                 // Its window, halved at each pushback, is full again: a
                 // pushback now does not say its slots fail, and once the
@@ -352,9 +367,12 @@ struct OutboxPacer: Sendable {
         case .offline:
             // Says nothing of the server, but the network it comes back
             // to may be everyone's: one request probes it, and the
-            // window opens from one again.
+            // window opens again to what it was once the server shows
+            // it takes requests.
+            if host.windowBeforeOffline == nil { host.windowBeforeOffline = host.window }
             host.window = 1
             host.isProbed = true
+            host.isUnconfirmed = true
         case .pushback(let asked):
             hold = pushBack(key, &host, asking: asked, forFailures: false)
         case .transient:
@@ -384,6 +402,21 @@ struct OutboxPacer: Sendable {
         return Actions(
             timers: timers, hold: hold, streakEnd: streakEnd, requests: admitWaiting(key), opened: opens ? [key] : [],
             streaksChanged: hold == nil && host.streak != streak)
+    }
+
+    /// A request toward `key` that asked first was let send its body (the
+    /// server's `100 Continue`): a host probed after a failure of the
+    /// phone's network takes requests, and its window opens again to what
+    /// it was. Its requests still ask first until one is stored.
+    mutating func continued(_ key: String) -> Actions {
+        guard !isClosed, var host = hosts[key], host.isProbed, !host.isHeld,
+            let window = host.windowBeforeOffline
+        else { return Actions() }
+        host.isProbed = false
+        host.window = max(host.window, window)
+        host.windowBeforeOffline = nil
+        hosts[key] = host
+        return Actions(requests: admitWaiting(key), opened: [key])
     }
 
     /// The end of `end`'s streak was armed: `timer` ends it. `false` when
@@ -456,6 +489,7 @@ struct OutboxPacer: Sendable {
     /// the post waits for the network instead, as after any failure.
     private func pushBack(_ key: String, _ host: inout Host, asking asked: Duration?, forFailures: Bool) -> Hold? {
         guard !host.isHeld else { return nil }
+        host.windowBeforeOffline = nil
         host.window = max(1, host.window / 2)
         host.epoch += 1
         host.isProbed = true

@@ -317,6 +317,12 @@ struct OutboxStateMachine: Sendable {
         paced(pacer.ended(key, failure: failure, epoch: epoch))
     }
 
+    /// A request toward `key` that asked first was let send its body
+    /// (``OutboxPacer/continued(_:)``).
+    mutating func requestContinued(_ key: String) -> Actions {
+        paced(pacer.continued(key))
+    }
+
     /// The pacer's actions as the outbox's: a host that opened lets the
     /// posts that waited out its pushback go on.
     private mutating func paced(_ paced: OutboxPacer.Actions) -> Actions {

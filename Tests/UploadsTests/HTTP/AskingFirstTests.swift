@@ -25,9 +25,9 @@ struct AskingFirstTests {
     }
 
     /// One attempt, through a gate that says whether to ask first.
-    private static func attempts(asking: Bool) -> UploadAttempts {
+    private static func attempts(asking: Bool, gate: RecordingGate? = nil) -> UploadAttempts {
         var attempts = UploadAttempts(retry: RetryPolicy(attempts: 1))
-        attempts.gate = RecordingGate(asksFirst: asking)
+        attempts.gate = gate ?? RecordingGate(asksFirst: asking)
         return attempts
     }
 
@@ -37,7 +37,8 @@ struct AskingFirstTests {
         try await FixtureServer.with { server in
             try await server.setRule("busy.jpg", ["status": 503, "headers": ["Retry-After": "5"]])
             let photo = try Self.photo(in: folder, to: server.url("busy.jpg"))
-            let upload = URLSessionUploader().upload(photo.media, attempts: Self.attempts(asking: true))
+            let gate = RecordingGate(asksFirst: true)
+            let upload = URLSessionUploader().upload(photo.media, attempts: Self.attempts(asking: true, gate: gate))
             let error = try await withTimeLimit(.seconds(20)) {
                 await #expect(throws: UploadError.self) { try await upload.value }
             }
@@ -53,6 +54,7 @@ struct AskingFirstTests {
             #expect(
                 request.early == true && request.length == 0,
                 "turned away before its body: \(request.length) bytes came")
+            #expect(gate.continued.isEmpty, "no `100 Continue`, no body: the gate is told nothing")
         }
     }
 
@@ -61,10 +63,15 @@ struct AskingFirstTests {
         defer { folder.remove() }
         try await FixtureServer.with { server in
             let photo = try Self.photo(in: folder, to: server.url("taken.jpg"))
+            let gate = RecordingGate(asksFirst: true)
             let receipt = try await withTimeLimit(.seconds(20)) {
-                try await URLSessionUploader().upload(photo.media, attempts: Self.attempts(asking: true)).value
+                try await URLSessionUploader().upload(photo.media, attempts: Self.attempts(asking: true, gate: gate))
+                    .value
             }
             #expect(receipt.status == 201)
+            // Its body went after Node's `100 Continue`: the gate heard it,
+            // once, as a server that takes requests.
+            #expect(gate.continued == [photo.media.destination])
             let request = try #require(try await server.received().first)
             #expect(request.headers["expect"] == "100-continue" && request.early == nil)
             #expect(request.complete && request.length == 1_000_000)

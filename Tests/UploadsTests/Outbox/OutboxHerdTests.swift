@@ -50,6 +50,20 @@ struct OutboxHerdTests {
         #expect(!FileManager.default.fileExists(atPath: folder.path))
     }
 
+    /// Issue 56's goal for a phone alone: back online to an idle server,
+    /// it publishes within its wake window and the requests' own time. Its
+    /// probe asks first; the server's `100 Continue` opens its window as it
+    /// was, and the other three photos go at once. When the window opened
+    /// only as each request was stored, it took 2.1 s, not 1.1 s.
+    @Test(arguments: [Duration.zero, .seconds(10)])
+    func aLonePhoneBackOnlinePublishesInItsRequestsOwnTime(wakeWindow: Duration) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("UploadsTests-herd-\(UUID())")
+        let phone = try Herd.lonePhone(wakeWindow: wakeWindow, in: folder)
+        #expect(phone.firstRequest <= wakeWindow, "its first request, after the network came back")
+        #expect(phone.requestsOwnTime == .milliseconds(1_100))
+        #expect(phone.publishing <= phone.requestsOwnTime, "published after its first request")
+    }
+
     /// A server that hands each client it turns away a slot of its own
     /// (and serves it when it comes) is obeyed: the backlog drains near the
     /// time it takes at capacity, each phone turned away about once.

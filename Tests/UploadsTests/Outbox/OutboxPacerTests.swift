@@ -119,6 +119,46 @@ struct OutboxPacerTests {
         #expect(pacer.ended(Self.host, failure: .cancelled, epoch: 0).opened.isEmpty, "a cancellation says nothing")
     }
 
+    /// A failure of the phone's network said nothing of the server: once
+    /// the server lets the probe send its body (its `100 Continue`), the
+    /// window is what it was, and the requests still ask first until one
+    /// is stored. A pushback's probe waits for a request stored.
+    @Test func aProbeTheServerLetsSendItsBodyAfterANetworkFailureOpensTheWindowAsItWas() throws {
+        var pacer = pacer(window: 4)
+        let requests = Requests()
+        _ = admit(1, to: &pacer, requests)
+        _ = pacer.ended(Self.host, failure: .offline, epoch: 0)
+        #expect(admit(4, to: &pacer, requests, from: 1) == 1, "the probe alone")
+        #expect(pacer.continued("https://elsewhere.example").requests.isEmpty, "another host: nothing")
+        let continued = pacer.continued(Self.host)
+        for request in continued.requests { request() }
+        #expect(continued.opened == [Self.host] && !pacer.isProbed(Self.host))
+        #expect(requests.gone == [2: 0, 3: 0, 4: 0], "the three others go at once")
+        #expect(pacer.admitsUpload(toward: Self.host, running: 3) && !pacer.admitsUpload(toward: Self.host, running: 4))
+        #expect(pacer.asksFirst(Self.host), "nothing stored yet")
+        #expect(pacer.continued(Self.host).requests.isEmpty, "once")
+        _ = pacer.ended(Self.host, failure: nil, epoch: 0)
+        #expect(!pacer.asksFirst(Self.host), "one stored, in a full window")
+
+        // Without a `100 Continue` (a request without a body), the probe
+        // stored opens it as it was.
+        var unheard = self.pacer(window: 4)
+        _ = admit(1, to: &unheard, requests, from: 10)
+        _ = unheard.ended(Self.host, failure: .offline, epoch: 0)
+        #expect(admit(4, to: &unheard, requests, from: 11) == 1)
+        let stored = unheard.ended(Self.host, failure: nil, epoch: 0)
+        #expect(stored.requests.count == 3 && stored.opened == [Self.host] && !unheard.asksFirst(Self.host))
+
+        // After a pushback, only a request stored ends the probe.
+        let hold = try #require(pacer.ended(Self.host, failure: .pushback(retryAfter: nil), epoch: 0).hold)
+        _ = pacer.holdEnded(hold.key, id: hold.id)
+        #expect(pacer.continued(Self.host).requests.isEmpty && pacer.isProbed(Self.host))
+        // A network failure after it opens again to the halved window.
+        _ = pacer.ended(Self.host, failure: .offline, epoch: 1)
+        _ = pacer.ended(Self.host, failure: nil, epoch: 1)
+        #expect(!pacer.admitsUpload(toward: Self.host, running: 2), "halved to 2, then 1 offline, then 2 stored")
+    }
+
     @Test func aProbedHostTakesItsSmallestWaitingRequestOneAtATimeUntilOneIsTaken() throws {
         var pacer = pacer(window: 4)
         let requests = Requests()

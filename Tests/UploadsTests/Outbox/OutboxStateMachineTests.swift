@@ -286,8 +286,9 @@ struct OutboxStateMachineTests {
             "the smallest medium toward each host, of any post, alone")
         #expect(machine.pump().starts.isEmpty, "the window, one after the network failed")
 
-        // The probe is stored: the window opens from one, to two, and the
-        // posts go in their order again.
+        // The probe is stored: the window opens again to what it was
+        // before the network failed (five), and the posts go in their
+        // order again, the video's three media at once.
         guard case .now(let epoch) = machine.admit(host, bytes: 10, { _ in }) else {
             Issue.record("the probe's request goes at once")
             return
@@ -296,7 +297,9 @@ struct OutboxStateMachineTests {
         _ = machine.finished(probes[0], with: .success(UploadReceipt(destination: later.media[0].destination)))
         #expect(opened.pump == .scheduled && !machine.pacer.isProbed(host))
         let next = machine.pump().starts
-        #expect(next.map { $0.record.destination(of: $0.index).path } == ["/a/photo-0.jpg", "/a/photo-1.jpg"])
+        #expect(
+            next.map { $0.record.destination(of: $0.index).path }
+                == ["/a/photo-0.jpg", "/a/photo-1.jpg", "/a/photo-2.jpg"])
     }
 
     @Test func afterAHoldTheSmallestUploadStartsFirstOutOfTurnThenTheRestInTurn() throws {

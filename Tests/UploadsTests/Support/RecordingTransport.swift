@@ -156,6 +156,7 @@ private final class RefusingURLProtocol: URLProtocol {
 /// toward an idle host, and records the bytes each said it sends.
 final class RecordingGate: RequestGate {
     private let log = LockedValue<[Int64]>([])
+    private let continues = LockedValue<[URL]>([])
     /// Whether each request asks the server first, as an outbox's do
     /// after a pushback.
     private let asks: Bool
@@ -167,6 +168,10 @@ final class RecordingGate: RequestGate {
     /// The bytes of every request admitted so far, in the order they came.
     var bytes: [Int64] { log.value }
 
+    /// The destination of each request that asked first and was let send
+    /// its body, in the order the gate was told.
+    var continued: [URL] { continues.value }
+
     func admitting<Success: Sendable>(_ attempt: Job<Success>, toward url: URL, bytes: Int64) -> Job<Success> {
         Job { [log] controller in
             log.withValue { $0.append(bytes) }
@@ -176,6 +181,10 @@ final class RecordingGate: RequestGate {
 
     func asksFirst(toward url: URL) -> Bool {
         asks
+    }
+
+    func continued(toward url: URL) {
+        continues.withValue { $0.append(url) }
     }
 
     func holdLength(toward url: URL) -> Duration? {
