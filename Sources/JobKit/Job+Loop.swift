@@ -10,7 +10,9 @@ extension Job {
     /// ```
     ///
     /// Each step is a fresh performance of this job, started once the one
-    /// before it completed and `delay` passed. The wait runs on the job's
+    /// before it completed and `delay` passed. Without a delay, a step that
+    /// finishes in the queue's turn that ran it is followed in that turn,
+    /// up to 64 steps in a row, as a ``then(_:)`` loop is. The wait runs on the job's
     /// queue, so a `TestQueue` drives it in virtual time. A step's failure
     /// fails the loop with that error: put a ``retry(attempts:delay:while:)``
     /// on this job to try a step again, and a ``timeout(after:)`` on the
@@ -86,7 +88,7 @@ extension Job {
     ///   - first: The cursor of the first page: a page number, a token, or
     ///     `nil` for an API whose first request has none.
     ///   - page: The job that fetches the page at a cursor. Called on the
-    ///     job's queue or the thread the page before completed on.
+    ///     job's queue.
     /// - Returns: A job whose value holds the elements of every page.
     public static func collectPages<Element, Cursor: Sendable>(
         from first: Cursor,
@@ -133,9 +135,10 @@ private final class Collected<Element: Sendable>: Sendable {
 /// of the loop's job, and the wait between them.
 ///
 /// A step's outcome never goes back through the steps before it: the next
-/// step's body starts on its turn on the queue (or after its delay), as a
-/// child's does, so the stack stays flat and only the step running now is
-/// held. A ``TimerSlot`` holds the wait, cancelled with the job, and shows
+/// step starts as the job's next step (``TypedToken/runStep(_:)``: after
+/// the body that ran the step before returns, in the same turn of the
+/// queue, or in a turn of its own), or after its delay, so the stack stays
+/// flat and only the step running now is held. A ``TimerSlot`` holds the wait, cancelled with the job, and shows
 /// the step number in snapshots.
 ///
 /// A class, and `next` decides by calling it back rather than returning a
@@ -170,10 +173,12 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
         step(1, from: input)
     }
 
+    /// Starts step number `number`, from `input`, here: on the job's
+    /// queue.
     private func step(_ number: Int, from input: Input) {
         guard !controller.isCompleted else { return }
         slot.begin(number)
-        controller.token.performChild(job(input)) { [self] outcome in
+        controller.token.performChild(job(input), startsHere: true) { [self] outcome in
             switch outcome {
             case .failure(let error):
                 controller.fail(with: error)
@@ -189,8 +194,7 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
     func again(after number: Int, from input: Input) {
         let wait = max(delay.delay(beforeRetry: number), .zero)
         if wait == .zero {
-            // The step's start is its turn on the queue.
-            step(number + 1, from: input)
+            controller.token.runStep { [self] in step(number + 1, from: input) }
         } else {
             slot.wait(before: number + 1, delay: wait, after: nil, on: controller.queue) { [self] in
                 step(number + 1, from: input)

@@ -13,7 +13,11 @@ extension Job {
     /// written as recursion, a `then` whose next job is the loop again,
     /// holds one step at a time, however many steps it takes (wrap the
     /// whole loop, not the job `next` returns, in a `timeout` or a `map`:
-    /// a wrapper around each step's next job is one more job per step):
+    /// a wrapper around each step's next job is one more job per step).
+    /// When a step finishes in the queue's turn that ran it, as a cached
+    /// value does, the next starts in that turn too, without waiting for a
+    /// turn of its own; after 64 such steps in a row, the next waits for
+    /// one, so that other work on the queue runs:
     ///
     /// ```swift
     /// func waitUntilReady() -> Job<Status> {
@@ -28,7 +32,7 @@ extension Job {
     /// ```
     public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
         Job<Next> { controller in
-            controller.token.performChild(self) { outcome in
+            controller.token.performChild(self, startsHere: true) { outcome in
                 switch outcome {
                 case .success(let value):
                     // Cancelled as this job finished: nothing to build.
@@ -51,7 +55,7 @@ extension Job {
         _ transform: @escaping @Sendable (Success) throws -> NewSuccess
     ) -> Job<NewSuccess> {
         Job<NewSuccess> { controller in
-            controller.token.performChild(self) { outcome in
+            controller.token.performChild(self, startsHere: true) { outcome in
                 controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
             }
         }
@@ -102,7 +106,7 @@ extension Job {
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self) { outcome in
+            controller.token.performChild(self, startsHere: true) { outcome in
                 switch outcome {
                 case .success:
                     controller.complete(with: outcome)
@@ -123,7 +127,7 @@ extension Job {
         _ transform: @escaping @Sendable (any Error) -> any Error
     ) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self) { outcome in
+            controller.token.performChild(self, startsHere: true) { outcome in
                 controller.complete(with: outcome.mapError(transform))
             }
         }
@@ -144,12 +148,10 @@ extension Job.Controller {
     /// (``AttachmentList/startStep()``).
     func finish(byRunning job: Job<Success>) {
         token.startStep()
-        Trampoline.enqueue(
-            { [self] in
-                guard !isCompleted else { return }
-                job.body(self)
-            },
-            on: queue
-        )
+        let step: @Sendable () -> Void = { [self] in
+            guard !isCompleted else { return }
+            job.body(self)
+        }
+        token.runStep(step)
     }
 }

@@ -205,45 +205,100 @@ public enum Trampoline {
     }
 
     /// Runs `body`, the body of the performance `owner`, on this thread;
-    /// then the call ``callAfterBody(of:_:)`` kept for it, if its job
-    /// completed meanwhile: its handler's call, in the same turn of the
+    /// then the steps ``runInTurn(of:_:)`` kept for it meanwhile, in
+    /// order; then the call ``callAfterBody(of:_:)`` kept for it, if its
+    /// job completed meanwhile: its handler's call, in the same turn of the
     /// queue rather than in one of its own.
     ///
     /// Only a body that a queue runs in a work item of its own, outside
     /// any call of JobKit's on this thread, keeps calls so: a body run
-    /// inline (an `ImmediateQueue`'s, or one held back) leaves its
-    /// handler's call to the line of held work, in first-in, first-out
-    /// order with the work the body enqueued.
+    /// inline (an `ImmediateQueue`'s, or one held back) leaves its next
+    /// step and its handler's call to the line of held work, in
+    /// first-in, first-out order with the work the body enqueued.
     @inline(__always)
     static func runBody(of owner: AnyObject, _ body: () -> Void) {
         let thread = ThreadState.current
-        // A body run inside another's (a shared job's first run) keeps
-        // its own call, and leaves the other's for that body's end.
-        let outer = thread.pointee.bodyRunning
-        let outerCall = thread.pointee.afterBody.take()
-        thread.pointee.bodyRunning = thread.pointee.isInsideCall ? nil : identity(of: owner)
-        body()
-        thread.pointee.bodyRunning = outer
-        let call = thread.pointee.afterBody
-        thread.pointee.afterBody = outerCall
-        call?()
+        // A body run inside another's (a child started in its parent's
+        // body) has a frame of its own, inside the other's.
+        var frame = BodyFrame(
+            owner: thread.pointee.isInsideCall ? nil : identity(of: owner),
+            outer: thread.pointee.innermostBody
+        )
+        withUnsafeMutablePointer(to: &frame) { frame in
+            thread.pointee.innermostBody = frame
+            body()
+            while let step = frame.pointee.nextStep.take() {
+                step()
+            }
+            thread.pointee.innermostBody = frame.pointee.outer
+        }
+        frame.afterBody?()
     }
 
     /// Keeps `call`, a completed job's handler call, to make as soon as
     /// the body of `owner` returns, if this thread runs that body now
-    /// (``runBody(of:_:)``).
+    /// (``runBody(of:_:)``), whatever bodies it runs inside it.
     /// - Returns: `false` if it does not: the caller enqueues `call`.
     @inline(__always)
     static func callAfterBody(of owner: AnyObject, _ call: @escaping @Sendable () -> Void) -> Bool {
-        let thread = ThreadState.current
-        guard thread.pointee.bodyRunning == identity(of: owner) else { return false }
-        thread.pointee.afterBody = call
+        guard let frame = frameRunning(owner) else { return false }
+        frame.pointee.afterBody = call
         return true
+    }
+
+    /// Keeps `step`, the next step of the performance `owner` (the job it
+    /// goes on as, in its place), to run as soon as the body of `owner`
+    /// returns, in the same turn of the queue, if this thread runs that
+    /// body now, and fewer than ``stepsInATurn`` steps ran in that turn.
+    /// - Returns: `false` if it does not keep it: the caller enqueues
+    ///   `step`.
+    @inline(__always)
+    static func runInTurn(of owner: AnyObject, _ step: @escaping @Sendable () -> Void) -> Bool {
+        guard let frame = frameRunning(owner), frame.pointee.nextStep == nil,
+            frame.pointee.stepsRun < stepsInATurn
+        else { return false }
+        frame.pointee.stepsRun += 1
+        frame.pointee.nextStep = step
+        return true
+    }
+
+    /// How many steps a performance runs in one turn of its queue
+    /// (``runInTurn(of:_:)``) before the next goes through the queue,
+    /// letting other work run: as many as a sequence runs
+    /// (`SequenceRun.inlineBudget`).
+    static let stepsInATurn = 64
+
+    /// The frame of `owner`'s body, if this thread runs it now.
+    @inline(__always)
+    private static func frameRunning(_ owner: AnyObject) -> UnsafeMutablePointer<BodyFrame>? {
+        let identity = identity(of: owner)
+        var frame = ThreadState.current.pointee.innermostBody
+        while let current = frame {
+            if current.pointee.owner == identity { return current }
+            frame = current.pointee.outer
+        }
+        return nil
     }
 
     @inline(__always)
     private static func identity(of owner: AnyObject) -> UnsafeRawPointer {
         UnsafeRawPointer(Unmanaged.passUnretained(owner).toOpaque())
+    }
+
+    /// A body this thread runs now (``runBody(of:_:)``), on that call's
+    /// stack: what is kept for after it.
+    fileprivate struct BodyFrame {
+        /// The performance whose body this is, if a queue runs it in a work
+        /// item of its own: only compared, never dereferenced.
+        let owner: UnsafeRawPointer?
+        /// The body this one runs inside, if any.
+        let outer: UnsafeMutablePointer<BodyFrame>?
+        /// The next step of the performance, once a step ended in it.
+        var nextStep: (@Sendable () -> Void)? = nil
+        /// How many steps ran after the body, in this turn.
+        var stepsRun = 0
+        /// The handler's call, once the job completed in the body.
+        var afterBody: (@Sendable () -> Void)? = nil
     }
 
     /// Whether this thread is inside one of JobKit's calls: work it
@@ -309,12 +364,9 @@ public enum Trampoline {
         var head = 0
         /// The snapshot this thread is taking, if any.
         var snapshotWalk = SnapshotWalk()
-        /// The performance whose body a queue runs on this thread now,
-        /// if any (``Trampoline/runBody(of:_:)``): only compared, never
-        /// dereferenced.
-        var bodyRunning: UnsafeRawPointer? = nil
-        /// Its handler's call, once its job completed in the body.
-        var afterBody: (@Sendable () -> Void)? = nil
+        /// The innermost body this thread runs now, if any
+        /// (``Trampoline/runBody(of:_:)``), on that call's stack.
+        var innermostBody: UnsafeMutablePointer<BodyFrame>? = nil
 
         /// The thread enters its outermost call: nesting counts from 0
         /// in it (work held back runs at its depth).

@@ -94,19 +94,25 @@ struct LoopCombinatorTests {
         #expect(counter.times.value == [.zero, .seconds(1), .seconds(3), .seconds(6), .seconds(9)])
     }
 
-    @Test func withoutDelayEachStepStartsOnTheQueuesNextTurn() throws {
+    @Test func withoutDelayStepsThatFinishAtOnceRunInTheLoopsTurnSixtyFiveAtMost() throws {
         let counter = Counter()
         let queue = TestQueue()
         let recorder = Recorder<Int>()
-        counter.fetch.repeated(while: { $0 < 3 }).perform(on: queue, then: recorder.handler)
-        while counter.fetches.value == 0, queue.runNext() {}
-        // The next step waits for its turn on the queue.
-        #expect(queue.pendingCount == 1)
-        #expect(counter.fetches.value == 1)
+        counter.fetch.repeated(while: { $0 < 150 }).perform(on: queue, then: recorder.handler)
+        // The loop's turn: its first step, and 64 more after it.
         #expect(queue.runNext())
-        #expect(counter.fetches.value == 2)
+        #expect(counter.fetches.value == 65)
+        // The next waits for a turn of its own, behind other work.
+        let other = LockedValue<Int?>(nil)
+        queue.enqueue { other.setValue(counter.fetches.value) }
+        #expect(queue.pendingCount == 2)
+        #expect(queue.runNext())
+        #expect(counter.fetches.value == 130)
+        #expect(queue.runNext())
+        #expect(other.value == 130)
         try queue.run()
-        #expect(try recorder.last?.get() == 3)
+        #expect(counter.fetches.value == 150)
+        #expect(try recorder.last?.get() == 150)
     }
 
     @Test func aStepsFailureFailsTheLoopAndNoStepFollows() throws {

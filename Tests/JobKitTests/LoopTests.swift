@@ -149,6 +149,76 @@ struct LoopTests {
         #expect(upload.snapshot().description == "publish (cancelled)")
     }
 
+    @Test func aPollOfStepsFinishingAtOnceRunsSixtyFiveStepsInATurnThenLetsOtherWorkRun() throws {
+        let queue = TestQueue()
+        let started = LockedValue<[Int]>([])
+        let recorder = Recorder<Int>()
+        poll(from: 1, to: 150) { index in
+            Job { controller in
+                started.withValue { $0.append(index) }
+                controller.finish(with: index)
+            }
+        }
+        .perform(on: queue, then: recorder.handler)
+        #expect(queue.runNext())
+        #expect(started.value == Array(1...65))
+        let other = LockedValue<Int?>(nil)
+        queue.enqueue { other.setValue(started.value.count) }
+        #expect(queue.runNext())
+        #expect(started.value.count == 130)
+        #expect(queue.runNext())
+        #expect(other.value == 130)
+        #expect(queue.runNext())
+        #expect(started.value == Array(1...150))
+        // The last step finished the loop in its turn, and so came the handler.
+        #expect(try recorder.last?.get() == 150)
+        #expect(queue.isIdle)
+    }
+
+    /// A loop of steps that are each `manual`'s job, until one finishes
+    /// with 2: written as recursion, or with `repeated(while:)`.
+    enum TwoStepLoop: String, CaseIterable, Sendable {
+        case thenRecursion, repeated
+
+        func loop(of manual: ManualJob<Int>) -> Job<Int> {
+            switch self {
+            case .thenRecursion: poll(from: 1, to: 2) { _ in manual.job }
+            case .repeated: manual.job.repeated(while: { $0 < 2 })
+            }
+        }
+    }
+
+    @Test(arguments: TwoStepLoop.allCases)
+    func aStepFinishedOutsideTheLoopsTurnStartsTheNextInATurnOfItsOwn(kind: TwoStepLoop) throws {
+        let queue = TestQueue()
+        let manual = ManualJob<Int>()
+        let recorder = Recorder<Int>()
+        kind.loop(of: manual).perform(on: queue, then: recorder.handler)
+        #expect(queue.runNext())
+        #expect(manual.startCount == 1)
+        #expect(queue.isIdle)
+        // Finished from outside the queue: the next step is the queue's.
+        #expect(manual.finish(with: 1))
+        #expect(manual.startCount == 1)
+        #expect(queue.pendingCount == 1)
+        #expect(queue.runNext())
+        #expect(manual.startCount == 2)
+        #expect(manual.finish(with: 2))
+        #expect(recorder.count == 0)
+        try queue.run()
+        #expect(try recorder.last?.get() == 2)
+    }
+
+    @Test func transformsOfAJobThatFinishesAtOnceRunWithTheirHandlerInOneTurn() throws {
+        let queue = TestQueue()
+        let recorder = Recorder<Int>()
+        Job.succeeded(1).map { $0 + 1 }.then { .succeeded($0 * 10) }.recover { _ in 0 }.mapError { $0 }
+            .perform(on: queue, then: recorder.handler)
+        #expect(queue.runNext())
+        #expect(try recorder.last?.get() == 20)
+        #expect(queue.isIdle)
+    }
+
     @Test func aCancelReachesTheStepRunningNowAndStartsNoMore() throws {
         let queue = TestQueue()
         let cancelled = LockedValue<[Int]>([])

@@ -59,13 +59,16 @@ final class AttachmentTable: Sendable {
     /// the attachments of: `keep` keeps it under a key of its own (or
     /// cancels or drops it, as the job stands), and it leaves this table
     /// when it completes. `handler` is called on the thread that completes
-    /// it, or through the queue if `hopsToQueue`. The child's handler holds
+    /// it, or through the queue if `hopsToQueue`. Its body runs on this
+    /// thread, now, if `startsHere` (the caller runs on `queue`: a job's
+    /// body), or else through the queue. The child's handler holds
     /// this table, not the job's controllers: a body that dropped its
     /// controllers is abandoned even while a child it started runs.
     func perform<Child>(
         _ child: Job<Child>,
         on queue: any JobQueue,
         hopsToQueue: Bool,
+        startsHere: Bool,
         keep: (Attachment, _ key: Int) -> Void,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
@@ -76,7 +79,11 @@ final class AttachmentTable: Sendable {
             handler(outcome)
         }
         keep(.node(state), key)
-        state.start(child.body)
+        if startsHere {
+            state.startHere(child.body)
+        } else {
+            state.start(child.body)
+        }
         return state
     }
 

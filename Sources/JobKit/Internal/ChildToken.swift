@@ -294,11 +294,12 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
     func performChild<Grandchild>(
         _ job: Job<Grandchild>,
         hopsToQueue: Bool,
+        startsHere: Bool,
         then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
     ) -> JobState<Grandchild> {
         let (table, installed) = madeTable()
         return table.perform(
-            job, on: run.queue, hopsToQueue: hopsToQueue,
+            job, on: run.queue, hopsToQueue: hopsToQueue, startsHere: startsHere,
             keep: { keep($0, key: $1, in: table, installed: installed) }, then: handler
         )
     }

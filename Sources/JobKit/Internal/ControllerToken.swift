@@ -198,6 +198,20 @@ enum TypedToken<Success: Sendable>: Sendable {
         }
     }
 
+    /// Runs `step`, the job's next step, on the job's queue: a standalone
+    /// performance's in the turn that runs its body now, if this thread
+    /// runs it (``JobState/runStep(_:)``); a combinator's child's in a
+    /// work item of its own.
+    func runStep(_ step: @escaping @Sendable () -> Void) {
+        switch self {
+        case .state(let token): token.state.runStep(step)
+        case .groupChild(let child): Trampoline.enqueue(step, on: child.run.queue)
+        case .sequenceStep(let sequenceStep): Trampoline.enqueue(step, on: sequenceStep.run.queue)
+        case .boxingChild(let child): Trampoline.enqueue(step, on: child.run.queue)
+        case .zipChild(let child): Trampoline.enqueue(step, on: child.run.queue)
+        }
+    }
+
     /// Holds `node` while the job runs: it is cancelled with the job and
     /// shows in its snapshot.
     func attach(_ node: any JobNode) {
@@ -207,26 +221,29 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// Performs `child` on the job's queue as a child of the job: it is
     /// cancelled with the job and shows in its snapshots. `handler` is
     /// called on the thread that completes the child, or through the queue
-    /// if `hopsToQueue`. The child's handler holds the job's state, not
+    /// if `hopsToQueue`. Its body runs on this thread, now, if `startsHere`
+    /// (the caller is the job's body, on its queue), or else through the
+    /// queue. The child's handler holds the job's state, not
     /// this token: a body that dropped its controllers is abandoned even
     /// while a child it started runs.
     @discardableResult
     func performChild<Child>(
         _ child: Job<Child>,
         hopsToQueue: Bool = false,
+        startsHere: Bool = false,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
         switch self {
         case .state(let token):
-            token.state.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+            token.state.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
         case .groupChild(let groupChild):
-            groupChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+            groupChild.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
         case .sequenceStep(let step):
-            step.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+            step.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
         case .boxingChild(let boxingChild):
-            boxingChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+            boxingChild.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
         case .zipChild(let zipChild):
-            zipChild.performChild(child, hopsToQueue: hopsToQueue, then: handler)
+            zipChild.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
         }
     }
 }

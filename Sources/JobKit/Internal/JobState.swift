@@ -181,6 +181,30 @@ final class JobState<Success: Sendable>: JobCancelling {
         }
     }
 
+    /// ``start(_:)`` on this thread, now, for a caller that runs on the
+    /// job's queue already (a transform's body starts its child): one queue
+    /// hop fewer. One level deeper, as ``startHere(_:controlledBy:)``.
+    func startHere(_ body: @escaping Body) {
+        pendingBody = body
+        if let level = Trampoline.Level.enter() {
+            runPendingBody(controlledBy: nil)
+            level.leave()
+        } else {
+            Trampoline.hold { [self] in runPendingBody(controlledBy: nil) }
+        }
+    }
+
+    /// Runs `step`, the next step of the job, in its place
+    /// (``Job/Controller/finish(byRunning:)``), as a body: in the turn of
+    /// the queue that runs this job's body on this thread now, after it,
+    /// if one does (``Trampoline/runInTurn(of:_:)``: a loop of steps that
+    /// finish at once takes no hop, and its stack stays flat), or else in a
+    /// work item of its own, where the steps after it may run in turn.
+    func runStep(_ step: @escaping @Sendable () -> Void) {
+        if Trampoline.runInTurn(of: self, step) { return }
+        Trampoline.enqueue({ [self] in Trampoline.runBody(of: self, step) }, on: queue)
+    }
+
     /// Runs the body a `start` left, now, on this thread, unless the job has
     /// completed (been cancelled): its controllers share `token`, or a
     /// fresh one.
@@ -379,9 +403,12 @@ final class JobState<Success: Sendable>: JobCancelling {
     func performChild<Child>(
         _ child: Job<Child>,
         hopsToQueue: Bool,
+        startsHere: Bool,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
-        table.perform(child, on: queue, hopsToQueue: hopsToQueue, keep: { attach($0, key: $1) }, then: handler)
+        table.perform(
+            child, on: queue, hopsToQueue: hopsToQueue, startsHere: startsHere, keep: { attach($0, key: $1) },
+            then: handler)
     }
 
     // MARK: Snapshots
