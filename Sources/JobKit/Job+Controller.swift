@@ -26,11 +26,11 @@ extension Job {
 
         /// Whether the job has been cancelled. A long-running closure can
         /// check it between steps and stop early.
-        public var isCancelled: Bool { token.isCancelled }
+        public var isCancelled: Bool { shared.isCancelled(as: Success.self) }
 
         /// Whether the job has completed, by any means: finished, failed,
         /// cancelled or timed out.
-        public var isCompleted: Bool { token.isCompleted }
+        public var isCompleted: Bool { shared.isCompleted(as: Success.self) }
 
         /// Finishes the job with `value`.
         /// - Returns: `true` if this was the job's outcome, `false` if the

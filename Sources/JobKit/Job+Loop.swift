@@ -30,12 +30,24 @@ extension Job {
     ///   - delay: The wait before each step after the first: before step
     ///     number `n + 1`, `delay.delay(beforeRetry: n)`. No wait by
     ///     default.
+    @inlinable
     public func repeated(
         while condition: @escaping @Sendable (Success) -> Bool,
         delay: RetryDelay = .none
     ) -> Job<Success> {
+        repeated(while: condition, delay: delay, making: JobState<Success>.makeChildToken)
+    }
+
+    /// ``repeated(while:delay:)``, whose steps' states and tokens
+    /// `makeToken` makes, where `Success` is known.
+    @usableFromInline
+    func repeated(
+        while condition: @escaping @Sendable (Success) -> Bool,
+        delay: RetryDelay,
+        making makeToken: @escaping JobState<Success>.MakeToken
+    ) -> Job<Success> {
         Job { controller in
-            LoopRun(controller: controller, delay: delay, job: { _ in self }) { run, number, value in
+            LoopRun(controller: controller, delay: delay, job: { _ in self }, making: makeToken) { run, number, value in
                 if condition(value) {
                     run.again(after: number, from: ())
                 } else {
@@ -90,13 +102,25 @@ extension Job {
     ///   - page: The job that fetches the page at a cursor. Called on the
     ///     job's queue.
     /// - Returns: A job whose value holds the elements of every page.
+    @inlinable
     public static func collectPages<Element, Cursor: Sendable>(
         from first: Cursor,
         _ page: @escaping @Sendable (Cursor) -> Job<JobPage<Element, Cursor>>
     ) -> Job<[Element]> where Success == [Element] {
+        collectPages(from: first, page, making: JobState<JobPage<Element, Cursor>>.makeChildToken)
+    }
+
+    /// ``collectPages(from:_:)``, whose pages' states and tokens
+    /// `makeToken` makes, where their type is known.
+    @usableFromInline
+    static func collectPages<Element, Cursor: Sendable>(
+        from first: Cursor,
+        _ page: @escaping @Sendable (Cursor) -> Job<JobPage<Element, Cursor>>,
+        making makeToken: @escaping JobState<JobPage<Element, Cursor>>.MakeToken
+    ) -> Job<[Element]> where Success == [Element] {
         Job<[Element]> { controller in
             let collected = Collected<Element>()
-            LoopRun(controller: controller, delay: .none, job: page) { run, number, found in
+            LoopRun(controller: controller, delay: .none, job: page, making: makeToken) { run, number, found in
                 switch found {
                 case .more(let elements, let next):
                     collected.append(elements)
@@ -152,6 +176,8 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
     /// Decides what follows step number `number`, which finished with a
     /// value: ``again(after:from:)``, or the controller's `finish`.
     let next: @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
+    /// Makes each step's state and token (``JobState/MakeToken``).
+    let makeToken: JobState<Step>.MakeToken
     /// The wait before the next step, closed when the job is cancelled.
     let slot = TimerSlot(.loop)
 
@@ -159,11 +185,13 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
         controller: Job<Success>.Controller,
         delay: RetryDelay,
         job: @escaping @Sendable (Input) -> Job<Step>,
+        making makeToken: @escaping JobState<Step>.MakeToken,
         next: @escaping @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
     ) {
         self.controller = controller
         self.delay = delay
         self.job = job
+        self.makeToken = makeToken
         self.next = next
     }
 
@@ -178,7 +206,7 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
     private func step(_ number: Int, from input: Input) {
         guard !controller.isCompleted else { return }
         slot.begin(number)
-        controller.token.performChild(job(input), startsHere: true) { [self] outcome in
+        controller.token.performChild(job(input), startsHere: true, making: makeToken) { [self] outcome in
             switch outcome {
             case .failure(let error):
                 controller.fail(with: error)

@@ -30,9 +30,10 @@ extension Job {
     /// ```swift
     /// let avatar = Job.loadingProfile(id).then { profile in .loadingImage(profile.avatarURL) }
     /// ```
+    @inlinable
     public func then<Next>(_ next: @escaping @Sendable (Success) -> Job<Next>) -> Job<Next> {
         Job<Next> { controller in
-            controller.token.performChild(self, startsHere: true) { outcome in
+            controller.performHere(self) { outcome in
                 switch outcome {
                 case .success(let value):
                     // Cancelled as this job finished: nothing to build.
@@ -51,11 +52,12 @@ extension Job {
     /// If this job fails, `transform` is not called. If `transform` throws,
     /// the returned job fails with the error it threw. `transform` runs at
     /// once on the thread this job completed on.
+    @inlinable
     public func map<NewSuccess>(
         _ transform: @escaping @Sendable (Success) throws -> NewSuccess
     ) -> Job<NewSuccess> {
         Job<NewSuccess> { controller in
-            controller.token.performChild(self, startsHere: true) { outcome in
+            controller.performHere(self) { outcome in
                 controller.complete(with: outcome.flatMap { value in Result { try transform(value) } })
             }
         }
@@ -65,6 +67,7 @@ extension Job {
     ///
     /// Handy for putting jobs with values into a ``group(_:maxConcurrent:failurePolicy:)``
     /// or a ``sequence(_:)``.
+    @inlinable
     public func discardingValue() -> Job<Void> {
         map { _ in () }
     }
@@ -89,6 +92,7 @@ extension Job {
     /// Cancelling the returned job is not a failure of this job: it
     /// completes with `CancellationError` and `handler` is not called.
     /// `handler` runs on the job's queue.
+    @inlinable
     public func recover(
         _ handler: @escaping @Sendable (any Error) throws -> Success
     ) -> Job<Success> {
@@ -102,11 +106,12 @@ extension Job {
     /// ``then(_:)``'s next job does: a retry written as recursion (recover
     /// with the same job again) holds one attempt at a time. `handler` is
     /// called at once on the thread this job completed on.
+    @inlinable
     public func recover(
         with handler: @escaping @Sendable (any Error) -> Job<Success>
     ) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self, startsHere: true) { outcome in
+            controller.performHere(self) { outcome in
                 switch outcome {
                 case .success:
                     controller.complete(with: outcome)
@@ -123,11 +128,12 @@ extension Job {
     /// `transform` makes of its error: to wrap low-level errors into a
     /// domain error, say. `transform` runs at once on the thread this job
     /// completed on.
+    @inlinable
     public func mapError(
         _ transform: @escaping @Sendable (any Error) -> any Error
     ) -> Job<Success> {
         Job { controller in
-            controller.token.performChild(self, startsHere: true) { outcome in
+            controller.performHere(self) { outcome in
                 controller.complete(with: outcome.mapError(transform))
             }
         }
@@ -146,12 +152,49 @@ extension Job.Controller {
     /// going back up through its steps, and a cancel reaches the step
     /// running now at once. What the step that ends said about itself goes
     /// (``AttachmentList/startStep()``).
+    @usableFromInline
     func finish(byRunning job: Job<Success>) {
-        token.startStep()
         let step: @Sendable () -> Void = { [self] in
             guard !isCompleted else { return }
             job.body(self)
         }
-        token.runStep(step)
+        if let state = shared.ownState(as: Success.self) {
+            state.startStep()
+            state.runStep(step)
+        } else {
+            token.startStep()
+            token.runStep(step)
+        }
+    }
+}
+
+extension Job.Controller {
+    /// Performs `child` as a child of the job, started here, now: the
+    /// caller is the job's body, on its queue (a transform's). `handler` is
+    /// called on the thread that completes it.
+    ///
+    /// Inlinable, so that the caller's module, which knows `Child`, makes
+    /// the child's state and token (``JobState/makeChildToken(on:handler:)``).
+    @inlinable
+    func performHere<Child>(
+        _ child: Job<Child>,
+        then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
+    ) {
+        performChildHere(child, making: JobState<Child>.makeChildToken, then: handler)
+    }
+
+    /// ``performHere(_:then:)``, with the child's state and token made by
+    /// `makeToken`.
+    @usableFromInline
+    func performChildHere<Child>(
+        _ child: Job<Child>,
+        making makeToken: @escaping JobState<Child>.MakeToken,
+        then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
+    ) {
+        if let state = shared.ownState(as: Success.self) {
+            _ = state.performChild(child, hopsToQueue: false, startsHere: true, making: makeToken, then: handler)
+        } else {
+            token.performChild(child, startsHere: true, making: makeToken, then: handler)
+        }
     }
 }

@@ -149,6 +149,27 @@ struct LoopTests {
         #expect(upload.snapshot().description == "publish (cancelled)")
     }
 
+    /// The job a transform performs leaves it as its own outcome comes,
+    /// however it comes: reported at once or later, or by dropping its
+    /// controllers. What goes on in its place shows alone.
+    @Test func aRecoveredJobLeavesTheSnapshotHoweverItFailed() throws {
+        let queue = TestQueue()
+        let failing: [Job<Int>] = [
+            .failed(TestError()),
+            Job { _ in },
+            Job.sleep(for: .seconds(1)).then { Job<Int>.failed(TestError()) },  // allowed: the TestQueue's clock
+        ]
+        let handles = failing.map { first in
+            first.named("first").recover { _ in Job<Int>.never.named("second") }.named("retry")
+                .perform(on: queue) { _ in }
+        }
+        try queue.advance(by: .seconds(1))
+        for handle in handles {
+            #expect(handle.snapshot().description == "retry (running)\n└─ second (running)")
+            handle.cancel()
+        }
+    }
+
     @Test func aPollOfStepsFinishingAtOnceRunsSixtyFiveStepsInATurnThenLetsOtherWorkRun() throws {
         let queue = TestQueue()
         let started = LockedValue<[Int]>([])

@@ -127,7 +127,9 @@ extension AttachmentList {
     /// - Returns: What went, to be released outside the lock.
     mutating func startStep() -> [Attachment] {
         var dropped: [Attachment] = []
-        if let stepStart {
+        // Most loops attach nothing of their own to their steps: the step
+        // that ends left with its child.
+        if let stepStart, !attachments.isEmpty {
             attachments.removeAll { entry in
                 guard entry.key >= stepStart else { return false }
                 switch entry.attachment {
@@ -180,6 +182,9 @@ struct AttachmentEntries: Sequence, Sendable {
         first = entries.first
         rest = Array(entries.dropFirst())
     }
+
+    /// Whether there are no entries.
+    var isEmpty: Bool { first == nil }
 
     /// Whether there is one entry, and not a name.
     var isOneThatIsNotAName: Bool {

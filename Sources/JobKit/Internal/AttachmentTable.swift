@@ -61,7 +61,9 @@ final class AttachmentTable: Sendable {
     /// when it completes. `handler` is called on the thread that completes
     /// it, or through the queue if `hopsToQueue`. Its body runs on this
     /// thread, now, if `startsHere` (the caller runs on `queue`: a job's
-    /// body), or else through the queue. The child's handler holds
+    /// body), or else through the queue. `makeToken`, if any, makes the
+    /// child's state and its controllers' token, in place of this
+    /// generic code (``JobState/MakeToken``). The child's handler holds
     /// this table, not the job's controllers: a body that dropped its
     /// controllers is abandoned even while a child it started runs.
     func perform<Child>(
@@ -69,10 +71,24 @@ final class AttachmentTable: Sendable {
         on queue: any JobQueue,
         hopsToQueue: Bool,
         startsHere: Bool,
+        making makeToken: JobState<Child>.MakeToken?,
         keep: (Attachment, _ key: Int) -> Void,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
         let key = reserveKey()
+        if let makeToken {
+            // The child leaves this table through its token, as its own
+            // outcome comes: its handler needs no wrapper.
+            let token = makeToken(queue, handler)
+            token.parent = ChildLink(table: self, key: key)
+            keep(.node(token.state), key)
+            if startsHere {
+                token.state.startHere(child.body, controlledBy: token)
+            } else {
+                token.state.start(child.body, controlledBy: token)
+            }
+            return token.state
+        }
         let state = JobState<Child>(queue: queue, hopsToQueue: hopsToQueue) { [self] outcome in
             let detached = detach(key)
             _ = detached  // released here, outside the lock

@@ -295,11 +295,12 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
         _ job: Job<Grandchild>,
         hopsToQueue: Bool,
         startsHere: Bool,
+        making makeToken: JobState<Grandchild>.MakeToken?,
         then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
     ) -> JobState<Grandchild> {
         let (table, installed) = madeTable()
         return table.perform(
-            job, on: run.queue, hopsToQueue: hopsToQueue, startsHere: startsHere,
+            job, on: run.queue, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken,
             keep: { keep($0, key: $1, in: table, installed: installed) }, then: handler
         )
     }

@@ -71,6 +71,7 @@
         switch kind {
         case .state:
             let token = unsafeDowncast(self, to: StateToken<Success>.self)
+            token.leaveParent()
             return token.state.succeed(with: value, calling: token.callsWithSuccess)
         case .groupChild:
             return unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self).succeed(with: value)
@@ -80,6 +81,39 @@
             return unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self).report(.success(value))
         case .zipChild:
             return unsafeDowncast(self, to: ChildToken<ZipRun>.self).report(.success(value))
+        }
+    }
+
+    /// The state of a performance of its own (a ``StateToken``'s), asked
+    /// without making a ``TypedToken``, whose reference is retained and
+    /// released around each call: what a loop's every step asks.
+    @inline(__always)
+    func ownState<Success: Sendable>(as _: Success.Type) -> JobState<Success>? {
+        kind == .state ? unsafeDowncast(self, to: StateToken<Success>.self).state : nil
+    }
+
+    /// Whether the job has completed, by any means: asked of the subclass
+    /// in place, as ``succeed(with:)`` does (every step of a loop asks).
+    @inline(__always)
+    func isCompleted<Success: Sendable>(as _: Success.Type) -> Bool {
+        switch kind {
+        case .state: unsafeDowncast(self, to: StateToken<Success>.self).state.isCompleted
+        case .groupChild: unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self).isCompleted
+        case .sequenceStep: unsafeDowncast(self, to: ChildToken<SequenceRun>.self).isCompleted
+        case .boxingChild: unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self).isCompleted
+        case .zipChild: unsafeDowncast(self, to: ChildToken<ZipRun>.self).isCompleted
+        }
+    }
+
+    /// Whether the job has been cancelled: asked as ``isCompleted(as:)``.
+    @inline(__always)
+    func isCancelled<Success: Sendable>(as _: Success.Type) -> Bool {
+        switch kind {
+        case .state: unsafeDowncast(self, to: StateToken<Success>.self).state.isCancelled
+        case .groupChild: unsafeDowncast(self, to: ChildToken<GroupRun<Success>>.self).isCancelled
+        case .sequenceStep: unsafeDowncast(self, to: ChildToken<SequenceRun>.self).isCancelled
+        case .boxingChild: unsafeDowncast(self, to: ChildToken<GroupRun<any Sendable>>.self).isCancelled
+        case .zipChild: unsafeDowncast(self, to: ChildToken<ZipRun>.self).isCancelled
         }
     }
 
@@ -125,37 +159,17 @@ enum TypedToken<Success: Sendable>: Sendable {
         }
     }
 
-    /// Whether the job has been cancelled.
-    var isCancelled: Bool {
-        switch self {
-        case .state(let token): token.state.isCancelled
-        case .groupChild(let child): child.isCancelled
-        case .sequenceStep(let step): step.isCancelled
-        case .boxingChild(let child): child.isCancelled
-        case .zipChild(let child): child.isCancelled
-        }
-    }
-
-    /// Whether the job has completed, by any means.
-    var isCompleted: Bool {
-        switch self {
-        case .state(let token): token.state.isCompleted
-        case .groupChild(let child): child.isCompleted
-        case .sequenceStep(let step): step.isCompleted
-        case .boxingChild(let child): child.isCompleted
-        case .zipChild(let child): child.isCompleted
-        }
-    }
-
     /// Reports `error` unless the job already completed.
     /// - Returns: `true` if this outcome won.
     func fail(with error: any Error) -> Bool {
         switch self {
-        case .state(let token): token.state.fail(with: error)
-        case .groupChild(let child): child.report(.failure(error))
-        case .sequenceStep(let step): step.report(.failure(error))
-        case .boxingChild(let child): child.report(.failure(error))
-        case .zipChild(let child): child.report(.failure(error))
+        case .state(let token):
+            token.leaveParent()
+            return token.state.fail(with: error)
+        case .groupChild(let child): return child.report(.failure(error))
+        case .sequenceStep(let step): return step.report(.failure(error))
+        case .boxingChild(let child): return child.report(.failure(error))
+        case .zipChild(let child): return child.report(.failure(error))
         }
     }
 
@@ -163,11 +177,13 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// - Returns: `true` if this outcome won.
     func complete(with outcome: Outcome) -> Bool {
         switch self {
-        case .state(let token): token.state.complete(with: outcome)
-        case .groupChild(let child): child.report(outcome)
-        case .sequenceStep(let step): step.report(outcome.map { _ in () })
-        case .boxingChild(let child): child.report(outcome.map { $0 as any Sendable })
-        case .zipChild(let child): child.report(outcome.map { $0 as any Sendable })
+        case .state(let token):
+            token.leaveParent()
+            return token.state.complete(with: outcome)
+        case .groupChild(let child): return child.report(outcome)
+        case .sequenceStep(let step): return step.report(outcome.map { _ in () })
+        case .boxingChild(let child): return child.report(outcome.map { $0 as any Sendable })
+        case .zipChild(let child): return child.report(outcome.map { $0 as any Sendable })
         }
     }
 
@@ -223,7 +239,10 @@ enum TypedToken<Success: Sendable>: Sendable {
     /// called on the thread that completes the child, or through the queue
     /// if `hopsToQueue`. Its body runs on this thread, now, if `startsHere`
     /// (the caller is the job's body, on its queue), or else through the
-    /// queue. The child's handler holds the job's state, not
+    /// queue. `makeToken`, if any, makes the child's state and token where
+    /// its type is known (``JobState/MakeToken``), and with them decides how
+    /// the handler is called, in place of `hopsToQueue`. The child's
+    /// handler holds the job's state, not
     /// this token: a body that dropped its controllers is abandoned even
     /// while a child it started runs.
     @discardableResult
@@ -231,19 +250,25 @@ enum TypedToken<Success: Sendable>: Sendable {
         _ child: Job<Child>,
         hopsToQueue: Bool = false,
         startsHere: Bool = false,
+        making makeToken: JobState<Child>.MakeToken? = nil,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
         switch self {
         case .state(let token):
-            token.state.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
+            token.state.performChild(
+                child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)
         case .groupChild(let groupChild):
-            groupChild.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
+            groupChild.performChild(
+                child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)
         case .sequenceStep(let step):
-            step.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
+            step.performChild(
+                child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)
         case .boxingChild(let boxingChild):
-            boxingChild.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
+            boxingChild.performChild(
+                child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)
         case .zipChild(let zipChild):
-            zipChild.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
+            zipChild.performChild(
+                child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)
         }
     }
 }
@@ -251,12 +276,14 @@ enum TypedToken<Success: Sendable>: Sendable {
 /// The token of a performance whose state is a ``JobState``.
 ///
 /// Unchecked, as its base class: it holds an immutable reference and an
-/// immutable `Sendable` closure.
-@usableFromInline final class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable {
-    let state: JobState<Success>
+/// immutable `Sendable` closure. Not final: a child a transform or a loop
+/// starts has a ``ChildStateToken``, so that this token stays within 40
+/// bytes, the allocator's 48-byte size class.
+@usableFromInline class StateToken<Success: Sendable>: ControllerToken, @unchecked Sendable {
+    final let state: JobState<Success>
     /// How the state's handler is called with a success, if the token's
     /// maker knew `Success` (``JobState/SuccessCall``).
-    let callsWithSuccess: JobState<Success>.SuccessCall?
+    final let callsWithSuccess: JobState<Success>.SuccessCall?
 
     @usableFromInline
     init(_ state: JobState<Success>, callsWithSuccess: JobState<Success>.SuccessCall? = nil) {
@@ -264,15 +291,59 @@ enum TypedToken<Success: Sendable>: Sendable {
         self.callsWithSuccess = callsWithSuccess
     }
 
-    override var kind: Kind { .state }
+    final override var kind: Kind { .state }
 
-    override var queue: any JobQueue { state.queue }
+    final override var queue: any JobQueue { state.queue }
 
-    override func attach(node: any JobNode) {
+    final override func attach(node: any JobNode) {
         state.attach(.node(node))
     }
+
+    /// The performance leaves the table of the job it is a child of, if it
+    /// is kept in one by its token (``ChildStateToken``): its own outcome
+    /// comes, before its handler runs. Said twice, the second finds
+    /// nothing to take.
+    func leaveParent() {}
 
     deinit {
         state.abandon()
     }
+}
+
+/// The token of a child that a transform or a loop starts
+/// (``JobState/MakeToken``): it knows where the job it is a child of keeps
+/// it, and the child leaves that table as its own outcome comes
+/// (``leaveParent()``). Other children leave through a wrapper of their
+/// handler, an allocation more at every step of a loop.
+///
+/// Unchecked, as its base class; ``parent`` is written once before the
+/// child starts (the start, on this thread or through the queue,
+/// publishes it) and only read after.
+@usableFromInline final class ChildStateToken<Success: Sendable>: StateToken<Success>, @unchecked Sendable {
+    /// Where the job the child is a child of keeps it.
+    var parent: ChildLink?
+
+    @usableFromInline
+    override init(_ state: JobState<Success>, callsWithSuccess: JobState<Success>.SuccessCall? = nil) {
+        super.init(state, callsWithSuccess: callsWithSuccess)
+    }
+
+    override func leaveParent() {
+        guard let parent else { return }
+        let detached = parent.table.detach(parent.key)
+        _ = detached  // released here, outside the lock
+    }
+
+    /// Before the base class's, which abandons the child: it leaves its
+    /// job's table first, as an outcome of its own does.
+    deinit {
+        if !state.isCompleted { leaveParent() }
+    }
+}
+
+/// Where a child is kept by the job it is a child of: that job's table,
+/// and its key there.
+struct ChildLink {
+    let table: AttachmentTable
+    let key: Int
 }

@@ -38,6 +38,12 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// performance's ``StateToken``: this state stays within 120 bytes,
     /// which the allocator frees from another thread without a lock.
     @usableFromInline typealias SuccessCall = @Sendable (Handler, Success) -> Void
+    /// Makes a child's state, on the queue, with the handler, and its
+    /// controllers' token, with its ``SuccessCall``: made where `Success`
+    /// is known (a transform's inlinable body, a closure that captures
+    /// nothing), as each allocation in unspecialized code looks up its
+    /// type's metadata at run time, at each step of a loop.
+    @usableFromInline typealias MakeToken = @Sendable (any JobQueue, @escaping Handler) -> ChildStateToken<Success>
 
     /// Where the outcome goes.
     enum Delivery {
@@ -93,6 +99,17 @@ final class JobState<Success: Sendable>: JobCancelling {
     init(queue: any JobQueue, hopsToQueue: Bool, handler: @escaping Handler) {
         self.queue = queue
         self.delivery = hopsToQueue ? .throughQueue(handler) : .inline(handler)
+    }
+
+    /// The token of a child that a transform or a loop starts in its body,
+    /// and its state, whose handler is called on the thread that completes
+    /// it: a ``MakeToken``, for the caller's module to make them (and to
+    /// build the `Result` of their success) where `Success` is known.
+    @inlinable
+    static func makeChildToken(on queue: any JobQueue, handler: @escaping Handler) -> ChildStateToken<Success> {
+        ChildStateToken(
+            JobState(queue: queue, hopsToQueue: false, handler: handler),
+            callsWithSuccess: { handler, value in handler(.success(value)) })
     }
 
     /// A performance awaited by a task, which hands over its continuation
@@ -250,7 +267,11 @@ final class JobState<Success: Sendable>: JobCancelling {
                 callOnQueue { handler(.success(value)) }
             }
         case .inline(let handler):
-            deliverInline(value, to: handler)
+            if let callsWithSuccess {
+                deliverInline(value, to: handler, calling: callsWithSuccess)
+            } else {
+                deliverInline(value, to: handler)
+            }
         case .awaiting:
             if outcomeArrives() { continuation.take()?.resume(returning: value) }
         }
@@ -279,6 +300,17 @@ final class JobState<Success: Sendable>: JobCancelling {
             level.leave()
         } else {
             Trampoline.hold { handler(.success(value)) }
+        }
+    }
+
+    /// ``deliverInline(_:to:)`` through `call`, which builds the `Result`
+    /// where `Success` is known.
+    private func deliverInline(_ value: Success, to handler: @escaping Handler, calling call: @escaping SuccessCall) {
+        if let level = Trampoline.Level.enter() {
+            call(handler, value)
+            level.leave()
+        } else {
+            Trampoline.hold { call(handler, value) }
         }
     }
 
@@ -404,11 +436,12 @@ final class JobState<Success: Sendable>: JobCancelling {
         _ child: Job<Child>,
         hopsToQueue: Bool,
         startsHere: Bool,
+        making makeToken: JobState<Child>.MakeToken?,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
         table.perform(
-            child, on: queue, hopsToQueue: hopsToQueue, startsHere: startsHere, keep: { attach($0, key: $1) },
-            then: handler)
+            child, on: queue, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken,
+            keep: { attach($0, key: $1) }, then: handler)
     }
 
     // MARK: Snapshots
