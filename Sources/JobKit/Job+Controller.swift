@@ -13,6 +13,7 @@ extension Job {
         /// What the copies of this controller share.
         let shared: ControllerToken
 
+        @inline(__always)
         init(_ shared: ControllerToken) {
             self.shared = shared
         }

@@ -47,14 +47,15 @@ extension Job {
         making makeToken: @escaping JobState<Success>.MakeToken
     ) -> Job<Success> {
         Job { controller in
-            LoopRun(controller: controller, delay: delay, job: { _ in self }, making: makeToken) { run, number, value in
+            LoopRun(controller: controller, delay: delay, job: { _ in self }, making: makeToken, from: ()) {
+                run, number, value in
                 if condition(value) {
                     run.again(after: number, from: ())
                 } else {
                     run.controller.finish(with: value)
                 }
             }
-            .start(from: ())
+            .start()
         }
     }
 }
@@ -120,7 +121,8 @@ extension Job {
     ) -> Job<[Element]> where Success == [Element] {
         Job<[Element]> { controller in
             let collected = Collected<Element>()
-            LoopRun(controller: controller, delay: .none, job: page, making: makeToken) { run, number, found in
+            LoopRun(controller: controller, delay: .none, job: page, making: makeToken, from: first) {
+                run, number, found in
                 switch found {
                 case .more(let elements, let next):
                     collected.append(elements)
@@ -130,7 +132,7 @@ extension Job {
                     run.controller.finish(with: collected.take())
                 }
             }
-            .start(from: first)
+            .start()
         }
     }
 }
@@ -167,8 +169,16 @@ private final class Collected<Element: Sendable>: Sendable {
 ///
 /// A class, and `next` decides by calling it back rather than returning a
 /// value: in generic code, a value of a type of its own (a struct, an enum
-/// of what follows) costs a look-up of that type at each step.
-private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: Sendable {
+/// of what follows) costs a look-up of that type at each step. The step
+/// number and the next step's input are kept here, so that the closures a
+/// step makes capture the run alone, which allocates nothing.
+///
+/// Unchecked: ``number`` and ``nextInput`` are written by one step at a
+/// time. A step writes them as it starts and as it ends, and the next step
+/// starts only after that, handed over on this thread, through the queue
+/// or by its timer; the handler of a step's job reads the number that
+/// step wrote before it started the job.
+private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: @unchecked Sendable {
     let controller: Job<Success>.Controller
     let delay: RetryDelay
     /// The job of a step, from its input.
@@ -180,14 +190,23 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
     let makeToken: JobState<Step>.MakeToken
     /// The wait before the next step, closed when the job is cancelled.
     let slot = TimerSlot(.loop)
+    /// The number of the step running now, or that ran last. Unchecked
+    /// for exclusivity, as the next: one step at a time touches them.
+    @exclusivity(unchecked) private var number = 0
+    /// The input of the next step: the loop's first, then the one the step
+    /// that ran last gave. Not optional: in generic code, an optional of
+    /// it costs a look-up of its type at each step.
+    @exclusivity(unchecked) private var nextInput: Input
 
     init(
         controller: Job<Success>.Controller,
         delay: RetryDelay,
         job: @escaping @Sendable (Input) -> Job<Step>,
         making makeToken: @escaping JobState<Step>.MakeToken,
+        from first: Input,
         next: @escaping @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
     ) {
+        self.nextInput = first
         self.controller = controller
         self.delay = delay
         self.job = job
@@ -195,18 +214,18 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
         self.next = next
     }
 
-    /// Starts the loop: its first step, from `input`.
-    func start(from input: Input) {
+    /// Starts the loop: its first step.
+    func start() {
         controller.token.attach(slot)
-        step(1, from: input)
+        step()
     }
 
-    /// Starts step number `number`, from `input`, here: on the job's
-    /// queue.
-    private func step(_ number: Int, from input: Input) {
+    /// Starts the next step, from its input, here: on the job's queue.
+    private func step() {
         guard !controller.isCompleted else { return }
+        number += 1
         slot.begin(number)
-        controller.token.performChild(job(input), startsHere: true, making: makeToken) { [self] outcome in
+        controller.performChildHere(job(nextInput), making: makeToken) { [self] outcome in
             switch outcome {
             case .failure(let error):
                 controller.fail(with: error)
@@ -221,12 +240,11 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
     /// Step number `number + 1` follows, from `input`, after its delay.
     func again(after number: Int, from input: Input) {
         let wait = max(delay.delay(beforeRetry: number), .zero)
+        nextInput = input
         if wait == .zero {
-            controller.token.runStep { [self] in step(number + 1, from: input) }
+            controller.token.runStep { [self] in step() }
         } else {
-            slot.wait(before: number + 1, delay: wait, after: nil, on: controller.queue) { [self] in
-                step(number + 1, from: input)
-            }
+            slot.wait(before: number + 1, delay: wait, after: nil, on: controller.queue) { [self] in step() }
         }
     }
 }

@@ -154,17 +154,16 @@ extension Job.Controller {
     /// (``AttachmentList/startStep()``).
     @usableFromInline
     func finish(byRunning job: Job<Success>) {
+        let isOwnState = shared.withOwnStateToken(as: Success.self) { token in
+            token.withState { $0.startStep(job.body, controlledBy: token) }
+        }
+        if isOwnState { return }
         let step: @Sendable () -> Void = { [self] in
             guard !isCompleted else { return }
             job.body(self)
         }
-        if let state = shared.ownState(as: Success.self) {
-            state.startStep()
-            state.runStep(step)
-        } else {
-            token.startStep()
-            token.runStep(step)
-        }
+        token.startStep()
+        token.runStep(step)
     }
 }
 
@@ -192,7 +191,7 @@ extension Job.Controller {
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) {
         if let state = shared.ownState(as: Success.self) {
-            _ = state.performChild(child, hopsToQueue: false, startsHere: true, making: makeToken, then: handler)
+            state.performChildHere(child, making: makeToken, then: handler)
         } else {
             token.performChild(child, startsHere: true, making: makeToken, then: handler)
         }

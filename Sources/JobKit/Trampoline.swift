@@ -254,12 +254,32 @@ public enum Trampoline {
     ///   `step`.
     @inline(__always)
     static func runInTurn(of owner: AnyObject, _ step: @escaping @Sendable () -> Void) -> Bool {
-        guard let frame = frameRunning(owner), frame.pointee.nextStep == nil,
-            frame.pointee.stepsRun < stepsInATurn
-        else { return false }
-        frame.pointee.stepsRun += 1
-        frame.pointee.nextStep = step
+        guard let turn = Turn(of: owner) else { return false }
+        turn.keep(step)
         return true
+    }
+
+    /// The turn of the queue that runs the body of `owner` on this thread
+    /// now, with room for its next step: ``runInTurn(of:_:)`` for a caller
+    /// that makes the step only once it knows it is kept, so that the step
+    /// is stored as it is made, without a retain and a release.
+    struct Turn {
+        private let frame: UnsafeMutablePointer<BodyFrame>
+
+        @inline(__always)
+        init?(of owner: AnyObject) {
+            guard let frame = frameRunning(owner), frame.pointee.nextStep == nil,
+                frame.pointee.stepsRun < stepsInATurn
+            else { return nil }
+            self.frame = frame
+        }
+
+        /// Keeps `step`, to run once the body returns.
+        @inline(__always)
+        func keep(_ step: __owned @escaping @Sendable () -> Void) {
+            frame.pointee.stepsRun += 1
+            frame.pointee.nextStep = step
+        }
     }
 
     /// How many steps a performance runs in one turn of its queue

@@ -28,6 +28,18 @@ private func describedPoll(from first: Int, to last: Int, live: LockedValue<Int>
         .named("poll", detail: { withExtendedLifetime(canary) { "step \(first)" } })
 }
 
+/// The poll above, with a name and a detail for its first step and every
+/// third after it only: the steps between say nothing about themselves.
+private func sometimesDescribedPoll(from first: Int, to last: Int, live: LockedValue<Int>) -> Job<Int> {
+    let step = Job.sleep(for: .seconds(1)).map { first }.named("fetch \(first)")  // allowed: on a TestQueue only
+        .then { value in
+            value >= last ? .succeeded(value) : sometimesDescribedPoll(from: value + 1, to: last, live: live)
+        }
+    guard first % 3 == 1 else { return step }
+    let canary = Canary(live)
+    return step.named("poll", detail: { withExtendedLifetime(canary) { "step \(first)" } })
+}
+
 @Suite("Loops written as recursion", .timeLimit(.minutes(1)))
 struct LoopTests {
     /// Ten times as deep as crashed a thread of 512 KiB, as a dispatch
@@ -106,6 +118,38 @@ struct LoopTests {
                 "      └─ sleep 1 s (running)",
             ])
         try queue.advance(by: .seconds(500))
+        #expect(handle.isCompleted)
+        #expect(live.value == 0)
+    }
+
+    /// A step that says nothing about itself starts without the loop's
+    /// lock; what a later step says still goes with that step, and shows.
+    @Test func aStepThatSaysNothingLeavesWhatTheNextSaysToGoWithIt() throws {
+        let queue = TestQueue()
+        let live = LockedValue(0)
+        let handle = sometimesDescribedPoll(from: 1, to: 9, live: live).perform(on: queue) { _ in }
+        func lines() -> [Substring] { handle.snapshot().description.split(separator: "\n") }
+        // Step 2, the first that says nothing: the first step's detail only.
+        try queue.advance(by: .seconds(1.5))
+        #expect(live.value == 1)
+        #expect(lines() == ["poll (running, step 1)", "└─ fetch 2 (running)", "   └─ sleep 1 s (running)"])
+        // Step 4 names itself, after two steps that said nothing.
+        try queue.advance(by: .seconds(2))
+        #expect(live.value == 2)
+        #expect(
+            lines() == [
+                "poll (running, step 1)", "└─ poll (running, step 4)", "   └─ fetch 4 (running)",
+                "      └─ sleep 1 s (running)",
+            ])
+        // Step 5 says nothing: step 4's name and detail went with step 4.
+        try queue.advance(by: .seconds(1))
+        #expect(live.value == 1)
+        #expect(lines() == ["poll (running, step 1)", "└─ fetch 5 (running)", "   └─ sleep 1 s (running)"])
+        try queue.advance(by: .seconds(2))
+        #expect(live.value == 2)
+        try queue.advance(by: .seconds(1))
+        #expect(live.value == 1)
+        try queue.advance(by: .seconds(2))
         #expect(handle.isCompleted)
         #expect(live.value == 0)
     }

@@ -96,10 +96,13 @@ enum AttachDecision: Sendable {
 
 extension AttachmentList {
     /// Keeps `attachment` under `key`, or under the next key.
-    mutating func append(_ attachment: Attachment, key: Int?) {
+    @inline(__always)
+    @discardableResult
+    mutating func append(_ attachment: Attachment, key: Int?) -> Int {
         let key = key ?? nextKey
         if key == nextKey { nextKey += 1 }
         attachments.append((key: key, attachment: attachment))
+        return key
     }
 
     /// A key for an attachment to be kept later.

@@ -272,12 +272,17 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
         return (table, run.install(table, forChild: index))
     }
 
-    /// Keeps `attachment` in `table` under `key`, or cancels or drops it.
-    private func keep(_ attachment: Attachment, key: Int?, in table: AttachmentTable, installed: Bool) {
-        let decision = table.attach(attachment, key: key) { decideAttachment() }
+    /// Keeps `attachment` in `table` under `key`, or the next key, or
+    /// cancels or drops it.
+    /// - Returns: The key it is kept under, if it is kept.
+    @inline(__always)
+    @discardableResult
+    private func keep(_ attachment: Attachment, key: Int?, in table: AttachmentTable, installed: Bool) -> Int? {
+        let (decision, kept) = table.attach(attachment, key: key) { decideAttachment() }
         // Made as the child completed or the run ended: nothing to keep.
         if installed && decision != .kept { run.uninstall(table, forChild: index) }
         if decision == .cancelNow { attachment.cancelWithOwner() }
+        return kept
     }
 
     /// What becomes of an attachment now: kept while the child runs,
@@ -299,8 +304,14 @@ final class ChildToken<Run: ChildRunning>: ControllerToken, @unchecked Sendable 
         then handler: @escaping @Sendable (Result<Grandchild, any Error>) -> Void
     ) -> JobState<Grandchild> {
         let (table, installed) = madeTable()
+        if let makeToken {
+            return table.perform(
+                job, on: run.queue, startsHere: startsHere, making: makeToken,
+                keep: { keep($0, key: $1, in: table, installed: installed) }, then: handler
+            ).state
+        }
         return table.perform(
-            job, on: run.queue, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken,
+            job, on: run.queue, hopsToQueue: hopsToQueue, startsHere: startsHere,
             keep: { keep($0, key: $1, in: table, installed: installed) }, then: handler
         )
     }

@@ -92,6 +92,18 @@
         kind == .state ? unsafeDowncast(self, to: StateToken<Success>.self).state : nil
     }
 
+    /// Calls `body` with this token as a ``StateToken``, if it is one,
+    /// without retaining it for the call (the caller holds it):
+    /// ``ownState(as:)`` for a caller that hands the token on (the next
+    /// step of a loop).
+    /// - Returns: `false` if it is not one.
+    @inline(__always)
+    func withOwnStateToken<Success: Sendable>(as _: Success.Type, _ body: (StateToken<Success>) -> Void) -> Bool {
+        guard kind == .state else { return false }
+        Unmanaged.passUnretained(unsafeDowncast(self, to: StateToken<Success>.self))._withUnsafeGuaranteedRef(body)
+        return true
+    }
+
     /// Whether the job has completed, by any means: asked of the subclass
     /// in place, as ``succeed(with:)`` does (every step of a loop asks).
     @inline(__always)
@@ -295,6 +307,14 @@ enum TypedToken<Success: Sendable>: Sendable {
 
     final override var queue: any JobQueue { state.queue }
 
+    /// Calls `body` with the state, without retaining it for the call (the
+    /// token holds it): read as a value, it is retained around each call,
+    /// an atomic operation, at every step of a loop.
+    @inline(__always)
+    final func withState<Result>(_ body: (JobState<Success>) -> Result) -> Result {
+        Unmanaged.passUnretained(state)._withUnsafeGuaranteedRef(body)
+    }
+
     final override func attach(node: any JobNode) {
         state.attach(.node(node))
     }
@@ -306,7 +326,7 @@ enum TypedToken<Success: Sendable>: Sendable {
     func leaveParent() {}
 
     deinit {
-        state.abandon()
+        withState { $0.abandon() }
     }
 }
 
@@ -316,34 +336,38 @@ enum TypedToken<Success: Sendable>: Sendable {
 /// (``leaveParent()``). Other children leave through a wrapper of their
 /// handler, an allocation more at every step of a loop.
 ///
-/// Unchecked, as its base class; ``parent`` is written once before the
-/// child starts (the start, on this thread or through the queue,
-/// publishes it) and only read after.
+/// Unchecked, as its base class; where its job keeps it is written once
+/// before the child starts (the start, on this thread or through the
+/// queue, publishes it) and only read after.
 @usableFromInline final class ChildStateToken<Success: Sendable>: StateToken<Success>, @unchecked Sendable {
-    /// Where the job the child is a child of keeps it.
-    var parent: ChildLink?
+    /// The table of the job the child is a child of, retained while here
+    /// (released by the deinit), so that leaving it takes no retain.
+    private var parentTable: Unmanaged<AttachmentTable>?
+    /// The key the child is kept under there.
+    private var parentKey = 0
 
     @usableFromInline
     override init(_ state: JobState<Success>, callsWithSuccess: JobState<Success>.SuccessCall? = nil) {
         super.init(state, callsWithSuccess: callsWithSuccess)
     }
 
+    /// The job the child is a child of keeps it in `table` under `key`.
+    /// Said once, before the child starts.
+    func kept(in table: AttachmentTable, key: Int) {
+        parentTable = .passRetained(table)
+        parentKey = key
+    }
+
     override func leaveParent() {
-        guard let parent else { return }
-        let detached = parent.table.detach(parent.key)
+        guard let parentTable else { return }
+        let detached = parentTable._withUnsafeGuaranteedRef { $0.detach(parentKey) }
         _ = detached  // released here, outside the lock
     }
 
     /// Before the base class's, which abandons the child: it leaves its
     /// job's table first, as an outcome of its own does.
     deinit {
-        if !state.isCompleted { leaveParent() }
+        if !withState({ $0.isCompleted }) { leaveParent() }
+        parentTable?.release()
     }
-}
-
-/// Where a child is kept by the job it is a child of: that job's table,
-/// and its key there.
-struct ChildLink {
-    let table: AttachmentTable
-    let key: Int
 }

@@ -87,12 +87,16 @@ final class JobState<Success: Sendable>: JobCancelling {
     //   it through `arrivals` (release), and read by the latch's winner
     //   only after `arrivals` showed it published (acquire); a task that
     //   came second clears it, and the winner then never reads it.
-    // - `pendingBody` is set by `start(_:)` or `start(_:controlledBy:)`
-    //   before it enqueues the work that takes it, and that work runs
-    //   once; nothing else touches it.
+    // - `pendingBody` is set by a start (`start(_:)`, `start(_:controlledBy:)`,
+    //   or `startHere` past the nesting limit) before it enqueues or holds
+    //   the work that takes it, and that work runs once; or by
+    //   `startStep(_:controlledBy:)`, the next step of the job, which its
+    //   body's outcome sets once the body ran, before it hands over (in
+    //   turn, on this thread, or through the queue) the work that takes
+    //   it. One body or step at a time: nothing else touches it.
     private nonisolated(unsafe) var delivery: Delivery  // owned by the latch's winner
     private nonisolated(unsafe) var continuation: UnsafeContinuation<Success, any Error>?  // handed over
-    private nonisolated(unsafe) var pendingBody: Body?  // handed to the one enqueued start
+    private nonisolated(unsafe) var pendingBody: Body?  // handed to the one start or step that runs it
 
     /// A performance whose handler is called through `queue` or inline.
     @usableFromInline
@@ -120,6 +124,7 @@ final class JobState<Success: Sendable>: JobCancelling {
         self.delivery = .awaiting
     }
 
+    @inline(__always)
     var isCompleted: Bool {
         latch.isCompleted
     }
@@ -189,11 +194,11 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// starts the run in its own body): one queue hop fewer. One level
     /// deeper (``Trampoline/Level``): such jobs may nest a million deep.
     func startHere(_ body: @escaping Body, controlledBy token: StateToken<Success>) {
-        pendingBody = body
         if let level = Trampoline.Level.enter() {
-            runPendingBody(controlledBy: token)
+            run(body, controlledBy: token)
             level.leave()
         } else {
+            pendingBody = body
             Trampoline.hold { [token] in token.state.runPendingBody(controlledBy: token) }
         }
     }
@@ -202,11 +207,11 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// job's queue already (a transform's body starts its child): one queue
     /// hop fewer. One level deeper, as ``startHere(_:controlledBy:)``.
     func startHere(_ body: @escaping Body) {
-        pendingBody = body
         if let level = Trampoline.Level.enter() {
-            runPendingBody(controlledBy: nil)
+            run(body, controlledBy: nil)
             level.leave()
         } else {
+            pendingBody = body
             Trampoline.hold { [self] in runPendingBody(controlledBy: nil) }
         }
     }
@@ -222,13 +227,50 @@ final class JobState<Success: Sendable>: JobCancelling {
         Trampoline.enqueue({ [self] in Trampoline.runBody(of: self, step) }, on: queue)
     }
 
+    /// ``startStep()``, then ``runStep(_:)`` for a step that is a job's
+    /// body, to run with the controllers that share `token`
+    /// (``Job/Controller/finish(byRunning:)``). The body waits in the
+    /// state, as a start's does, and the work that runs it captures the
+    /// token alone: it allocates nothing.
+    func startStep(_ body: @escaping Body, controlledBy token: StateToken<Success>) {
+        startStep()
+        pendingBody = body
+        if let turn = Trampoline.Turn(of: self) {
+            turn.keep { [token] in token.state.runPendingStep(controlledBy: token) }
+            return
+        }
+        Trampoline.enqueue(
+            { [token] in
+                Trampoline.runBody(of: token.state) { token.state.runPendingStep(controlledBy: token) }
+            }, on: queue)
+    }
+
+    /// Runs the step ``startStep(_:controlledBy:)`` left, now, on this
+    /// thread, unless the job has completed (been cancelled).
+    private func runPendingStep(controlledBy token: StateToken<Success>) {
+        // Not `take()`: a closure through generic code is thunked, an
+        // allocation and a look-up of its type each time.
+        let body = pendingBody
+        pendingBody = nil
+        guard let body, !isCompleted else { return }
+        body(Job<Success>.Controller(token))
+    }
+
     /// Runs the body a `start` left, now, on this thread, unless the job has
     /// completed (been cancelled): its controllers share `token`, or a
     /// fresh one.
     private func runPendingBody(controlledBy token: StateToken<Success>?) {
         let body = pendingBody
         pendingBody = nil
-        guard let body, !isCompleted else { return }
+        guard let body else { return }
+        run(body, controlledBy: token)
+    }
+
+    /// Runs `body`, now, on this thread, unless the job has completed
+    /// (been cancelled): its controllers share `token`, or a fresh one.
+    @inline(__always)
+    private func run(_ body: Body, controlledBy token: StateToken<Success>?) {
+        guard !isCompleted else { return }
         hasStarted.store(true, ordering: .relaxed)
         Trampoline.runBody(of: self) { body(Job<Success>.Controller(token ?? StateToken(self))) }
     }
@@ -328,6 +370,7 @@ final class JobState<Success: Sendable>: JobCancelling {
 
     /// Fails the job with ``JobError/abandoned`` unless it completed: the
     /// last controller is gone.
+    @inline(__always)
     func abandon() {
         if isCompleted { return }
         failAbandoned()
@@ -400,28 +443,34 @@ final class JobState<Success: Sendable>: JobCancelling {
     /// `onCancel` block or a node attached to a cancelled job is cancelled
     /// at once; anything attached to a job that completed otherwise is
     /// dropped.
-    func attach(_ attachment: Attachment, key: Int? = nil) {
-        let decision: AttachDecision =
+    /// - Returns: The key `attachment` is kept under (`key`, or a new one),
+    ///   if it is kept.
+    @discardableResult
+    func attach(_ attachment: Attachment, key: Int? = nil) -> Int? {
+        let (decision, kept): (AttachDecision, Int?) =
             switch latch.current {
             case .pending:
-                table.attach(attachment, key: key) {
-                    switch latch.currentInOrder {
-                    case .pending: .kept
-                    case .cancelled: .cancelNow
-                    case .completed, .failed: .drop
+                attachments.withMade(by: { AttachmentTable() }) { table in
+                    table.attach(attachment, key: key) {
+                        switch latch.currentInOrder {
+                        case .pending: .kept
+                        case .cancelled: .cancelNow
+                        case .completed, .failed: .drop
+                        }
                     }
                 }
-            case .cancelled: .cancelNow
-            case .completed, .failed: .drop
+            case .cancelled: (.cancelNow, nil)
+            case .completed, .failed: (.drop, nil)
             }
         if decision == .cancelNow { attachment.cancelWithOwner() }
+        return kept
     }
 
     /// The job goes on to the job that finishes it in its place, the next
     /// step of a loop: see ``AttachmentList/startStep()``. The step that
     /// ends ran a child (the `then`'s first job), so the job has its table.
     func startStep() {
-        attachments.existing?.startStep()
+        attachments.withExisting { $0.startStep() }
     }
 
     /// The attachment table, made now if it was not.
@@ -439,9 +488,32 @@ final class JobState<Success: Sendable>: JobCancelling {
         making makeToken: JobState<Child>.MakeToken?,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
-        table.perform(
-            child, on: queue, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken,
-            keep: { attach($0, key: $1) }, then: handler)
+        attachments.withMade(by: { AttachmentTable() }) { table in
+            if let makeToken {
+                return table.perform(
+                    child, on: queue, startsHere: startsHere, making: makeToken,
+                    keep: { attach($0, key: $1) }, then: handler
+                ).state
+            }
+            return table.perform(
+                child, on: queue, hopsToQueue: hopsToQueue, startsHere: startsHere,
+                keep: { attach($0, key: $1) }, then: handler)
+        }
+    }
+
+    /// ``performChild(_:hopsToQueue:startsHere:making:then:)`` for a
+    /// transform or a loop, whose child starts here and whose state and
+    /// token `makeToken` makes: nothing to return, so no reference to
+    /// retain at every step of a loop.
+    func performChildHere<Child>(
+        _ child: Job<Child>,
+        making makeToken: @escaping JobState<Child>.MakeToken,
+        then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
+    ) {
+        attachments.withMade(by: { AttachmentTable() }) { table in
+            _ = table.perform(
+                child, on: queue, startsHere: true, making: makeToken, keep: { attach($0, key: $1) }, then: handler)
+        }
     }
 
     // MARK: Snapshots

@@ -34,6 +34,26 @@ struct LazyReference<Object: AnyObject & Sendable>: ~Copyable, Sendable {
         return existing ?? object
     }
 
+    /// Calls `body` with the object, if here, without retaining it for the
+    /// call: for a reference that is never emptied, whose owner the caller
+    /// holds, and so the reference the object. A loop's every step reads
+    /// its job's table; a retain and its release are atomic.
+    @inline(__always)
+    func withExisting<Result>(_ body: (Object) -> Result) -> Result? {
+        guard let object = reference.load(ordering: .sequentiallyConsistent) else { return nil }
+        return object._withUnsafeGuaranteedRef(body)
+    }
+
+    /// ``made(by:)``, calling `body` with the object as ``withExisting(_:)``
+    /// does, on the same terms.
+    @inline(__always)
+    func withMade<Result>(by make: () -> Object, _ body: (Object) -> Result) -> Result {
+        if let object = reference.load(ordering: .sequentiallyConsistent) {
+            return object._withUnsafeGuaranteedRef(body)
+        }
+        return body(made(by: make))
+    }
+
     /// Puts `object` here, retained, if nothing is.
     /// - Returns: `true` if it was put here.
     func install(_ object: Object) -> Bool {
