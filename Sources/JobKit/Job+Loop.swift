@@ -12,7 +12,7 @@ extension Job {
     /// Each step is a fresh performance of this job, started once the one
     /// before it completed and `delay` passed. Without a delay, a step that
     /// finishes in the queue's turn that ran it is followed in that turn,
-    /// up to 64 steps in a row, as a ``then(_:)`` loop is. The wait runs on the job's
+    /// up to 256 steps in a row, as a ``then(_:)`` loop is. The wait runs on the job's
     /// queue, so a `TestQueue` drives it in virtual time. A step's failure
     /// fails the loop with that error: put a ``retry(attempts:delay:while:)``
     /// on this job to try a step again, and a ``timeout(after:)`` on the

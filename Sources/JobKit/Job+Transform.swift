@@ -16,7 +16,7 @@ extension Job {
     /// a wrapper around each step's next job is one more job per step).
     /// When a step finishes in the queue's turn that ran it, as a cached
     /// value does, the next starts in that turn too, without waiting for a
-    /// turn of its own; after 64 such steps in a row, the next waits for
+    /// turn of its own; after 256 such steps in a row, the next waits for
     /// one, so that other work on the queue runs:
     ///
     /// ```swift

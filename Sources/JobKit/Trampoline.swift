@@ -284,9 +284,14 @@ public enum Trampoline {
 
     /// How many steps a performance runs in one turn of its queue
     /// (``runInTurn(of:_:)``) before the next goes through the queue,
-    /// letting other work run: as many as a sequence runs
-    /// (`SequenceRun.inlineBudget`).
-    static let stepsInATurn = 64
+    /// letting other work run. Four times as many as a sequence runs
+    /// (`SequenceRun.inlineBudget`): a loop's step that finishes at once
+    /// costs a few hundred nanoseconds, and the hop costs a thread's
+    /// waking when the queue's other threads sleep, microseconds (6 µs
+    /// measured on a virtual machine of 2 cores, a quarter of a loop's
+    /// time at 64 steps a turn, a fifteenth at 256). A turn of 256 such
+    /// steps takes about 100 µs.
+    static let stepsInATurn = 256
 
     /// The frame of `owner`'s body, if this thread runs it now.
     @inline(__always)

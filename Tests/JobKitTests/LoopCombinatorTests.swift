@@ -94,25 +94,25 @@ struct LoopCombinatorTests {
         #expect(counter.times.value == [.zero, .seconds(1), .seconds(3), .seconds(6), .seconds(9)])
     }
 
-    @Test func withoutDelayStepsThatFinishAtOnceRunInTheLoopsTurnSixtyFiveAtMost() throws {
+    @Test func withoutDelayStepsThatFinishAtOnceRunInTheLoopsTurn257AtMost() throws {
         let counter = Counter()
         let queue = TestQueue()
         let recorder = Recorder<Int>()
-        counter.fetch.repeated(while: { $0 < 150 }).perform(on: queue, then: recorder.handler)
-        // The loop's turn: its first step, and 64 more after it.
+        counter.fetch.repeated(while: { $0 < 600 }).perform(on: queue, then: recorder.handler)
+        // The loop's turn: its first step, and 256 more after it.
         #expect(queue.runNext())
-        #expect(counter.fetches.value == 65)
+        #expect(counter.fetches.value == 257)
         // The next waits for a turn of its own, behind other work.
         let other = LockedValue<Int?>(nil)
         queue.enqueue { other.setValue(counter.fetches.value) }
         #expect(queue.pendingCount == 2)
         #expect(queue.runNext())
-        #expect(counter.fetches.value == 130)
+        #expect(counter.fetches.value == 514)
         #expect(queue.runNext())
-        #expect(other.value == 130)
+        #expect(other.value == 514)
         try queue.run()
-        #expect(counter.fetches.value == 150)
-        #expect(try recorder.last?.get() == 150)
+        #expect(counter.fetches.value == 600)
+        #expect(try recorder.last?.get() == 600)
     }
 
     @Test func aStepsFailureFailsTheLoopAndNoStepFollows() throws {

@@ -214,11 +214,11 @@ struct LoopTests {
         }
     }
 
-    @Test func aPollOfStepsFinishingAtOnceRunsSixtyFiveStepsInATurnThenLetsOtherWorkRun() throws {
+    @Test func aPollOfStepsFinishingAtOnceRuns257StepsInATurnThenLetsOtherWorkRun() throws {
         let queue = TestQueue()
         let started = LockedValue<[Int]>([])
         let recorder = Recorder<Int>()
-        poll(from: 1, to: 150) { index in
+        poll(from: 1, to: 600) { index in
             Job { controller in
                 started.withValue { $0.append(index) }
                 controller.finish(with: index)
@@ -226,17 +226,17 @@ struct LoopTests {
         }
         .perform(on: queue, then: recorder.handler)
         #expect(queue.runNext())
-        #expect(started.value == Array(1...65))
+        #expect(started.value == Array(1...257))
         let other = LockedValue<Int?>(nil)
         queue.enqueue { other.setValue(started.value.count) }
         #expect(queue.runNext())
-        #expect(started.value.count == 130)
+        #expect(started.value.count == 514)
         #expect(queue.runNext())
-        #expect(other.value == 130)
+        #expect(other.value == 514)
         #expect(queue.runNext())
-        #expect(started.value == Array(1...150))
+        #expect(started.value == Array(1...600))
         // The last step finished the loop in its turn, and so came the handler.
-        #expect(try recorder.last?.get() == 150)
+        #expect(try recorder.last?.get() == 600)
         #expect(queue.isIdle)
     }
 
