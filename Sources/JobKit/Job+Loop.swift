@@ -48,9 +48,9 @@ extension Job {
     ) -> Job<Success> {
         Job { controller in
             LoopRun(controller: controller, delay: delay, job: { _ in self }, making: makeToken, from: ()) {
-                run, number, value in
+                run, value in
                 if condition(value) {
-                    run.again(after: number, from: ())
+                    run.again(from: ())
                 } else {
                     run.controller.finish(with: value)
                 }
@@ -122,11 +122,11 @@ extension Job {
         Job<[Element]> { controller in
             let collected = Collected<Element>()
             LoopRun(controller: controller, delay: .none, job: page, making: makeToken, from: first) {
-                run, number, found in
+                run, found in
                 switch found {
                 case .more(let elements, let next):
                     collected.append(elements)
-                    run.again(after: number, from: next)
+                    run.again(from: next)
                 case .last(let elements):
                     collected.append(elements)
                     run.controller.finish(with: collected.take())
@@ -177,15 +177,16 @@ private final class Collected<Element: Sendable>: Sendable {
 /// time. A step writes them as it starts and as it ends, and the next step
 /// starts only after that, handed over on this thread, through the queue
 /// or by its timer; the handler of a step's job reads the number that
-/// step wrote before it started the job.
+/// step wrote before it started the job, and so does ``again(from:)``,
+/// which that handler calls.
 private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>: @unchecked Sendable {
     let controller: Job<Success>.Controller
     let delay: RetryDelay
     /// The job of a step, from its input.
     let job: @Sendable (Input) -> Job<Step>
-    /// Decides what follows step number `number`, which finished with a
-    /// value: ``again(after:from:)``, or the controller's `finish`.
-    let next: @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
+    /// Decides what follows the step that finished with a value:
+    /// ``again(from:)``, or the controller's `finish`.
+    let next: @Sendable (_ run: LoopRun, Step) -> Void
     /// Makes each step's state and token (``JobState/MakeToken``).
     let makeToken: JobState<Step>.MakeToken
     /// The wait before the next step, closed when the job is cancelled.
@@ -204,7 +205,7 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
         job: @escaping @Sendable (Input) -> Job<Step>,
         making makeToken: @escaping JobState<Step>.MakeToken,
         from first: Input,
-        next: @escaping @Sendable (_ run: LoopRun, _ number: Int, Step) -> Void
+        next: @escaping @Sendable (_ run: LoopRun, Step) -> Void
     ) {
         self.nextInput = first
         self.controller = controller
@@ -232,13 +233,14 @@ private final class LoopRun<Input: Sendable, Step: Sendable, Success: Sendable>:
             case .success(let value):
                 // Cancelled as the step finished: nothing follows.
                 guard !controller.isCompleted else { return }
-                next(self, number, value)
+                next(self, value)
             }
         }
     }
 
-    /// Step number `number + 1` follows, from `input`, after its delay.
-    func again(after number: Int, from input: Input) {
+    /// The next step follows the one that ran last, from `input`, after
+    /// its delay.
+    func again(from input: Input) {
         let wait = max(delay.delay(beforeRetry: number), .zero)
         nextInput = input
         if wait == .zero {

@@ -267,8 +267,10 @@ enum TypedToken<Success: Sendable>: Sendable {
     ) -> JobState<Child> {
         switch self {
         case .state(let token):
-            token.state.performChild(
-                child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)
+            // A performance of its own takes the children of its transforms
+            // and loops through `JobState.performChildHere`, made by
+            // `makeToken` (`Job.Controller.performChildHere`): none here.
+            token.state.performChild(child, hopsToQueue: hopsToQueue, startsHere: startsHere, then: handler)
         case .groupChild(let groupChild):
             groupChild.performChild(
                 child, hopsToQueue: hopsToQueue, startsHere: startsHere, making: makeToken, then: handler)

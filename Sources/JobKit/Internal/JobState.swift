@@ -485,23 +485,16 @@ final class JobState<Success: Sendable>: JobCancelling {
         _ child: Job<Child>,
         hopsToQueue: Bool,
         startsHere: Bool,
-        making makeToken: JobState<Child>.MakeToken?,
         then handler: @escaping @Sendable (Result<Child, any Error>) -> Void
     ) -> JobState<Child> {
         attachments.withMade(by: { AttachmentTable() }) { table in
-            if let makeToken {
-                return table.perform(
-                    child, on: queue, startsHere: startsHere, making: makeToken,
-                    keep: { attach($0, key: $1) }, then: handler
-                ).state
-            }
-            return table.perform(
+            table.perform(
                 child, on: queue, hopsToQueue: hopsToQueue, startsHere: startsHere,
                 keep: { attach($0, key: $1) }, then: handler)
         }
     }
 
-    /// ``performChild(_:hopsToQueue:startsHere:making:then:)`` for a
+    /// ``performChild(_:hopsToQueue:startsHere:then:)`` for a
     /// transform or a loop, whose child starts here and whose state and
     /// token `makeToken` makes: nothing to return, so no reference to
     /// retain at every step of a loop.
