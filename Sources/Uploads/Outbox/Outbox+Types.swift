@@ -165,6 +165,8 @@ extension Outbox {
         /// Pushbacks in a row after that draw below a ceiling that grows
         /// up to ``maxPushbackDelay``; a
         /// server's `Retry-After` is obeyed (<doc:UsingTheOutbox#When-the-server-pushes-back>).
+        /// A longer delay spares the server of a long backlog and publishes
+        /// a short one later; a shorter one the other way round.
         /// Zero honours `Retry-After` alone. A hold that transient failures started ends when the
         /// outbox tries its waiting posts after
         /// ``Outbox/networkDidChange()``.
