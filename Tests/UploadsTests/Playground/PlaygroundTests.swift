@@ -18,18 +18,20 @@ struct PlaygroundTests {
     /// Runs the Playground with tiny media and no simulated speed, so a run
     /// takes a fraction of a second; with `workFolder`, the run makes its
     /// folder there (`--work-folder`), so a test sees everything it leaves.
-    /// With `signal`, sends it that signal once its first upload finished
-    /// (its first "✓" line). The run's pipes are read off Swift's
-    /// cooperative threads, which the suites running beside need.
+    /// With `signal`, sends it that signal once it printed `moment`: by
+    /// default once its first upload finished (its first "✓" line). The
+    /// run's pipes are read off Swift's cooperative threads, which the
+    /// suites running beside need.
     private func playground(
-        _ arguments: [String], fast: Bool = true, workFolder: URL? = nil, interruptedWith signal: Int32? = nil
+        _ arguments: [String], fast: Bool = true, workFolder: URL? = nil, interruptedWith signal: Int32? = nil,
+        at moment: String = "✓"
     ) async throws -> Run {
         let run = try PlaygroundProcess(
             arguments + (fast ? ["--scale", "0.01", "--speed", "0"] : [])
                 + (workFolder.map { ["--work-folder", $0.path] } ?? []),
             killedAfter: 30)
         if let signal {
-            await run.read(until: "✓", thenSend: signal)
+            await run.read(until: moment, thenSend: signal)
         }
         let status = await run.exit()
         #expect(!run.timedOut, "the Playground had not exited after 30 seconds and was killed")
@@ -338,10 +340,14 @@ struct PlaygroundTests {
         defer { folder.remove() }
         let work = try TemporaryFolder()
         defer { work.remove() }
-        // About 2.5 s of uploads at 1 MB/s each: plenty of time to interrupt.
+        // About 3 s of uploads at 1 MB/s each, interrupted halfway, when
+        // the three videos (1.2 to 2.6 s each) are sending. At the first
+        // "✓", under Thread Sanitizer, the signal once came as the other
+        // two photos had finished and the next had not started: no upload
+        // was running.
         let run = try await playground(
             ["--output", folder.url.path, "--scale", "0.1", "--speed", "1"], fast: false, workFolder: work.url,
-            interruptedWith: signal)
+            interruptedWith: signal, at: "… 50%")
         let printed = run.output
         let errorText = run.error
 
