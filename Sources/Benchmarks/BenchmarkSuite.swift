@@ -54,6 +54,10 @@ enum BenchmarkSuite {
         /// The herd's outboxes' pushback delay, in seconds; the default
         /// when `nil`.
         var herdPushback: Int?
+        /// How many times the time held the ceiling of the herd's outboxes'
+        /// drawn holds is; the default `Outbox.Options.holdGrowth` when
+        /// `nil`.
+        var herdGrowth: Double?
         /// Where case 19 writes each herd's requests, one CSV file a herd.
         var herdRequests: URL?
         /// How many herds of case 19 run for each figure, differing only in
@@ -129,6 +133,12 @@ enum BenchmarkSuite {
                         }
                     }
                 case "--herd-pushback": herdPushback = try count(for: argument, minimum: 0)
+                case "--herd-growth":
+                    let text = try value(for: argument)
+                    guard let growth = Double(text), growth.isFinite, growth > 0 else {
+                        throw BenchmarkFailure("--herd-growth takes a number above 0, got \(text)")
+                    }
+                    herdGrowth = growth
                 case "--herd-seeds": herdSeeds = try count(for: argument, minimum: 1)
                 case "--herd-requests": herdRequests = URL(fileURLWithPath: try value(for: argument), isDirectory: true)
                 case "--only": schedule.only = try value(for: argument)
@@ -183,6 +193,7 @@ enum BenchmarkSuite {
           --herd-server S,...   what each herd's server answers past its capacity: retry-after (Retry-After: 5)
                                 or slots (a slot each) (default retry-after,slots)
           --herd-pushback S  the herd's outboxes' pushbackDelay, in seconds (default: the option's, 240)
+          --herd-growth X    the ceiling of the herd's outboxes' drawn holds, in times the time held (default 2)
           --herd-seeds K     runs each herd of case 19 with K seeds: each figure's median, [least–most] (default 1)
           --herd-requests DIR  writes every request each herd's server saw to DIR, a CSV file a herd
           --case NAME,...    only these cases: \(Options.caseNames)
@@ -260,7 +271,8 @@ enum BenchmarkSuite {
         case .herd:
             try HerdCase.run(
                 counts: options.herdCounts, minutes: options.herdMinutes, servers: options.herdServers,
-                pushbackDelay: options.herdPushback.map { .seconds($0) }, seeds: options.herdSeeds,
+                pushbackDelay: options.herdPushback.map { .seconds($0) }, holdGrowth: options.herdGrowth,
+                seeds: options.herdSeeds,
                 requestsFolder: options.herdRequests)
         }
     }

@@ -10,7 +10,7 @@ import UploadsTesting
 enum HerdCase {
     static func run(
         counts: [Int], minutes: [Int], servers: [Herd.Server] = [.retryAfter(.seconds(5)), .slots],
-        pushbackDelay: Duration? = nil, seeds: Int = 1, requestsFolder: URL? = nil
+        pushbackDelay: Duration? = nil, holdGrowth: Double? = nil, seeds: Int = 1, requestsFolder: URL? = nil
     ) throws -> CaseReport {
         if let requestsFolder {
             try FileManager.default.createDirectory(at: requestsFolder, withIntermediateDirectories: true)
@@ -32,7 +32,7 @@ enum HerdCase {
                     for seed in 1...max(seeds, 1) {
                         let configuration = configuration(
                             server, count: count, minutes: minutes, seed: seed, pushbackDelay: pushbackDelay,
-                            recordsRequests: requestsFolder != nil)
+                            holdGrowth: holdGrowth, recordsRequests: requestsFolder != nil)
                         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
                             "JobKitHerd-\(UUID())")
                         let report = try Herd.run(configuration, in: folder)
@@ -54,6 +54,7 @@ enum HerdCase {
         var report = CaseReport(
             title: "19. Herds of outboxes back online at once, in virtual time"
                 + (pushbackDelay.map { " (pushbackDelay \($0))" } ?? "")
+                + (holdGrowth.map { " (holds grow \($0)× the time held)" } ?? "")
                 + (seeds > 1 ? " (\(seeds) seeds each)" : ""),
             unit: "", rows: [])
         report.table = lines
@@ -93,9 +94,11 @@ enum HerdCase {
     /// The herd of `count` outboxes whose backlog takes `minutes` against
     /// `server`. Seed 1 is the herd's default; another seed draws when
     /// each phone hears of the network, and seeds each outbox's
-    /// generator, differently.
+    /// generator, differently. `pushbackDelay` and `holdGrowth` replace
+    /// the outboxes' defaults when given.
     static func configuration(
-        _ server: Herd.Server, count: Int, minutes: Int, seed: Int, pushbackDelay: Duration?, recordsRequests: Bool
+        _ server: Herd.Server, count: Int, minutes: Int, seed: Int, pushbackDelay: Duration?, holdGrowth: Double?,
+        recordsRequests: Bool
     ) -> Herd.Configuration {
         var configuration = Herd.Configuration(outboxes: count, drainingIn: minutes)
         configuration.server = server
@@ -105,6 +108,7 @@ enum HerdCase {
         configuration.options = { index in
             var options = Herd.Configuration.defaultOptions(offset + index)
             if let pushbackDelay { options.pushbackDelay = pushbackDelay }
+            if let holdGrowth { options.holdCeilingGrowth = holdGrowth }
             return options
         }
         return configuration

@@ -178,6 +178,10 @@ extension Outbox {
         /// The longest `Retry-After` the outbox obeys: a longer one counts
         /// as this long (before the jitter drawn on top of it).
         public var maxRetryAfter: Duration
+        /// How many times the time a host has held the outbox in its streak
+        /// the ceiling of the next drawn hold is (``holdGrowth`` unless
+        /// set): for the herd benchmark, which measures what it trades.
+        package var holdCeilingGrowth = Outbox.Options.holdGrowth
 
         /// Creates options.
         /// - Parameters:

@@ -154,7 +154,7 @@ extension Outbox.Options {
         // most 1.3 within the second).
         guard !hold.isSlot else { return hold.asked + Self.slotJitter * publishing.retry.jitter() }
         let asked = hold.asked * (1 + Self.retryAfterJitter * publishing.retry.jitter())
-        let ceiling = max(pushbackDelay, min(maxPushbackDelay, hold.streak.held * Self.holdGrowth))
+        let ceiling = max(pushbackDelay, min(maxPushbackDelay, hold.streak.held * holdCeilingGrowth))
         let floor = max(ceiling * Self.holdFloor, pushbackDelay * Self.leastHoldShare)
         let drawn = floor + (ceiling - floor) * publishing.retry.jitter()
         return max(asked, drawn)

@@ -457,6 +457,13 @@ struct OutboxPacerTests {
         let ceiling = 600 * Outbox.Options.holdGrowth
         #expect(seconds(delay(long, asked: .seconds(5), AtTheFloor()), ceiling * floor))
         #expect(seconds(delay(long, asked: .seconds(5), Halfway()), ceiling * (floor + (1 - floor) / 2)))
+        // The herd benchmark's other growth (`--herd-growth`): a ceiling of
+        // three times the time held.
+        var faster = Outbox.Options(
+            publishing: PublishOptions(retry: RetryPolicy(random: Halfway())), maxPushbackDelay: .seconds(3600))
+        faster.holdCeilingGrowth = 3
+        let fasterHold = faster.holdDelay(OutboxPacer.Hold(key: Self.host, asked: .seconds(5), streak: long, id: 1))
+        #expect(seconds(fasterHold, 1800 * (floor + (1 - floor) / 2)))
         // Never above the longest hold, however long the streak.
         let endless = Streak(pushbacks: 9, held: .seconds(36_000))
         #expect(seconds(delay(endless, asked: .seconds(5), Halfway()), 3600 * (floor + (1 - floor) / 2)))
