@@ -165,7 +165,7 @@ struct OutboxHerdTests {
         let inLong = Dictionary(grouping: try Herd.run(long, in: folder).requests, by: \.phone)
         var turnedAwayInBoth = 0
         var takenInBoth = 0
-        for phone in 0..<50 {
+        for phone in 0..<short.outboxes {
             let shortRequests = inShort[phone] ?? [], longRequests = inLong[phone] ?? []
             // Up to the first request the two servers answered otherwise,
             // that one included: until then, it had heard the same.
@@ -188,7 +188,7 @@ struct OutboxHerdTests {
     }
 
     /// A herd with every wait in step (each jitter drawn at its ceiling, no
-    /// wake window, no pushback delay) misses the goals: the test above
+    /// wake window, no pushback delay) misses the goals: the first test
     /// measures something. Smaller, as in-step requests are many; stopped
     /// after 20 virtual minutes.
     @Test func theSameHerdWithItsWaitsInStepMissesTheGoals() throws {
