@@ -77,6 +77,14 @@ let pendingHold = null;
 const held = new Set();
 let waiters = [];
 let child = null;
+// The connections to the server, each kept for a second at most between
+// requests. Node's own agent keeps them until the server closes them
+// (uvicorn: after 5 s idle), and a request sent on one as the server
+// closes it fails with no answer (ECONNRESET): it happened to a
+// duplicate's second request, which takes the pool's other, older
+// connection (the first's is not free again until after its answer's
+// 'end' handlers). A socket's timeout ends only an idle one here.
+const upstreamAgent = new http.Agent({ keepAlive: true, timeout: 1000 });
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -261,8 +269,8 @@ function json(response, status, value) {
 
 function upstreamRequest(request, onAnswer) {
   const headers = { ...request.headers, host: `127.0.0.1:${upstreamPort}` };
-  return http.request({ host: '127.0.0.1', port: upstreamPort, method: request.method, path: request.url, headers },
-    onAnswer);
+  return http.request({ host: '127.0.0.1', port: upstreamPort, method: request.method, path: request.url, headers,
+    agent: upstreamAgent }, onAnswer);
 }
 
 /** The request's answer, sent on to the client, with the record filled. */
@@ -283,7 +291,7 @@ function relay(answer, response, record) {
 /** Calls `done` once the upload at `uploadPath` has `offset`, or at `deadline`. */
 function settle(uploadPath, offset, deadline, done) {
   const head = http.request({ host: '127.0.0.1', port: upstreamPort, method: 'HEAD', path: uploadPath,
-    headers: { 'tus-resumable': '1.0.0' } }, (answer) => {
+    headers: { 'tus-resumable': '1.0.0' }, agent: upstreamAgent }, (answer) => {
     answer.resume();
     if (answer.headers['upload-offset'] === offset || Date.now() > deadline) return done();
     setTimeout(() => settle(uploadPath, offset, deadline, done), 20);
@@ -429,7 +437,8 @@ function stored(query, response) {
     const bytes = fs.readFileSync(file);
     return json(response, 200, { size: bytes.length, sha256: crypto.createHash('sha256').update(bytes).digest('hex') });
   }
-  const download = http.request({ host: '127.0.0.1', port: upstreamPort, method: 'GET', path: uploadPath }, (answer) => {
+  const download = http.request({ host: '127.0.0.1', port: upstreamPort, method: 'GET', path: uploadPath,
+    agent: upstreamAgent }, (answer) => {
     if (answer.statusCode !== 200) {
       answer.resume();
       return json(response, 404, { error: `the server answered ${answer.statusCode}` });
