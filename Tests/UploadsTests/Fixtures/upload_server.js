@@ -69,6 +69,9 @@
  *                      sha256, md5, body}; headers has lower-cased names, rawHeaders
  *                     is [name, value] pairs in wire order, body is a latin-1
  *                     string when length <= 64 KiB, else null
+ * GET /_arriving     the uploads whose body is still arriving (or whose form
+ *                     is being parsed), as /_received lists them: what a
+ *                     test that ran out of time was waiting for
  * GET /_wait?path=P   waits (up to 10 s) until an upload of P has ended and
  *                     returns its records (404 with [] if none)
  * GET /_wait_for?bytes=N&ended=M[&timeout=S]
@@ -138,6 +141,7 @@ const CONTROL_LIMIT = 1024 * 1024; // largest POST /_control body
 const MAX_DELAY_S = 600; // longest delay or read_delay a rule may ask for
 
 const received = []; // records of ended uploads, in the order they ended
+const arriving = new Set(); // records of uploads whose body has not ended
 const errors = []; // requests refused for bad framing
 const rules = new Map(); // path -> rule
 const waiters = new Set(); // pending GET /_wait: {path, done(found)}
@@ -178,6 +182,7 @@ function queryOf(target) {
 }
 
 function recordEnded(record) {
+  arriving.delete(record);
   received.push(record);
   for (const waiter of [...waiters]) {
     if (waiter.path === record.path) waiter.done();
@@ -401,6 +406,7 @@ function upload(req, res) {
   // The rule as it is now; its "times" is counted down when answering.
   const rule = rules.get(path) ?? {};
   const record = newRecord(req, path);
+  arriving.add(record);
   const digest = crypto.createHash('sha256');
   const md5 = crypto.createHash('md5');
   const small = [];
@@ -571,6 +577,7 @@ function handle(req, res) {
   const path = pathOf(req.url);
   if (req.method === 'POST' && path === '/_control') return control(req, res);
   if (req.method === 'GET' && path === '/_received') return answerJSON(res, 200, received);
+  if (req.method === 'GET' && path === '/_arriving') return answerJSON(res, 200, [...arriving]);
   if (req.method === 'GET' && path === '/_errors') return answerJSON(res, 200, errors);
   if (req.method === 'GET' && path === '/_wait') return wait(req, res);
   if (req.method === 'GET' && path === '/_wait_for') return waitFor(req, res);

@@ -251,9 +251,8 @@ struct FormDataTests {
                 progress in reports.withValue { $0.append(progress) }
             }
 
-            let receipt = try await withTimeLimit(.seconds(20)) {
-                try await upload.retry(RetryPolicy(attempts: 2, initialDelay: .milliseconds(1))).value
-            }
+            let receipt = try await withTimeLimit(
+                .seconds(20), performing: upload.retry(RetryPolicy(attempts: 2, initialDelay: .milliseconds(1))))
 
             let received = try await server.received()
             #expect(receipt.status == 201)

@@ -326,6 +326,36 @@ struct URLSessionUploaderTests {
         }
     }
 
+    /// A test that runs out of time while the server has a request is
+    /// told what the server had received (`FixtureServer.with`): here, a
+    /// body the server stopped reading partway, which no record of an
+    /// ended upload would show.
+    @Test func aTestOutOfTimeIsToldWhatTheServerHadReceived() async throws {
+        let comments = LockedValue<[String]>([])
+        try await withKnownIssue {
+            try await FixtureServer.with { server in
+                try await server.setRule("held.jpg", ["hold_after": 65_536])
+                let photo = Photo(bytes: patternedBytes(200_000), destination: server.url("held.jpg"))
+                let upload = Job.uploading(photo, using: URLSessionUploader())
+                let handle = upload.perform(on: DispatchQueue.global()) { _ in }
+                defer { handle.cancel() }
+                try #require(try await server.waitFor(bytes: 65_536, ended: 0).ok, "the server holds the body")
+                throw TimeLimitExceeded(duration: .seconds(20))
+            }
+        } matching: { issue in
+            if issue.error is TimeLimitExceeded { return true }
+            guard let comment = issue.comments.first?.rawValue, comment.hasPrefix("What the server") else {
+                return false
+            }
+            comments.withValue { $0.append(comment) }
+            return true
+        }
+        let comment = try #require(comments.value.first)
+        #expect(comments.value.count == 1)
+        #expect(comment.hasPrefix("What the server had received:\nstill arriving: PUT /held.jpg: "))
+        #expect(comment.hasSuffix(" of 200000 body bytes"))
+    }
+
     @Test func anUploaderNobodyHoldsLivesUntilItsRequestIsMade() throws {
         // The uploader's only owner is the job, which lets it go once its
         // body ran; the request is made by a child job that runs later.

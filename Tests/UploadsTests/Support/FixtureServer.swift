@@ -1,5 +1,7 @@
 import Foundation
+import JobKitTesting
 import TestSupport
+import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -38,13 +40,42 @@ final class FixtureServer: Sendable {
 
     /// Starts a server, runs `body` with it, and stops it; then fails if
     /// any request was malformed: refused by Node's parser, or carrying both
-    /// `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.1–6.2).
+    /// `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.1–6.2). When
+    /// `body` runs out of time (``TimeLimitExceeded``), the test is told
+    /// what the server had received by then.
     static func with<T>(_ body: (FixtureServer) async throws -> T) async throws -> T {
         let server = FixtureServer(server: try await startNodeFixture("upload_server.js"))
         defer { server.stop() }
-        let result = try await body(server)
+        let result: T
+        do {
+            result = try await body(server)
+        } catch let error as TimeLimitExceeded {
+            await server.recordWhatArrived()
+            throw error
+        }
         try await server.checkFraming()
         return result
+    }
+
+    /// Records, as an issue of the running test, the requests the server
+    /// had received, a line each, those whose body was still arriving
+    /// last: which side a test that ran out of time was waiting for.
+    func recordWhatArrived() async {
+        func line(_ upload: Received) -> String {
+            let expected = upload.headers["content-length"].map { " of \($0)" } ?? ""
+            return "\(upload.method) \(upload.path): \(upload.length)\(expected) body bytes"
+        }
+        do {
+            let (ended, arriving) = try await withTimeLimit(.seconds(5)) {
+                (try await self.received(), try await self.arriving())
+            }
+            let lines =
+                ended.map { "ended: \(line($0))\($0.complete ? "" : ", cut short")" }
+                + arriving.map { "still arriving: \(line($0))" }
+            Issue.record("What the server had received:\n\(lines.isEmpty ? "nothing" : lines.joined(separator: "\n"))")
+        } catch {
+            Issue.record("The server did not say what it had received: \(error)")
+        }
     }
 
     /// Throws if any request so far was malformed.
@@ -91,6 +122,12 @@ final class FixtureServer: Sendable {
     /// Every upload received so far.
     func received() async throws -> [Received] {
         try JSONDecoder().decode([Received].self, from: try await Self.send(URLRequest(url: url("_received"))))
+    }
+
+    /// The uploads whose body is still arriving, or whose form is being
+    /// parsed.
+    func arriving() async throws -> [Received] {
+        try JSONDecoder().decode([Received].self, from: try await Self.send(URLRequest(url: url("_arriving"))))
     }
 
     /// The uploads of `path`, once at least one has ended (up to 10 s).
