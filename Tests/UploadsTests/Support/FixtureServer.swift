@@ -66,8 +66,10 @@ final class FixtureServer: Sendable {
             return "\(upload.method) \(upload.path): \(upload.length)\(expected) body bytes"
         }
         do {
-            let (ended, arriving) = try await withTimeLimit(.seconds(5)) {
-                (try await self.received(), try await self.arriving())
+            // Those arriving first: an upload that ends between the two
+            // questions is then listed twice, rather than missed.
+            let (arriving, ended) = try await withTimeLimit(.seconds(5)) {
+                (try await self.arriving(), try await self.received())
             }
             let lines =
                 ended.map { "ended: \(line($0))\($0.complete ? "" : ", cut short")" }
